@@ -1,0 +1,130 @@
+"""What a run produced: plain data passed from the runner to checks and on to the reports.
+
+Data flows one way: the runner fills an ``AgentRun`` per case, the checks turn it into a
+``CaseResult``, and the reports render a ``RunResult``. None of these types know how they are
+produced or printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "fail", "error"]
+"""``error`` means the harness or the agent process broke; ``fail`` means a check said no."""
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call the agent made and the answer it got."""
+
+    call_id: str
+    name: str
+    args: JsonObject
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token and cost totals the agent reported through ``usage`` messages (None: never reported)."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+
+    def add(self, tokens_in: int | None, tokens_out: int | None, cost_usd: float | None) -> None:
+        if tokens_in is not None:
+            self.tokens_in = (self.tokens_in or 0) + tokens_in
+        if tokens_out is not None:
+            self.tokens_out = (self.tokens_out or 0) + tokens_out
+        if cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost_usd
+
+
+@dataclass(slots=True)
+class Failure:
+    """Why a case did not pass.
+
+    ``kind`` is a stable machine name (``agent_error``, ``agent_crashed``, ``timeout``,
+    ``idle_timeout``, ``stdout_noise``, ``protocol_error``, ``message_too_large``, ``task_error``,
+    ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
+    ``tool_registry_error``, ``assertion_failed``, ``budget_exceeded``, ``interrupted``);
+    the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
+    behaviour (``fail``) or as a fault (``error``).
+    """
+
+    kind: str
+    message: str
+    status: Status = "fail"
+    stderr_tail: str = ""
+
+
+@dataclass(slots=True)
+class CheckFailure:
+    """One assertion or budget that said no."""
+
+    type: str
+    message: str
+    expected: str | None = None
+    observed: str | None = None
+    details: JsonObject | None = None
+
+
+@dataclass(slots=True)
+class AgentRun:
+    """Everything observed while one case's agent ran, before any check."""
+
+    case_id: str
+    output: JsonObject | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    wall_ms: int = 0
+    failure: Failure | None = None
+    stderr_tail: str = ""
+    exit_code: int | None = None
+    events: list[JsonObject] = field(default_factory=list)
+    unused_recordings: int = 0
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(1 for call in self.tool_calls if not call.ok)
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """The verdict on one case."""
+
+    case_id: str
+    status: Status
+    run: AgentRun
+    assertions_total: int = 0
+    check_failures: list[CheckFailure] = field(default_factory=list)
+    failure: Failure | None = None
+    cassette_path: str | None = None
+    cassette_sha256: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.failure.message if self.failure else None
+
+    def tool_calls_by_name(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for call in self.run.tool_calls:
+            counts[call.name] = counts.get(call.name, 0) + 1
+        return counts
+
+    def tool_errors_by_name(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for call in self.run.tool_calls:
+            if not call.ok:
+                counts[call.name] = counts.get(call.name, 0) + 1
+        return counts
