@@ -128,3 +128,31 @@ class CaseResult:
             if not call.ok:
                 counts[call.name] = counts.get(call.name, 0) + 1
         return counts
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A whole suite run, as the reports see it."""
+
+    run_id: str
+    suite_name: str
+    suite_path: str
+    """The suite file as a user would type it: relative to the working directory when inside it."""
+    agent_command: list[str]
+    mode: str
+    cases: list[CaseResult]
+    started_at: float
+    """Epoch seconds."""
+    finished_at: float
+    interrupted: bool = False
+    git_sha: str | None = None
+    regression_policy: JsonObject | None = None
+    """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
+
+    @property
+    def cases_passed(self) -> int:
+        return sum(1 for case in self.cases if case.status == "pass")
+
+    @property
+    def pass_rate(self) -> float:
+        return self.cases_passed / len(self.cases) if self.cases else 0.0

@@ -1,0 +1,6 @@
+"""``python -m trialrun``."""
+
+from trialrun.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The run directory ``<out>/<suite>/<run_id>/`` and the files in it.
+
+``run.jsonl`` is streamed case by case to a temporary name and renamed when the run ends (or is
+interrupted), so a reader never sees half a file under the final name. The other artifacts are
+rendered from the finished ``RunResult`` and written atomically. Everything the agent produced is
+redacted before it reaches disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from trialrun.fsutil import atomic_write_text, write_json
+from trialrun.redact import redact
+from trialrun.results import CaseResult, RunResult
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def new_run_id(now: float | None = None) -> str:
+    """Sortable by time to the microsecond, unique across parallel runs."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    micros = int((now % 1) * 1_000_000)
+    return f"{stamp}-{micros:06d}-{secrets.token_hex(3)}"
+
+
+def safe_dir_name(name: str) -> str:
+    """A suite name usable as one directory level (never ``..`` or a path)."""
+    cleaned = _UNSAFE_NAME.sub("_", name).strip("._") or "suite"
+    return cleaned[:100]
+
+
+class RunDirectory:
+    """Owns one run's directory and its streamed event log."""
+
+    def __init__(self, out_dir: Path, suite_name: str, run_id: str) -> None:
+        self.path = out_dir / safe_dir_name(suite_name) / run_id
+        self.path.mkdir(parents=True, exist_ok=False)
+        self._events_tmp = self.path / ".run.jsonl.partial"
+        self._events: IO[str] | None = self._events_tmp.open("w", encoding="utf-8", newline="\n")
+
+    def write_case_events(self, result: CaseResult) -> None:
+        """Append one finished case's events, then the events of its verdict."""
+        assert self._events is not None, "event log already closed"
+        events = [*result.run.events, *verdict_events(result)]
+        self._events.write("".join(_event_line(event) for event in events))
+        self._events.flush()
+
+    def finish(self, run: RunResult, summary: dict[str, Any], junit: str, html: str) -> None:
+        self.close_events()
+        write_json(self.path / "summary.json", summary)
+        atomic_write_text(self.path / "junit.xml", junit)
+        atomic_write_text(self.path / "report.html", html)
+
+    def close_events(self) -> None:
+        if self._events is None:
+            return
+        self._events.flush()
+        os.fsync(self._events.fileno())
+        self._events.close()
+        self._events = None
+        os.replace(self._events_tmp, self.path / "run.jsonl")
+
+
+def verdict_events(result: CaseResult) -> list[dict[str, Any]]:
+    """The peer's ``assertion_failure`` / ``budget_failure`` events, then ``case_end``."""
+    now = time.time()
+    base = {"case_id": result.case_id, "timestamp": now}
+    budget = [f for f in result.check_failures if f.type.startswith("budget:")]
+    asserted = [f for f in result.check_failures if not f.type.startswith("budget:")]
+    events: list[dict[str, Any]] = []
+    if asserted:
+        failures = [{"type": f.type, "message": f.message, "details": f.details} for f in asserted]
+        events.append({"type": "assertion_failure", **base, "failures": failures})
+    if budget:
+        failures = [{"field": f.type.removeprefix("budget:"), **(f.details or {})} for f in budget]
+        events.append({"type": "budget_failure", **base, "failures": failures})
+    end: dict[str, Any] = {
+        "type": "case_end",
+        **base,
+        "passed": result.passed,
+        "status": result.status,
+        "wall_ms": result.run.wall_ms,
+    }
+    if result.failure is not None:
+        end["failure_kind"] = result.failure.kind
+        end["failure_reason"] = result.failure.message
+    events.append(end)
+    return events
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer.
+    return json.dumps(redact(event), ensure_ascii=False, separators=(",", ":"), default=str).encode(
+        "utf-8", "backslashreplace"
+    ).decode("utf-8") + "\n"

@@ -1,0 +1,97 @@
+"""The ``trialrun`` command line: a lazy click group and the one place exit codes are decided.
+
+Exit codes, the same for every command: 0 success, 1 the thing checked failed, 2 invalid input
+(one ``error: <file>:<line>: <what>`` line per problem, never a traceback), 130 interrupted.
+Subcommands are imported only when invoked, so ``trialrun --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from trialrun import __version__
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130
+
+# name -> (module, attribute, one-line help shown by --help without importing the module)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": ("trialrun.cli.init_cmd", "init", "Write a demo suite, its agent, a baseline and a CI workflow."),
+    "run": ("trialrun.cli.run_cmd", "run", "Run a suite: replay, record or live."),
+    "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attribute, _ = entry
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="trialrun", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Deterministic CI and trustworthy evaluation for tool-using AI agents."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: maps every outcome to an exit code."""
+    sys.exit(run_cli(argv))
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    from trialrun.errors import ConfigError, TrialrunError
+
+    try:
+        result: Any = cli.main(args=argv, prog_name="trialrun", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Interrupted.", err=True)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_INVALID
+    except ConfigError as exc:
+        for line in str(exc).splitlines():
+            click.echo(f"error: {line}", err=True)
+        return EXIT_INVALID
+    except TrialrunError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        _silence_broken_pipe()
+        return EXIT_FAILED
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def _silence_broken_pipe() -> None:
+    """The reader went away (``trialrun run ... | head``): exit quietly, as a CLI should."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

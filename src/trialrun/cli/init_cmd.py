@@ -1,0 +1,28 @@
+"""``trialrun init``: scaffold a demo suite that passes, ready for pull-request CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--language", type=click.Choice(["python", "node"]), default="python", show_default=True,
+              help="Language of the demo agent.")
+@click.option("--path", "path", type=click.Path(path_type=Path), default=Path("evals"), show_default=True,
+              help="Directory that will hold the demo suite.")
+@click.option("--force", is_flag=True, help="Overwrite files written by an earlier init.")
+def init(language: str, path: Path, force: bool) -> int:
+    """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""
+    from trialrun.runner import display_path
+    from trialrun.scaffold import init_project
+
+    report = init_project(path, language="node" if language == "node" else "python", force=force)
+    for title, paths in (("Written", report.written), ("Unchanged", report.unchanged)):
+        if paths:
+            click.echo(f"{title}:")
+            for written in paths:
+                click.echo(f"  {display_path(written)}")
+    click.echo(f"Next: trialrun run {display_path(path / 'demo')} --mode replay")
+    return 0

@@ -1,0 +1,139 @@
+"""``trialrun run SUITE``: run the cases, compare with the baseline, write every artifact."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+DEFAULT_OUT_DIR = Path("trialrun_out")
+
+
+@click.command()
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option(
+    "--mode",
+    type=click.Choice(["replay", "record", "live"]),
+    help="Override the suite's mode: replay cassettes, record them, or call tools live.",
+)
+@click.option("--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file.")
+@click.option("--no-baseline", is_flag=True, help="Skip the baseline comparison.")
+@click.option(
+    "--out",
+    "--output-dir",
+    "out",
+    type=click.Path(path_type=Path),
+    help="Directory for run artifacts (default: the suite's output_dir, else ./trialrun_out).",
+)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Cases to run at the same time.")
+@click.option("--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable).")
+def run(
+    suite: Path,
+    mode: str | None,
+    baseline: Path | None,
+    no_baseline: bool,
+    out: Path | None,
+    jobs: int,
+    case_ids: tuple[str, ...],
+) -> int:
+    """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
+    from trialrun.artifacts import RunDirectory, new_run_id
+    from trialrun.baseline import compute_regression
+    from trialrun.config import load_suite
+    from trialrun.report.console import format_run, github_annotations
+    from trialrun.report.html import render_html
+    from trialrun.report.junit import build_junit
+    from trialrun.report.summary import build_summary
+    from trialrun.results import RunResult
+    from trialrun.runner import RunOptions, RunProgress, display_path, resolve_mode, run_suite
+
+    if baseline is not None and no_baseline:
+        raise click.UsageError("--baseline and --no-baseline exclude each other.")
+    loaded = load_suite(suite, case_ids=case_ids)
+    run_mode = resolve_mode(loaded, mode)
+    baseline_doc, baseline_file = _baseline_for(loaded.baseline_path, baseline, no_baseline)
+
+    started = time.time()
+    out_dir = out or loaded.output_dir or DEFAULT_OUT_DIR
+    run_dir = RunDirectory(out_dir, loaded.config.suite_name, new_run_id(started))
+    progress = RunProgress()
+    interrupted = False
+    try:
+        asyncio.run(
+            run_suite(
+                loaded,
+                RunOptions(mode=run_mode, jobs=jobs),
+                progress,
+                on_case_done=lambda _i, result: run_dir.write_case_events(result),
+            )
+        )
+    except KeyboardInterrupt:
+        interrupted = True
+
+    policy = loaded.config.regression
+    result = RunResult(
+        run_id=run_dir.path.name,
+        suite_name=loaded.config.suite_name,
+        suite_path=display_path(loaded.suite_file),
+        agent_command=[display_path(Path(p)) if os.path.isabs(p) else p for p in loaded.agent_command],
+        mode=run_mode,
+        cases=progress.ordered(),
+        started_at=started,
+        finished_at=time.time(),
+        interrupted=interrupted,
+        git_sha=os.environ.get("GITHUB_SHA"),
+        regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+    )
+    summary = build_summary(result, regression=None)
+    regression: dict[str, Any] | None = None
+    if baseline_doc is not None and baseline_file is not None and not interrupted:
+        regression = compute_regression(baseline_doc, summary, policy, display_path(baseline_file))
+        summary = build_summary(result, regression=regression)
+    run_dir.finish(result, summary, build_junit(result), render_html(result, summary))
+
+    click.echo(format_run(result, summary, regression))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result, regression):
+            click.echo(line)
+    click.echo(f"Artifacts written to: {display_path(run_dir.path)}")
+    if interrupted:
+        click.echo("Interrupted: the summary covers the cases that finished.", err=True)
+        return EXIT_INTERRUPTED
+    passed = all(case.passed for case in result.cases) and (regression is None or regression["passed"])
+    return EXIT_OK if passed else EXIT_FAILED
+
+
+def _baseline_for(
+    configured: Path | None, explicit: Path | None, disabled: bool
+) -> tuple[dict[str, Any] | None, Path | None]:
+    """Load the baseline before any case runs, so a bad file costs nothing."""
+    from trialrun.baseline import load_baseline
+    from trialrun.errors import ConfigError
+
+    if disabled:
+        return None, None
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(
+                "baseline file not found (create one with `trialrun baseline promote`, "
+                "or pass --no-baseline)",
+                file=explicit,
+            )
+        return load_baseline(explicit), explicit
+    if configured is None:
+        return None, None
+    if not configured.is_file():
+        click.echo(
+            f"warning: baseline {configured} does not exist yet; regression checks skipped "
+            "(create it with `trialrun baseline promote`).",
+            err=True,
+        )
+        return None, None
+    return load_baseline(configured), configured

@@ -1,0 +1,186 @@
+"""YAML loading that remembers where everything came from.
+
+PyYAML's ``safe_load`` throws away positions and silently keeps the last of two duplicate keys.
+Here the document is composed into its node graph first, checked for duplicate keys, and only then
+constructed into Python data; the node graph is kept so any error found later (by pydantic, by an
+assertion compiler) can be reported at the line of the key or value it concerns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trialrun.errors import ConfigError, ConfigErrors
+
+PathElement = str | int
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+# libyaml is several times faster, but it refuses "\ud83d"-style escapes that the pure-Python
+# parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
+# error the pure-Python loader gets a second try: it either succeeds or gives the error text
+# users know from PyYAML.
+_FAST_LOADER: type[yaml.SafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+
+
+@dataclass(frozen=True)
+class LoadedYaml:
+    """A YAML mapping document and the node graph it was built from."""
+
+    data: dict[str, Any]
+    file: str
+    """The file name as shown in error messages."""
+    root: yaml.MappingNode
+
+    def line_of(self, path: Sequence[PathElement]) -> int:
+        """1-based line of the key (or list item) at ``path``.
+
+        When the path does not exist, the line of its nearest existing ancestor; the empty path is
+        the document's first line. Never raises.
+        """
+        node: yaml.Node = self.root
+        line = node.start_mark.line + 1
+        for element in path:
+            found = _child(node, element)
+            if found is None:
+                break
+            line, node = found
+        return line
+
+    def error(self, message: str, path: Sequence[PathElement] = (), key: str | None = None) -> ConfigError:
+        """A ConfigError in this file at the line of ``path``."""
+        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+
+
+def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
+    """Read and parse a YAML file whose top level must be a mapping.
+
+    Raises ConfigError (unreadable file, not UTF-8, syntax error, not a mapping) or ConfigErrors
+    (every duplicate key).
+    """
+    shown = display if display is not None else str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror or exc}", file=shown) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"file is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            file=shown,
+            line=line,
+        ) from None
+    return parse_yaml(text, file=shown)
+
+
+def parse_yaml(text: str, *, file: str) -> LoadedYaml:
+    """Parse YAML text whose top level must be a mapping (see ``load_yaml_file``)."""
+    node, data = _compose_and_construct(text, file)
+    if node is None:
+        raise ConfigError("the file is empty; expected a mapping of keys to values", file=file, line=1)
+    if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
+        raise ConfigError(
+            f"expected a mapping of keys to values at the top level, found {_node_kind(node)}",
+            file=file,
+            line=node.start_mark.line + 1,
+        )
+    return LoadedYaml(data=data, file=file, root=node)
+
+
+def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]:
+    if _FAST_LOADER is not None:
+        try:
+            return _load_with(_FAST_LOADER, text, file)
+        except yaml.YAMLError:
+            pass
+    try:
+        return _load_with(yaml.SafeLoader, text, file)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "syntax error"
+        line = mark.line + 1 if mark is not None else 1
+        raise ConfigError(f"invalid YAML: {problem}", file=file, line=line) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        raise ConfigError(f"invalid YAML: {exc.reason} (#x{exc.character:04x})"
+                          if isinstance(exc.character, int)
+                          else f"invalid YAML: {exc.reason}", file=file, line=line) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=file, line=1) from None
+
+
+def _load_with(loader_class: type[yaml.SafeLoader], text: str, file: str) -> tuple[yaml.Node | None, Any]:
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        # Before construction: constructing flattens merge keys into the mappings.
+        duplicates = list(_duplicate_keys(node, file))
+        if duplicates:
+            raise ConfigErrors(duplicates)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # aliases may share (or even cycle through) nodes
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[tuple[str, str], int] = {}
+            for key_node, value_node in node.value:
+                stack.append(value_node)
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE_TAG:
+                    stack.append(key_node)
+                    continue
+                identity = (key_node.tag, key_node.value)
+                line = key_node.start_mark.line + 1
+                if identity in first_line:
+                    yield ConfigError(
+                        f"duplicate key '{key_node.value}' (first defined at line "
+                        f"{first_line[identity]}; YAML would silently keep only the last one)",
+                        file=file,
+                        line=line,
+                        key=key_node.value,
+                    )
+                else:
+                    first_line[identity] = line
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
+def _child(node: yaml.Node, element: PathElement) -> tuple[int, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        wanted = str(element)
+        # The last match wins, as in the constructed data (a key can repeat via merge keys).
+        found: tuple[int, yaml.Node] | None = None
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == wanted:
+                found = (key_node.start_mark.line + 1, value_node)
+        return found
+    if isinstance(node, yaml.SequenceNode) and isinstance(element, int):
+        if 0 <= element < len(node.value):
+            item = node.value[element]
+            return item.start_mark.line + 1, item
+    return None
+
+
+def _node_kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if isinstance(node, yaml.ScalarNode):
+        return f"the scalar {node.value!r}" if node.value else "an empty value"
+    return "a mapping"

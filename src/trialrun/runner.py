@@ -1,0 +1,181 @@
+"""Run the cases of a suite: pick each case's tool backend, drive its agent, judge the result.
+
+Cases run concurrently up to ``jobs`` at a time, yet results and events come out in case order,
+so ``-j 4`` produces exactly what ``-j 1`` does. Each case gets a fresh agent process; nothing is
+shared between cases except the imported tool module (record and live modes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trialrun.checks.verdict import judge_case
+from trialrun.config import Case, Suite
+from trialrun.config.models import Mode
+from trialrun.errors import CassetteError, TrialrunError
+from trialrun.results import AgentRun, CaseResult, Failure
+from trialrun.session import Limits, run_agent
+from trialrun.tools.base import ToolBackend
+
+CaseCallback = Callable[[int, CaseResult], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    mode: Mode
+    jobs: int = 1
+    env: Mapping[str, str] | None = None
+
+
+@dataclass
+class RunProgress:
+    """Results gathered so far, in case order; survives an interruption of ``run_suite``."""
+
+    results: dict[int, CaseResult] = field(default_factory=dict)
+
+    def ordered(self) -> list[CaseResult]:
+        return [self.results[i] for i in sorted(self.results)]
+
+
+async def run_suite(
+    suite: Suite,
+    options: RunOptions,
+    progress: RunProgress,
+    on_case_done: CaseCallback | None = None,
+) -> list[CaseResult]:
+    """Run every case of ``suite``; ``on_case_done`` is called in case order."""
+    tools = _ToolModuleCache(suite)
+    gate = asyncio.Semaphore(max(1, options.jobs))
+    reported = 0
+    done: dict[int, CaseResult] = {}
+
+    def report_in_order() -> None:
+        nonlocal reported
+        while reported in done:
+            progress.results[reported] = done[reported]
+            if on_case_done is not None:
+                on_case_done(reported, done[reported])
+            reported += 1
+
+    async def one(index: int, case: Case) -> None:
+        async with gate:
+            done[index] = await run_case(suite, case, options, tools)
+        report_in_order()
+
+    await asyncio.gather(*(one(i, case) for i, case in enumerate(suite.cases)))
+    return progress.ordered()
+
+
+async def run_case(
+    suite: Suite, case: Case, options: RunOptions, tools: _ToolModuleCache | None = None
+) -> CaseResult:
+    """Run one case from start to verdict. Faults of the case never escape as exceptions."""
+    tools = tools or _ToolModuleCache(suite)
+    config = suite.config
+    try:
+        backend = _backend_for(case, options.mode, tools)
+    except CassetteError as exc:
+        return _setup_failure(case, "cassette_error", str(exc))
+    except TrialrunError as exc:
+        return _setup_failure(case, "tool_registry_error", str(exc))
+
+    limits = Limits(
+        wall_ms=case.budgets.max_wall_ms,
+        idle_ms=config.idle_timeout_ms,
+        max_message_bytes=config.max_message_bytes,
+        kill_grace_ms=config.kill_grace_ms,
+    )
+    clean = False
+    try:
+        run = await run_agent(
+            suite.agent_command,
+            case_id=case.config.id,
+            task_input=case.config.input,
+            tools=backend,
+            allowed_tools=frozenset(config.tool_registry),
+            limits=limits,
+            env=options.env,
+        )
+        clean = run.failure is None
+        run.unused_recordings = backend.unused()
+    finally:
+        backend.close(clean=clean)
+    result = judge_case(case, run)
+    _describe_cassette(result, case, options.mode)
+    return result
+
+
+def _backend_for(case: Case, mode: Mode, tools: _ToolModuleCache) -> ToolBackend:
+    if mode == "replay":
+        from trialrun.tools.cassette import Cassette, ReplayBackend
+
+        return ReplayBackend(Cassette.load(case.cassette_path), case.normalization)
+    from trialrun.tools.live import LiveBackend
+
+    live = LiveBackend(tools.get(), timeout_s=tools.timeout_s, normalization=case.normalization)
+    if mode == "live":
+        return live
+    from trialrun.tools.recorder import RecordingBackend
+
+    return RecordingBackend(live, case.cassette_path)
+
+
+class _ToolModuleCache:
+    """Imports the suite's ``tool_module`` once per run, on first need."""
+
+    def __init__(self, suite: Suite) -> None:
+        self._suite = suite
+        self._tools: Mapping[str, Any] | None = None
+        self.timeout_s = suite.config.tool_timeout_ms / 1000
+
+    def get(self) -> Mapping[str, Any]:
+        if self._tools is None:
+            from trialrun.tools.live import builtin_tools, load_tool_module
+
+            tools: dict[str, Any] = dict(builtin_tools())
+            module = self._suite.config.tool_module
+            if module is not None:
+                tools.update(load_tool_module(module, self._suite.tool_module_dir))
+            registry = set(self._suite.config.tool_registry)
+            self._tools = {name: fn for name, fn in tools.items() if name in registry}
+        return self._tools
+
+
+def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
+    run = AgentRun(case_id=case.config.id)
+    run.failure = Failure(kind=kind, message=message, status="error")
+    run.events.append({"type": "agent_error", "case_id": case.config.id, "kind": kind, "message": message})
+    return judge_case(case, run)
+
+
+def _describe_cassette(result: CaseResult, case: Case, mode: Mode) -> None:
+    path = case.cassette_path
+    result.cassette_path = str(path) if mode != "live" else None
+    try:
+        result.cassette_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        result.cassette_sha256 = None
+
+
+def select_cases(cases: Sequence[Case], ids: Sequence[str]) -> list[Case]:
+    wanted = set(ids)
+    return [case for case in cases if case.config.id in wanted] if wanted else list(cases)
+
+
+def resolve_mode(suite: Suite, override: str | None) -> Mode:
+    mode = override or suite.config.mode
+    assert mode in ("replay", "record", "live")
+    return mode  # type: ignore[return-value]
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when inside it, with forward slashes."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -1,0 +1,132 @@
+"""``trialrun init``: write a demo suite, its agent, a baseline and a pull-request workflow.
+
+Layout for ``--path P`` (default ``./evals``): the suite in ``P/demo/``, the baseline in
+``<parent of P>/baselines/demo.json`` and the workflow in ``<repository root>/.github/workflows/``
+(the git repository holding P, else P's parent), where GitHub actually reads it. Existing files
+are left alone unless ``force``; the baseline is written only when the demo passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from trialrun import __version__
+from trialrun.errors import TrialrunError
+
+Language = Literal["python", "node"]
+SUITE_NAME = "demo"
+
+_AGENT_FILES: dict[Language, tuple[str, list[str]]] = {
+    "python": ("agent/agent.py", ["python3", "agent/agent.py"]),
+    "node": ("agent/agent.js", ["node", "agent/agent.js"]),
+}
+_COMMON_FILES = ("suite.yaml", "cases/t1.yaml", "cassettes/t1.jsonl", "schema.json")
+
+
+@dataclass
+class InitReport:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+
+
+def init_project(path: Path, *, language: Language = "python", force: bool = False) -> InitReport:
+    if language == "node" and shutil.which("node") is None:
+        raise TrialrunError("Node.js not found on PATH: install Node to use --language node.")
+    if path.exists() and not path.is_dir():
+        raise TrialrunError(f"{path} exists and is not a directory.")
+    suite_dir = path / SUITE_NAME
+    baseline = path.resolve().parent / "baselines" / f"{SUITE_NAME}.json"
+    repo_root = _repository_root(path.resolve().parent)
+    workflow = repo_root / ".github" / "workflows" / "trialrun.yml"
+
+    report = InitReport()
+    agent_file, agent_command = _AGENT_FILES[language]
+    files = {suite_dir / name: _template(f"demo/{name}") for name in (*_COMMON_FILES, agent_file)}
+    files[suite_dir / "suite.yaml"] = files[suite_dir / "suite.yaml"].replace(
+        "{agent_command}", json.dumps(agent_command)
+    )
+    files[workflow] = (
+        _template("github/trialrun.yml")
+        .replace("{version}", __version__)
+        .replace("{suite}", _repo_relative(suite_dir, repo_root))
+        .replace("{baseline}", _repo_relative(baseline, repo_root))
+    )
+    if force:
+        # Another language's agent left behind would make the suite ambiguous.
+        for other, (other_file, _) in _AGENT_FILES.items():
+            if other != language:
+                (suite_dir / other_file).unlink(missing_ok=True)
+    for target, text in files.items():
+        _write_once(target, text, force, report)
+
+    if baseline.exists() and not force:
+        report.unchanged.append(baseline)
+    else:
+        _write_baseline(suite_dir, baseline)
+        report.written.append(baseline)
+    return report
+
+
+def _write_baseline(suite_dir: Path, baseline: Path) -> None:
+    """Run the demo once; its passing run becomes the baseline."""
+    from trialrun.baseline import baseline_from_summary
+    from trialrun.config import load_suite
+    from trialrun.fsutil import write_json
+    from trialrun.report.summary import build_summary
+    from trialrun.results import RunResult
+    from trialrun.runner import RunOptions, RunProgress, run_suite
+
+    suite = load_suite(suite_dir)
+    progress = RunProgress()
+    cases = asyncio.run(run_suite(suite, RunOptions(mode="replay"), progress))
+    if not cases or not all(case.passed for case in cases):
+        reasons = "; ".join(f"{c.case_id}: {c.failure_reason}" for c in cases if not c.passed)
+        raise TrialrunError(f"The example agent did not pass, so no baseline was written ({reasons}).")
+    policy = suite.config.regression
+    result = RunResult(
+        run_id="init",
+        suite_name=suite.config.suite_name,
+        suite_path=suite.suite_file.as_posix(),
+        agent_command=list(suite.config.agent_command),
+        mode="replay",
+        cases=cases,
+        started_at=0.0,
+        finished_at=0.0,
+        regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+    )
+    summary = build_summary(result, regression=None)
+    write_json(baseline, baseline_from_summary(summary, base_dir=baseline.parent))
+
+
+def _write_once(target: Path, text: str, force: bool, report: InitReport) -> None:
+    from trialrun.fsutil import atomic_write_text
+
+    if target.exists() and not force:
+        report.unchanged.append(target)
+        return
+    atomic_write_text(target, text)
+    if target.suffix in (".py", ".js"):
+        os.chmod(target, 0o755)
+    report.written.append(target)
+
+
+def _template(name: str) -> str:
+    return resources.files("trialrun").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _repository_root(start: Path) -> Path:
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def _repo_relative(path: Path, root: Path) -> str:
+    return "./" + path.resolve().relative_to(root.resolve()).as_posix()

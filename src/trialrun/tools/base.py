@@ -1,0 +1,62 @@
+"""What every tool backend promises the session: answer a call, report leftovers, close.
+
+The session talks to one ``ToolBackend`` per case and never knows whether the answer came from a
+cassette (replay), a Python function (live) or a function whose answers are being written down
+(record). That seam is what lets replay be the default in CI and live/record the exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from trialrun.results import JsonObject
+
+if TYPE_CHECKING:
+    from trialrun.config.models import Normalization
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The answer to one tool call, exactly as it is sent back to the agent."""
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+class ToolBackend(Protocol):
+    """Answers the tool calls of one case."""
+
+    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
+        """Answer one call. Replay raises ``CassetteMismatch`` when nothing was recorded for it."""
+        ...
+
+    def close(self, *, clean: bool) -> None:
+        """End the case. A recorder commits its cassette only when ``clean`` is true."""
+        ...
+
+    def unused(self) -> int:
+        """How many recordings were never consumed (0 for backends that do not replay)."""
+        ...
+
+
+def normalized_outcome(
+    ok: bool, result: Any, error: str | None, rules: Normalization | None
+) -> ToolOutcome:
+    """Build the outcome the agent sees, with the suite's normalization applied.
+
+    Normalization runs on replayed data too (which was normalized when recorded), so it must be
+    idempotent; the normalizer guarantees that. It is imported lazily because most suites have no
+    rules and the CLI's start-up time matters.
+    """
+    if rules is None or rules.is_empty:
+        return ToolOutcome(ok=ok, result=result, error=error)
+    from trialrun.checks.normalize import normalize
+
+    normalized_error = normalize(error, rules) if error is not None else None
+    return ToolOutcome(
+        ok=ok,
+        result=normalize(result, rules),
+        error=normalized_error if isinstance(normalized_error, str) else error,
+    )

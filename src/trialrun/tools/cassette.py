@@ -1,0 +1,245 @@
+"""Cassettes: recorded tool calls, replayed once each, in file order, in O(1) per call.
+
+A cassette is JSONL, one recorded call a line: ``{"tool", "args", "ok", "result", "error"}``.
+Both layouts RunLedger wrote load the same: compact lines in any key order and the recorder's
+key-sorted lines with ``", "`` separators.
+
+Matching differs from RunLedger 0.2.3 on purpose:
+
+* each recording answers one call (repeated identical calls get their recordings in file order:
+  page 1, then page 2), where RunLedger answered every call with the first match;
+* the key is the call's *raw* canonical args. RunLedger redacted both sides before comparing, so
+  two different passwords matched each other. Recorded cassettes are redacted when written, so
+  a call that finds no raw match is tried once more with its args redacted: a live secret then
+  matches a recording that stored ``[REDACTED]`` in the same place, while two different secrets
+  written by hand into a cassette still never stand in for each other.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun import canonjson
+from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
+from trialrun.redact import redact
+from trialrun.results import JsonObject
+from trialrun.tools.base import ToolOutcome, normalized_outcome
+
+if TYPE_CHECKING:
+    from trialrun.config.models import Normalization
+
+MAX_NEAREST = 5
+# Scoring every recording of a huge cassette with difflib would make one miss take minutes; past
+# this many full comparisons the best candidates found so far are reported.
+MAX_SCORED_CANDIDATES = 300
+
+_MatchKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CassetteEntry:
+    """One recorded call. ``line`` is its 1-based line number in the cassette file."""
+
+    tool: str
+    args: JsonObject
+    ok: bool
+    result: Any
+    error: str | None
+    line: int
+
+
+class Cassette:
+    """A loaded cassette: the recordings, an index for matching, and what was consumed."""
+
+    def __init__(self, path: Path, entries: Sequence[CassetteEntry], sha256: str) -> None:
+        self.path = path
+        self.entries: list[CassetteEntry] = list(entries)
+        self.sha256 = sha256
+        """SHA-256 of the file's bytes (summary.json ``cassette_sha256``)."""
+        self._args_json = [canonjson.dumps(entry.args) for entry in self.entries]
+        self._remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
+        for entry, args_json in zip(self.entries, self._args_json, strict=True):
+            self._remaining.setdefault((entry.tool, args_json), deque()).append(entry)
+        self._consumed_lines: set[int] = set()
+        self._consumed_per_key: dict[_MatchKey, int] = {}
+
+    @classmethod
+    def load(cls, path: Path) -> Cassette:
+        """Parse a cassette file; every problem raises ``CassetteError`` naming file and line."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise CassetteError(f"cassette file not found: {path.resolve()}", file=path) from None
+        except IsADirectoryError:
+            raise CassetteError("expected a cassette file, found a directory", file=path) from None
+        except OSError as exc:
+            raise CassetteError(f"cannot read cassette: {exc.strerror}", file=path) from None
+        entries = [
+            _parse_entry(text, path, line_no)
+            for line_no, text in enumerate(_decode(data, path).split("\n"), start=1)
+            if text.strip()
+        ]
+        return cls(path, entries, hashlib.sha256(data).hexdigest())
+
+    def take(self, tool: str, args: JsonObject) -> CassetteEntry:
+        """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
+        raw_key = (tool, canonjson.dumps(args))
+        keys = [raw_key]
+        redacted_key = (tool, canonjson.dumps(redact(args)))
+        if redacted_key != raw_key:
+            keys.append(redacted_key)
+        for key in keys:
+            remaining = self._remaining.get(key)
+            if remaining:
+                entry = remaining.popleft()
+                self._consumed_lines.add(entry.line)
+                self._consumed_per_key[key] = self._consumed_per_key.get(key, 0) + 1
+                return entry
+        raise CassetteMismatch(
+            tool=tool,
+            args=args,
+            # The message ends up in reports and junit.xml: never show a secret the agent sent.
+            args_json=redacted_key[1],
+            nearest=self._nearest(tool, raw_key[1]),
+            exhausted=sum(self._consumed_per_key.get(key, 0) for key in keys),
+        )
+
+    def unused(self) -> list[CassetteEntry]:
+        """Recordings no call consumed, in file order."""
+        return [entry for entry in self.entries if entry.line not in self._consumed_lines]
+
+    def _nearest(self, tool: str, args_json: str) -> list[NearestRecording]:
+        """The recordings most like a missed call, scored like RunLedger (difflib ratio)."""
+        same_tool = [i for i, entry in enumerate(self.entries) if entry.tool == tool]
+        pool = same_tool or range(len(self.entries))
+        first_index: dict[_MatchKey, int] = {}
+        for i in pool:
+            # Identical recordings (page 1, page 1 again) would only repeat one line.
+            first_index.setdefault((self.entries[i].tool, self._args_json[i]), i)
+        keys = list(first_index)
+        return [
+            NearestRecording(
+                tool=key[0],
+                args_json=canonjson.dumps(redact(self.entries[first_index[key]].args)),
+                score=score,
+            )
+            for key, score in _best_matches(args_json, keys)
+        ]
+
+
+class ReplayBackend:
+    """Answers tool calls from a cassette, each recording once, normalized like the peer."""
+
+    def __init__(self, cassette: Cassette, normalization: Normalization | None = None) -> None:
+        self.cassette = cassette
+        self._normalization = normalization
+
+    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
+        entry = self.cassette.take(name, args)
+        return normalized_outcome(entry.ok, entry.result, entry.error, self._normalization)
+
+    def close(self, *, clean: bool) -> None:
+        """Replay writes nothing, so there is nothing to commit or discard."""
+
+    def unused(self) -> int:
+        return len(self.cassette.unused())
+
+
+def _best_matches(target: str, keys: list[_MatchKey]) -> list[tuple[_MatchKey, float]]:
+    """The ``MAX_NEAREST`` keys whose args are most similar to ``target``, best first.
+
+    ``quick_ratio`` is an upper bound of ``ratio`` and cheap, so candidates are scored in order
+    of that bound and the search stops once no remaining bound can beat the current fifth best.
+    """
+    bound = difflib.SequenceMatcher(None)
+    bound.set_seq2(target)
+    bounded: list[tuple[float, int]] = []
+    for index, (_, args_json) in enumerate(keys):
+        bound.set_seq1(args_json)
+        bounded.append((bound.quick_ratio(), index))
+    bounded.sort(key=lambda pair: (-pair[0], pair[1]))
+    scored: list[tuple[float, int]] = []
+    for evaluated, (upper, index) in enumerate(bounded):
+        if evaluated >= MAX_SCORED_CANDIDATES:
+            break
+        if len(scored) >= MAX_NEAREST and upper < scored[MAX_NEAREST - 1][0]:
+            break
+        score = difflib.SequenceMatcher(None, target, keys[index][1]).ratio()
+        scored.append((score, index))
+        scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    # Ties keep file order, as RunLedger's stable sort did.
+    return [(keys[index], score) for score, index in scored[:MAX_NEAREST]]
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CassetteError(
+            f"expected UTF-8 text, found byte 0x{data[exc.start]:02x} that is not valid UTF-8",
+            file=path,
+            line=line,
+        ) from None
+    # Editors on Windows like to start files with a byte-order mark; it is not part of the JSON.
+    return text.removeprefix("\ufeff")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
+    def fail(message: str) -> CassetteError:
+        return CassetteError(message, file=path, line=line_no)
+
+    try:
+        raw = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise fail(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise fail(f"invalid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise fail(f"expected a JSON object per line, found {_json_type(raw)}")
+    for key, expected_type, type_name in (
+        ("tool", str, "a string"),
+        ("args", dict, "an object"),
+        ("ok", bool, "true or false"),
+    ):
+        if key not in raw:
+            raise fail(f"entry is missing required key '{key}' (expected {type_name})")
+        if not isinstance(raw[key], expected_type):
+            raise fail(f"'{key}' must be {type_name}, found {_json_type(raw[key])}")
+    error = raw.get("error")
+    if error is not None and not isinstance(error, str):
+        # RunLedger dropped a structured error silently; keep it, as canonical JSON text.
+        error = canonjson.dumps(error)
+    return CassetteEntry(
+        tool=raw["tool"],
+        args=raw["args"],
+        ok=raw["ok"],
+        result=raw.get("result"),
+        error=error,
+        line=line_no,
+    )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
