@@ -98,6 +98,9 @@ def verdict_events(result: CaseResult) -> list[dict[str, Any]]:
 
 def _event_line(event: dict[str, Any]) -> str:
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer.
-    return json.dumps(redact(event), ensure_ascii=False, separators=(",", ":"), default=str).encode(
-        "utf-8", "backslashreplace"
-    ).decode("utf-8") + "\n"
+    return (
+        json.dumps(redact(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        .encode("utf-8", "backslashreplace")
+        .decode("utf-8")
+        + "\n"
+    )

@@ -73,7 +73,9 @@ class ConfigErrors(ConfigError):
 class ProtocolError(TrialrunError):
     """The agent sent something that is not a valid protocol message."""
 
-    def __init__(self, message: str, *, line_no: int | None = None, text: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, line_no: int | None = None, text: str | None = None
+    ) -> None:
         self.message = message
         self.line_no = line_no
         self.text = text
@@ -113,17 +115,21 @@ class CassetteMismatch(TrialrunError):
         exhausted: int = 0,
     ) -> None:
         self.tool = tool
-        self.args = args
+        self.call_args = args
         self.args_json = args_json
         self.nearest = list(nearest)
         self.exhausted = exhausted
         super().__init__(self._render())
 
     def _render(self) -> str:
-        lines = ["Cassette mismatch.", f"Requested tool: {self.tool}", f"Requested args: {self.args_json}"]
+        lines = [
+            "Cassette mismatch.",
+            f"Requested tool: {self.tool}",
+            f"Requested args: {self.args_json}",
+        ]
         if self.exhausted:
             lines.append(
-                f"{self.exhausted} identical recording(s) exist but were already used by earlier calls."
+                f"{self.exhausted} identical recording(s) exist but earlier calls used them."
             )
         if self.nearest:
             lines.append("Closest matches:")

@@ -30,7 +30,7 @@ class ToolCall:
 
 @dataclass(slots=True)
 class Usage:
-    """Token and cost totals the agent reported through ``usage`` messages (None: never reported)."""
+    """Token and cost totals from the agent's ``usage`` messages (None: never reported)."""
 
     tokens_in: int | None = None
     tokens_out: int | None = None

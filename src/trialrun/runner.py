@@ -135,21 +135,22 @@ class _ToolModuleCache:
 
     def get(self) -> Mapping[str, Any]:
         if self._tools is None:
-            from trialrun.tools.live import builtin_tools, load_tool_module
+            from trialrun.tools.live import builtin_tools, load_tool_module, select_tools
 
-            tools: dict[str, Any] = dict(builtin_tools())
             module = self._suite.config.tool_module
-            if module is not None:
-                tools.update(load_tool_module(module, self._suite.tool_module_dir))
-            registry = set(self._suite.config.tool_registry)
-            self._tools = {name: fn for name, fn in tools.items() if name in registry}
+            available = (
+                load_tool_module(module, self._suite.tool_module_dir) if module else builtin_tools()
+            )
+            self._tools = select_tools(available, self._suite.config.tool_registry)
         return self._tools
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
     run = AgentRun(case_id=case.config.id)
     run.failure = Failure(kind=kind, message=message, status="error")
-    run.events.append({"type": "agent_error", "case_id": case.config.id, "kind": kind, "message": message})
+    run.events.append(
+        {"type": "agent_error", "case_id": case.config.id, "kind": kind, "message": message}
+    )
     return judge_case(case, run)
 
 

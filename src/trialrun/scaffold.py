@@ -88,13 +88,15 @@ def _write_baseline(suite_dir: Path, baseline: Path) -> None:
     cases = asyncio.run(run_suite(suite, RunOptions(mode="replay"), progress))
     if not cases or not all(case.passed for case in cases):
         reasons = "; ".join(f"{c.case_id}: {c.failure_reason}" for c in cases if not c.passed)
-        raise TrialrunError(f"The example agent did not pass, so no baseline was written ({reasons}).")
+        raise TrialrunError(
+            f"The example agent did not pass, so no baseline was written ({reasons})."
+        )
     policy = suite.config.regression
     result = RunResult(
         run_id="init",
         suite_name=suite.config.suite_name,
         suite_path=suite.suite_file.as_posix(),
-        agent_command=list(suite.config.agent_command),
+        agent_command=list(suite.agent_command),
         mode="replay",
         cases=cases,
         started_at=0.0,

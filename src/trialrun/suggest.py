@@ -9,10 +9,10 @@ from collections.abc import Iterable
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice most similar to ``word``, or None when nothing is close enough to help."""
     # A case-only difference ("Mode" for "mode") is the likeliest typo, so it wins outright.
-    candidates = [c for c in choices if isinstance(c, str)]
+    candidates = [c for c in choices if isinstance(c, str) and c != word]
     folded = word.casefold()
     for choice in candidates:
-        if choice.casefold() == folded and choice != word:
+        if choice.casefold() == folded:
             return choice
     matches = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return matches[0] if matches else None

@@ -22,7 +22,11 @@ EXIT_INTERRUPTED = 130
 
 # name -> (module, attribute, one-line help shown by --help without importing the module)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
-    "init": ("trialrun.cli.init_cmd", "init", "Write a demo suite, its agent, a baseline and a CI workflow."),
+    "init": (
+        "trialrun.cli.init_cmd",
+        "init",
+        "Write a demo suite, its agent, a baseline and a CI workflow.",
+    ),
     "run": ("trialrun.cli.run_cmd", "run", "Run a suite: replay, record or live."),
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
 }
@@ -50,7 +54,9 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="trialrun", message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "--version", prog_name="trialrun", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Deterministic CI and trustworthy evaluation for tool-using AI agents."""
 

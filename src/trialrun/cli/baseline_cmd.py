@@ -20,7 +20,9 @@ def baseline() -> None:
     type=click.Path(path_type=Path),
     help="A run directory or its summary.json.",
 )
-@click.option("--to", required=True, type=click.Path(path_type=Path), help="The baseline file to write.")
+@click.option(
+    "--to", required=True, type=click.Path(path_type=Path), help="The baseline file to write."
+)
 @click.option("--allow-failing", is_flag=True, help="Promote a run even though it did not pass.")
 def promote(from_: Path, to: Path, allow_failing: bool) -> int:
     """Write the baseline file TO from the run FROM."""

@@ -8,10 +8,21 @@ import click
 
 
 @click.command()
-@click.option("--language", type=click.Choice(["python", "node"]), default="python", show_default=True,
-              help="Language of the demo agent.")
-@click.option("--path", "path", type=click.Path(path_type=Path), default=Path("evals"), show_default=True,
-              help="Directory that will hold the demo suite.")
+@click.option(
+    "--language",
+    type=click.Choice(["python", "node"]),
+    default="python",
+    show_default=True,
+    help="Language of the demo agent.",
+)
+@click.option(
+    "--path",
+    "path",
+    type=click.Path(path_type=Path),
+    default=Path("evals"),
+    show_default=True,
+    help="Directory that will hold the demo suite.",
+)
 @click.option("--force", is_flag=True, help="Overwrite files written by an earlier init.")
 def init(language: str, path: Path, force: bool) -> int:
     """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""

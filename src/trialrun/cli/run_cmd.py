@@ -22,7 +22,9 @@ DEFAULT_OUT_DIR = Path("trialrun_out")
     type=click.Choice(["replay", "record", "live"]),
     help="Override the suite's mode: replay cassettes, record them, or call tools live.",
 )
-@click.option("--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file.")
+@click.option(
+    "--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file."
+)
 @click.option("--no-baseline", is_flag=True, help="Skip the baseline comparison.")
 @click.option(
     "--out",
@@ -31,9 +33,17 @@ DEFAULT_OUT_DIR = Path("trialrun_out")
     type=click.Path(path_type=Path),
     help="Directory for run artifacts (default: the suite's output_dir, else ./trialrun_out).",
 )
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Cases to run at the same time.")
-@click.option("--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable).")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Cases to run at the same time.",
+)
+@click.option(
+    "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
+)
 def run(
     suite: Path,
     mode: str | None,
@@ -82,7 +92,9 @@ def run(
         run_id=run_dir.path.name,
         suite_name=loaded.config.suite_name,
         suite_path=display_path(loaded.suite_file),
-        agent_command=[display_path(Path(p)) if os.path.isabs(p) else p for p in loaded.agent_command],
+        agent_command=[
+            display_path(Path(p)) if os.path.isabs(p) else p for p in loaded.agent_command
+        ],
         mode=run_mode,
         cases=progress.ordered(),
         started_at=started,
@@ -106,7 +118,9 @@ def run(
     if interrupted:
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
-    passed = all(case.passed for case in result.cases) and (regression is None or regression["passed"])
+    passed = all(case.passed for case in result.cases) and (
+        regression is None or regression["passed"]
+    )
     return EXIT_OK if passed else EXIT_FAILED
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import yaml
 
@@ -25,7 +25,9 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 # parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
 # error the pure-Python loader gets a second try: it either succeeds or gives the error text
 # users know from PyYAML.
-_FAST_LOADER: type[yaml.SafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+if TYPE_CHECKING:  # CSafeLoader exists at run time only when PyYAML was built with libyaml
+    _LoaderClass: TypeAlias = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
+_FAST_LOADER: _LoaderClass | None = getattr(yaml, "CSafeLoader", None)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ class LoadedYaml:
             line, node = found
         return line
 
-    def error(self, message: str, path: Sequence[PathElement] = (), key: str | None = None) -> ConfigError:
+    def error(
+        self, message: str, path: Sequence[PathElement] = (), key: str | None = None
+    ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
         return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
 
@@ -84,7 +88,9 @@ def parse_yaml(text: str, *, file: str) -> LoadedYaml:
     """Parse YAML text whose top level must be a mapping (see ``load_yaml_file``)."""
     node, data = _compose_and_construct(text, file)
     if node is None:
-        raise ConfigError("the file is empty; expected a mapping of keys to values", file=file, line=1)
+        raise ConfigError(
+            "the file is empty; expected a mapping of keys to values", file=file, line=1
+        )
     if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
         raise ConfigError(
             f"expected a mapping of keys to values at the top level, found {_node_kind(node)}",
@@ -109,14 +115,17 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
         raise ConfigError(f"invalid YAML: {problem}", file=file, line=line) from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, max(exc.position, 0)) + 1
-        raise ConfigError(f"invalid YAML: {exc.reason} (#x{exc.character:04x})"
-                          if isinstance(exc.character, int)
-                          else f"invalid YAML: {exc.reason}", file=file, line=line) from None
+        what = (
+            f"unacceptable character #x{exc.character:04x}: "
+            if isinstance(exc.character, int)
+            else ""
+        )
+        raise ConfigError(f"invalid YAML: {what}{exc.reason}", file=file, line=line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=file, line=1) from None
 
 
-def _load_with(loader_class: type[yaml.SafeLoader], text: str, file: str) -> tuple[yaml.Node | None, Any]:
+def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.Node | None, Any]:
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -171,10 +180,13 @@ def _child(node: yaml.Node, element: PathElement) -> tuple[int, yaml.Node] | Non
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == wanted:
                 found = (key_node.start_mark.line + 1, value_node)
         return found
-    if isinstance(node, yaml.SequenceNode) and isinstance(element, int):
-        if 0 <= element < len(node.value):
-            item = node.value[element]
-            return item.start_mark.line + 1, item
+    if (
+        isinstance(node, yaml.SequenceNode)
+        and isinstance(element, int)
+        and 0 <= element < len(node.value)
+    ):
+        item: yaml.Node = node.value[element]
+        return item.start_mark.line + 1, item
     return None
 
 

@@ -1,0 +1,15 @@
+"""Views of a finished run: summary.json, junit.xml, report.html and the console text.
+
+Each module turns a ``RunResult`` (plus the summary and regression block where needed) into one
+artifact; none of them runs anything or writes files (``trialrun.fsutil`` does the writing).
+jinja2 is imported only when an HTML report is rendered.
+"""
+
+from __future__ import annotations
+
+from trialrun.report.console import format_run, github_annotations
+from trialrun.report.html import render_html
+from trialrun.report.junit import build_junit
+from trialrun.report.summary import build_summary
+
+__all__ = ["build_junit", "build_summary", "format_run", "github_annotations", "render_html"]

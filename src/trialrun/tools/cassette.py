@@ -76,7 +76,7 @@ class Cassette:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise CassetteError(f"cassette file not found: {path.resolve()}", file=path) from None
+            raise CassetteError("cassette file not found", file=path.resolve()) from None
         except IsADirectoryError:
             raise CassetteError("expected a cassette file, found a directory", file=path) from None
         except OSError as exc:
@@ -91,16 +91,15 @@ class Cassette:
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
         """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
         raw_key = (tool, canonjson.dumps(args))
+        entry = self._consume(raw_key)
+        if entry is not None:
+            return entry
         keys = [raw_key]
         redacted_key = (tool, canonjson.dumps(redact(args)))
         if redacted_key != raw_key:
             keys.append(redacted_key)
-        for key in keys:
-            remaining = self._remaining.get(key)
-            if remaining:
-                entry = remaining.popleft()
-                self._consumed_lines.add(entry.line)
-                self._consumed_per_key[key] = self._consumed_per_key.get(key, 0) + 1
+            entry = self._consume(redacted_key)
+            if entry is not None:
                 return entry
         raise CassetteMismatch(
             tool=tool,
@@ -110,6 +109,15 @@ class Cassette:
             nearest=self._nearest(tool, raw_key[1]),
             exhausted=sum(self._consumed_per_key.get(key, 0) for key in keys),
         )
+
+    def _consume(self, key: _MatchKey) -> CassetteEntry | None:
+        remaining = self._remaining.get(key)
+        if not remaining:
+            return None
+        entry = remaining.popleft()
+        self._consumed_lines.add(entry.line)
+        self._consumed_per_key[key] = self._consumed_per_key.get(key, 0) + 1
+        return entry
 
     def unused(self) -> list[CassetteEntry]:
         """Recordings no call consumed, in file order."""

@@ -1,0 +1,306 @@
+"""One agent process: spawn it in its own process group, talk to it, and kill the whole group.
+
+The agent runs in a new session (``start_new_session=True``), so the group id is its pid and a
+signal to the group also reaches every helper it spawned that did not leave on purpose: no
+``sleep 300`` outlives a case. Its stderr is drained all the time into a bounded ring, so a chatty
+agent never blocks on a full pipe and a failure can show the last lines it wrote.
+
+asyncio's ``Process.wait()`` only returns once the pipes are closed too (a grandchild holding
+stdout would hang it), so the exit of the agent itself is observed through the protocol's
+``process_exited`` callback instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trialrun.errors import TrialrunError
+from trialrun.protocol import encode
+
+STDERR_TAIL_LINES = 200
+STDERR_TAIL_BYTES = 64 * 1024
+_STDERR_CHUNK = 64 * 1024
+_STDERR_SETTLE_S = 0.5
+"""How long to wait, after the group is dead, for the last stderr bytes already in the pipe."""
+_KILL_REAP_S = 5.0
+"""How long a SIGKILLed agent may take to be reported as exited before we stop waiting."""
+
+_EXAMPLE_COMMAND = '["python3", "agent/agent.py"]'
+
+
+class AgentStartError(TrialrunError):
+    """The agent command could not be started (the case fails as ``agent_error``)."""
+
+
+class MessageTooLargeError(TrialrunError):
+    """A stdout line is longer than ``max_message_bytes``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"agent sent a stdout line longer than max_message_bytes={limit} bytes; "
+            "raise max_message_bytes in suite.yaml or send smaller messages"
+        )
+
+
+class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The standard stream protocol, plus an event set when the agent itself exits."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+class StderrRing:
+    """The last lines an agent wrote to stderr, bounded in lines and in bytes."""
+
+    def __init__(self, max_lines: int = STDERR_TAIL_LINES, max_bytes: int = STDERR_TAIL_BYTES):
+        self._lines: deque[bytes] = deque()
+        self._max_lines = max_lines
+        self._max_bytes = max_bytes
+        self._size = 0
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self._partial += chunk
+        if b"\n" not in chunk:
+            if len(self._partial) > self._max_bytes:
+                # One endless line: keep its end, which is what a reader wants to see.
+                del self._partial[: len(self._partial) - self._max_bytes]
+            return
+        *complete, rest = bytes(self._partial).split(b"\n")
+        self._partial = bytearray(rest)
+        for line in complete:
+            self._push(line)
+
+    def text(self) -> str:
+        lines = list(self._lines)
+        if self._partial:
+            lines.append(bytes(self._partial))
+        return b"\n".join(lines).decode("utf-8", "replace")
+
+    def _push(self, line: bytes) -> None:
+        line = line[-self._max_bytes :]
+        self._lines.append(line)
+        self._size += len(line) + 1
+        while len(self._lines) > self._max_lines or self._size > self._max_bytes:
+            self._size -= len(self._lines.popleft()) + 1
+
+
+class AgentProcess:
+    """A running agent. Create it with ``await AgentProcess.start(...)``."""
+
+    def __init__(
+        self,
+        transport: asyncio.SubprocessTransport,
+        protocol: _ExitAwareProtocol,
+        process: asyncio.subprocess.Process,
+        max_message_bytes: int,
+    ) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._process = process
+        self.pid = process.pid
+        self._stderr = StderrRing()
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._closed = False
+        self.max_message_bytes = max_message_bytes
+
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        max_message_bytes: int,
+    ) -> AgentProcess:
+        """Spawn ``argv`` (no shell) with piped stdin/stdout/stderr in a new process group.
+
+        ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
+        ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
+        Raises ``AgentStartError`` with a message a user can act on.
+        """
+        child_env = dict(os.environ if env is None else env)
+        child_env["PYTHONIOENCODING"] = "utf-8"
+        child_env["PYTHONUTF8"] = "1"
+        command = resolve_command(argv, child_env.get("PATH"))
+        if cwd is not None and not Path(cwd).is_dir():
+            raise AgentStartError(f"Agent working directory does not exist: {cwd}")
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitAwareProtocol(limit=max_message_bytes, loop=loop),
+                *command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=child_env,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise AgentStartError(_not_found_message(command[0])) from None
+        except PermissionError:
+            raise AgentStartError(
+                f"Agent command is not executable: {command[0]!r} (permission denied). Make it "
+                f"executable (chmod +x) or start it through its interpreter, for example "
+                f"{_EXAMPLE_COMMAND}."
+            ) from None
+        except OSError as exc:
+            raise AgentStartError(
+                f"Could not start agent command {command[0]!r}: {exc}. If it is a script, give it "
+                f"a #! line or start it through its interpreter, for example {_EXAMPLE_COMMAND}."
+            ) from None
+        process = asyncio.subprocess.Process(transport, protocol, loop)
+        return cls(transport, protocol, process, max_message_bytes)
+
+    @property
+    def returncode(self) -> int | None:
+        """The agent's exit status once it exited (negative: killed by that signal)."""
+        return self._transport.get_returncode()
+
+    @property
+    def exited(self) -> bool:
+        return self._protocol.exited.is_set()
+
+    async def wait_exited(self, timeout_s: float | None = None) -> bool:
+        """Wait until the agent itself exits (its children may live on); False on timeout."""
+        if self.exited:
+            return True
+        try:
+            await asyncio.wait_for(self._protocol.exited.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def send(self, message: Mapping[str, Any]) -> bool:
+        """Write one message to the agent's stdin. False when the agent no longer reads it."""
+        stdin = self._process.stdin
+        assert stdin is not None
+        if stdin.is_closing():
+            return False
+        try:
+            stdin.write(encode(message))
+            await stdin.drain()
+        except ConnectionError:
+            return False
+        return True
+
+    async def read_line(self) -> bytes | None:
+        """The next stdout line without its newline; None at end of stream.
+
+        A final line without a newline still counts. Raises ``MessageTooLargeError`` for a line
+        longer than ``max_message_bytes`` (the stream reader's limit: no quadratic buffering).
+        """
+        stdout = self._process.stdout
+        assert stdout is not None
+        try:
+            line = await stdout.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return bytes(exc.partial) if exc.partial else None
+        except asyncio.LimitOverrunError:
+            raise MessageTooLargeError(self.max_message_bytes) from None
+        return line[:-1]
+
+    def close_stdin(self) -> None:
+        stdin = self._process.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+
+    def stderr_tail(self) -> str:
+        return self._stderr.text()
+
+    def kill_now(self) -> None:
+        """SIGKILL the whole group at once, without waiting (used when we are being cancelled)."""
+        self._signal_group(signal.SIGKILL)
+
+    async def terminate(self, grace_s: float) -> None:
+        """Stop the whole group: SIGTERM, up to ``grace_s`` for the agent to exit, then SIGKILL.
+
+        SIGKILL always goes to the group, even when the agent exited by itself, so helpers it
+        left behind die too. Idempotent; never leaves the agent unreaped or a pipe open.
+        """
+        if self._closed:
+            return
+        if not self.exited:
+            self._signal_group(signal.SIGTERM)
+            await self.wait_exited(grace_s)
+        else:
+            self._signal_group(signal.SIGTERM)
+        self._signal_group(signal.SIGKILL)
+        await self.wait_exited(_KILL_REAP_S)
+        await self._settle_stderr()
+        self.close()
+
+    async def finish(self, grace_s: float) -> None:
+        """After the final output: close stdin, let the agent exit, then stop its group."""
+        self.close_stdin()
+        await self.wait_exited(min(grace_s, 0.5))
+        await self.terminate(grace_s)
+
+    def close(self) -> None:
+        """Close the pipes and the transport (kills the agent if it still runs). Synchronous."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stderr_task.cancel()
+        self._transport.close()
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        # The group outlives the agent while its children run, so this is not a stale-pid risk.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    async def _settle_stderr(self) -> None:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), _STDERR_SETTLE_S)
+
+    async def _drain_stderr(self) -> None:
+        stderr = self._process.stderr
+        assert stderr is not None
+        while chunk := await stderr.read(_STDERR_CHUNK):
+            self._stderr.feed(chunk)
+
+
+def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
+    """``argv`` ready to spawn: bare ``python`` becomes ``python3`` when only that exists."""
+    if not argv or not argv[0]:
+        raise AgentStartError(
+            "agent_command is empty: set agent_command in suite.yaml to the command that starts "
+            f"your agent (for example {_EXAMPLE_COMMAND})."
+        )
+    command = list(argv)
+    if command[0] == "python" and shutil.which("python", path=path) is None:
+        python3 = shutil.which("python3", path=path)
+        if python3 is not None:
+            command[0] = "python3"
+    return command
+
+
+def _not_found_message(program: str) -> str:
+    if program == "python":
+        return (
+            "Agent command not found: 'python'. Neither python nor python3 is on PATH. Install "
+            "Python, or set agent_command in suite.yaml to the full path of the interpreter that "
+            f"runs your agent (for example {_EXAMPLE_COMMAND})."
+        )
+    return (
+        f"Agent command not found: {program!r}. trialrun could not start the agent because that "
+        "program is not on PATH and is not an existing file. Install it, or set agent_command "
+        "in suite.yaml to the command that starts your agent "
+        f"(for example {_EXAMPLE_COMMAND})."
+    )

@@ -1,0 +1,276 @@
+"""The assertion registry: how a name in ``assertions: [{type: ...}]`` becomes a check.
+
+An assertion type is any object with a ``name`` and a ``compile(params, ctx)`` method that
+validates its parameters once, at load time, and returns a ``CompiledAssertion`` whose
+``check(subject)`` runs after every case. Types are found through the entry-point group
+``trialrun.assertions``; the built-in ones are declared there too, so they use exactly the
+extension API a third-party package gets. ``register()`` adds a type programmatically.
+
+Entry points are listed on the first lookup and each one is imported only when its type is
+first asked for, then cached: a broken plugin fails the suites that use it, with an error naming
+the entry point, and nothing else.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from trialrun.errors import ConfigError
+from trialrun.results import CheckFailure, JsonObject, ToolCall
+from trialrun.suggest import did_you_mean
+
+ENTRY_POINT_GROUP = "trialrun.assertions"
+
+
+class AssertionParamError(ValueError):
+    """An assertion's parameters are invalid; ``key`` names the offending parameter if any."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+
+
+class AssertionPluginError(ConfigError):
+    """An assertion type provided by an entry point cannot be loaded or is not one."""
+
+
+@dataclass(frozen=True)
+class CompileContext:
+    """What an assertion type may use while compiling its parameters."""
+
+    resolve_path: Callable[[str], Path]
+    """Suite-relative path resolution; raises AssertionParamError if the path escapes."""
+
+
+@dataclass(frozen=True)
+class CheckSubject:
+    """What an assertion looks at: the normalized final output and the tool-call trace."""
+
+    output: JsonObject
+    tool_calls: Sequence[ToolCall]
+
+
+class CompiledAssertion(Protocol):
+    """One configured assertion, ready to check any number of runs."""
+
+    @property
+    def type(self) -> str: ...
+
+    def check(self, subject: CheckSubject) -> list[CheckFailure]: ...
+
+
+class AssertionType(Protocol):
+    """A kind of assertion (``json_schema``, ``must_call``, a plugin's own ...)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def compile(self, params: Mapping[str, Any], ctx: CompileContext) -> CompiledAssertion: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter an assertion type accepts, for ``check_params``."""
+
+    name: str
+    description: str
+    """What a valid value is, completing "must be ...": ``"a list of strings"``."""
+    accepts: Callable[[Any], bool]
+    required: bool = True
+
+
+def is_string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def is_string_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def check_params(type_name: str, params: Mapping[str, Any], spec: Sequence[Param]) -> None:
+    """Refuse unknown (with a did-you-mean), missing and mistyped parameters, in that order."""
+    known = [param.name for param in spec]
+    for key in params:
+        if key not in known:
+            hint = did_you_mean(str(key), known) or f" (valid parameters: {', '.join(known)})"
+            raise AssertionParamError(f"unknown parameter '{key}' for {type_name}{hint}", key=key)
+    for param in spec:
+        if param.name not in params:
+            if param.required:
+                raise AssertionParamError(
+                    f"missing parameter '{param.name}' for {type_name} "
+                    f"(expected {param.description})",
+                    key=param.name,
+                )
+            continue
+        value = params[param.name]
+        if not param.accepts(value):
+            raise AssertionParamError(
+                f"parameter '{param.name}' of {type_name} must be {param.description}, "
+                f"found {describe_value(value)}",
+                key=param.name,
+            )
+
+
+def describe_value(value: Any) -> str:
+    """A short "found ..." text: the JSON type and a cut-down rendering of the value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    kinds = {int: "integer", float: "number", str: "string", list: "list"}
+    kind = kinds.get(type(value)) or ("mapping" if is_object(value) else type(value).__name__)
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{kind} {text}"
+
+
+class EntryPointLike(Protocol):
+    """The part of ``importlib.metadata.EntryPoint`` the registry uses (a seam for tests)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    def load(self) -> Any: ...
+
+
+def discover_entry_points() -> list[EntryPointLike]:
+    """Every entry point of the ``trialrun.assertions`` group in the installed distributions."""
+    import importlib.metadata  # costs milliseconds at start-up; only needed on first lookup
+
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+class AssertionRegistry:
+    """Assertion types by name: programmatic registrations, then entry points (lazily)."""
+
+    def __init__(self, discover: Callable[[], Iterable[EntryPointLike]] = discover_entry_points):
+        self._discover = discover
+        self._lock = threading.RLock()
+        self._registered: dict[str, AssertionType] = {}
+        self._entry_points: dict[str, list[EntryPointLike]] | None = None
+        self._loaded: dict[str, AssertionType] = {}
+
+    def register(self, assertion_type: AssertionType, *, replace: bool = False) -> None:
+        """Add a type; a name already taken is refused unless ``replace`` is true."""
+        _require_assertion_type(assertion_type, where=f"register({assertion_type!r})")
+        name = assertion_type.name
+        with self._lock:
+            if not replace and (name in self._registered or name in self._entry_point_map()):
+                raise ValueError(
+                    f"assertion type '{name}' is already registered; pass replace=True to "
+                    "override it"
+                )
+            self._registered[name] = assertion_type
+
+    def get(self, name: str) -> AssertionType | None:
+        """The type called ``name``, or None if nothing provides it.
+
+        Raises AssertionPluginError when an entry point provides it but cannot be loaded.
+        """
+        with self._lock:
+            if name in self._registered:
+                return self._registered[name]
+            if name in self._loaded:
+                return self._loaded[name]
+            candidates = self._entry_point_map().get(name)
+            if not candidates:
+                return None
+            loaded = _load_entry_point(name, candidates)
+            self._loaded[name] = loaded
+            return loaded
+
+    def names(self) -> list[str]:
+        """Every known type name, sorted (entry points are listed, not imported)."""
+        with self._lock:
+            return sorted({*self._registered, *self._entry_point_map()})
+
+    def _entry_point_map(self) -> dict[str, list[EntryPointLike]]:
+        if self._entry_points is None:
+            found: dict[str, list[EntryPointLike]] = {}
+            for entry_point in self._discover():
+                same_name = found.setdefault(entry_point.name, [])
+                # The same distribution can be visible twice (e.g. an editable install on two
+                # path entries); identical targets are one provider, not a conflict.
+                if all(other.value != entry_point.value for other in same_name):
+                    same_name.append(entry_point)
+            self._entry_points = found
+        return self._entry_points
+
+
+def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> AssertionType:
+    where = f"entry point '{name} = {candidates[0].value}' (group {ENTRY_POINT_GROUP})"
+    if len(candidates) > 1:
+        targets = ", ".join(candidate.value for candidate in candidates)
+        raise AssertionPluginError(
+            f"assertion type '{name}' is provided by {len(candidates)} entry points in group "
+            f"{ENTRY_POINT_GROUP}: {targets}; uninstall one of the packages"
+        )
+    try:
+        loaded = candidates[0].load()
+    except Exception as exc:  # any import-time failure of third-party code
+        raise AssertionPluginError(
+            f"cannot load assertion type '{name}' from {where}: {type(exc).__name__}: {exc}"
+        ) from exc
+    # A class is accepted as well as an instance, so a plugin can point at either.
+    if isinstance(loaded, type):
+        try:
+            loaded = loaded()
+        except Exception as exc:
+            raise AssertionPluginError(
+                f"cannot instantiate assertion type '{name}' from {where}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    assertion_type = _require_assertion_type(loaded, where=where)
+    if assertion_type.name != name:
+        raise AssertionPluginError(
+            f"{where} provides an assertion type named '{assertion_type.name}'; the entry point "
+            f"name and the type's name must match"
+        )
+    return assertion_type
+
+
+def _require_assertion_type(candidate: object, *, where: str) -> AssertionType:
+    name = getattr(candidate, "name", None)
+    if not isinstance(name, str) or not name or not callable(getattr(candidate, "compile", None)):
+        raise AssertionPluginError(
+            f"{where} is not an assertion type: expected an object with a string 'name' and a "
+            f"compile(params, ctx) method, found {type(candidate).__name__}"
+        )
+    return cast(AssertionType, candidate)
+
+
+_DEFAULT_REGISTRY = AssertionRegistry()
+
+
+def default_registry() -> AssertionRegistry:
+    """The process-wide registry behind the module-level functions."""
+    return _DEFAULT_REGISTRY
+
+
+def get_assertion_type(name: str) -> AssertionType | None:
+    """The assertion type called ``name`` or None; AssertionPluginError if it fails to load."""
+    return _DEFAULT_REGISTRY.get(name)
+
+
+def assertion_type_names() -> list[str]:
+    """Every assertion type name known to the process-wide registry, sorted."""
+    return _DEFAULT_REGISTRY.names()
+
+
+def register(assertion_type: AssertionType, *, replace: bool = False) -> None:
+    """Make ``assertion_type`` available by name to every suite loaded afterwards."""
+    _DEFAULT_REGISTRY.register(assertion_type, replace=replace)

@@ -1,0 +1,106 @@
+"""The verdict on one case: the run's own failure, then assertions, then budgets.
+
+Precedence (RunLedger's, with budgets always recorded):
+
+1. The run already failed (agent error, timeout, cassette mismatch, ...): that failure and its
+   status stand and assertions are not evaluated, since there may be no output to judge.
+   Budgets that were exceeded are still listed in ``check_failures`` for information.
+2. Otherwise the output is normalized and every assertion runs; any failure makes the case
+   ``assertion_failed`` (status fail) with the messages joined by newlines.
+3. Otherwise any budget failure makes it ``budget_exceeded`` (status fail), with RunLedger's
+   message ``Budget exceeded: <field> limit=<l> actual=<a>; ...``.
+
+An assertion whose ``check`` raises (a plugin bug) does not stop the run: the case becomes an
+error naming the assertion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from trialrun.checks.budgets import budget_failure_message, check_budgets, is_unverifiable
+from trialrun.checks.normalize import normalize
+from trialrun.checks.registry import CheckSubject, CompiledAssertion
+from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure
+
+if TYPE_CHECKING:
+    # Only for annotations: pydantic is loaded by whoever built the rules.
+    from trialrun.config.models import Budgets, CaseConfig, Normalization
+
+
+class JudgedCase(Protocol):
+    """The parts of the loader's ``Case`` a verdict needs."""
+
+    @property
+    def config(self) -> CaseConfig: ...
+
+    @property
+    def cassette_path(self) -> Path: ...
+
+    @property
+    def assertions(self) -> Sequence[CompiledAssertion]: ...
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+    @property
+    def normalization(self) -> Normalization: ...
+
+
+def judge_case(case: JudgedCase, run: AgentRun) -> CaseResult:
+    """Turn what the agent did into a pass/fail/error verdict; ``run`` is not modified."""
+    output = normalize(run.output, case.normalization) if run.output is not None else None
+    judged_run = dataclasses.replace(run, output=output)
+    budget_failures = check_budgets(case.budgets, run)
+
+    def verdict(failure: Failure | None, check_failures: list[CheckFailure]) -> CaseResult:
+        return CaseResult(
+            case_id=case.config.id,
+            status=failure.status if failure is not None else "pass",
+            run=judged_run,
+            assertions_total=len(case.assertions),
+            check_failures=check_failures,
+            failure=failure,
+            cassette_path=str(case.cassette_path),
+        )
+
+    if run.failure is not None:
+        exceeded = [failure for failure in budget_failures if not is_unverifiable(failure)]
+        return verdict(run.failure, exceeded)
+    if output is None:
+        # The session always sets a failure when no final_output arrived; be safe anyway.
+        missing = Failure("agent_error", "Agent finished without sending final_output", "error")
+        return verdict(missing, budget_failures)
+
+    subject = CheckSubject(output=output, tool_calls=run.tool_calls)
+    assertion_failures, crashed = _run_assertions(case.assertions, subject)
+    if assertion_failures:
+        message = "\n".join(failure.message for failure in assertion_failures)
+        failure = Failure("assertion_failed", message, "error" if crashed else "fail")
+        return verdict(failure, [*assertion_failures, *budget_failures])
+    if budget_failures:
+        failure = Failure("budget_exceeded", budget_failure_message(budget_failures), "fail")
+        return verdict(failure, budget_failures)
+    return verdict(None, [])
+
+
+def _run_assertions(
+    assertions: Sequence[CompiledAssertion], subject: CheckSubject
+) -> tuple[list[CheckFailure], bool]:
+    failures: list[CheckFailure] = []
+    crashed = False
+    for assertion in assertions:
+        try:
+            failures.extend(assertion.check(subject))
+        except Exception as exc:  # third-party code: report it on this case, keep the run going
+            crashed = True
+            failures.append(
+                CheckFailure(
+                    type=assertion.type,
+                    message=f"Assertion {assertion.type} raised {type(exc).__name__}: {exc}",
+                )
+            )
+    return failures, crashed

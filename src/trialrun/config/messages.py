@@ -1,0 +1,219 @@
+"""Plain-language messages for pydantic validation errors in suite and case files.
+
+pydantic says "Input should be a valid integer" under a location tuple; a user wants
+"'max_tool_calls' must be an integer, found string '10'" at the line they wrote it, and a
+did-you-mean for a misspelt key. This module does that translation and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from trialrun.config.yamlload import LoadedYaml, PathElement
+from trialrun.errors import ConfigError
+from trialrun.suggest import closest
+
+_PREVIEW_CHARS = 40
+
+_MUST_BE = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+_BOUNDS = {
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+}
+
+
+def describe_value(value: Any) -> str:
+    """``string '10'``, ``integer 5``, ``null``, ``a list``: how a found value is shown."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= _PREVIEW_CHARS else value[: _PREVIEW_CHARS - 3] + "..."
+        return f"string {shown!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, datetime | date):
+        return f"a YAML {type(value).__name__} ({value.isoformat()})"
+    return f"a YAML {type(value).__name__}"
+
+
+def validation_errors(
+    exc: ValidationError, doc: LoadedYaml, model: type[BaseModel], what: str
+) -> list[ConfigError]:
+    """One ConfigError per pydantic error, at the line of the offending key.
+
+    ``what`` names the top-level mapping in messages ("suite", "case"). Assertion entries are
+    left to the assertion compiler, which explains them better.
+    """
+    details = [d for d in exc.errors() if not _is_assertion_entry(d["loc"])]
+    missing = {(d["loc"][:-1], d["loc"][-1]) for d in details if d["type"] == "missing"}
+    explained_missing: set[tuple[tuple[PathElement, ...], PathElement]] = set()
+    errors: list[ConfigError] = []
+    for detail in details:
+        loc = tuple(detail["loc"])
+        if detail["type"] == "extra_forbidden":
+            unknown = str(loc[-1])
+            choices = _keys_at(model, loc[:-1])
+            suggestion = closest(unknown, choices)
+            hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
+            if suggestion is not None and (loc[:-1], suggestion) in missing:
+                explained_missing.add((loc[:-1], suggestion))
+            where = _name(loc[:-1]) if loc[:-1] else what
+            errors.append(doc.error(f"unknown key '{unknown}' in {where}{hint}", loc, unknown))
+    for detail in details:
+        loc = tuple(detail["loc"])
+        if detail["type"] == "extra_forbidden":
+            continue
+        if detail["type"] == "missing":
+            if (loc[:-1], loc[-1]) in explained_missing:
+                continue
+            where = _name(loc[:-1]) if loc[:-1] else what
+            message = f"missing required key '{loc[-1]}' in {where}"
+            errors.append(doc.error(message, loc[:-1], str(loc[-1])))
+            continue
+        line_path = tuple(e for e in loc if e != "[key]")
+        errors.append(doc.error(_message(detail, loc), line_path, _key(loc)))
+    errors.sort(key=lambda e: e.line or 0)
+    return errors
+
+
+def _message(detail: ErrorDetails, loc: tuple[PathElement, ...]) -> str:
+    kind = detail["type"]
+    value = detail.get("input")
+    ctx = detail.get("ctx") or {}
+    name = _name(loc)
+    if loc and loc[-1] == "[key]":
+        return f"keys of '{_name(loc[:-2])}' must be strings, found {describe_value(value)}"
+    if loc == ("agent_command",) and kind == "list_type" and isinstance(value, str):
+        return (
+            "'agent_command' must be a list of strings, not one string; write "
+            f"agent_command: {json.dumps(_split_command(value))}"
+        )
+    if kind in _MUST_BE:
+        return f"'{name}' must be {_MUST_BE[kind]}, found {describe_value(value)}"
+    if kind in _BOUNDS:
+        symbol, bound_key = _BOUNDS[kind]
+        return f"'{name}' must be {symbol} {_scalar(ctx.get(bound_key))}, found {_scalar(value)}"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        hint = ""
+        if isinstance(value, str) and (match := closest(value, allowed)) is not None:
+            hint = f" (did you mean '{match}'?)"
+        return f"'{name}' must be one of {', '.join(allowed)}; found {describe_value(value)}{hint}"
+    if kind == "too_short":
+        minimum = ctx.get("min_length", 1)
+        if minimum == 1:
+            return f"'{name}' must not be empty"
+        return f"'{name}' must have at least {minimum} items, found {ctx.get('actual_length')}"
+    return f"'{name}': {detail['msg']}"
+
+
+def _name(loc: Sequence[PathElement]) -> str:
+    """The last key of ``loc`` plus the list indexes after it: ``agent_command[1]``."""
+    parts = [e for e in loc if e != "[key]"]
+    suffix = ""
+    while parts and isinstance(parts[-1], int):
+        suffix = f"[{parts.pop()}]" + suffix
+    return (str(parts[-1]) if parts else "") + suffix
+
+
+def _key(loc: Sequence[PathElement]) -> str | None:
+    names = [e for e in loc if isinstance(e, str) and e != "[key]"]
+    return names[-1] if names else None
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # a bound of 0.0 reads better as 0
+    return json.dumps(value) if isinstance(value, int | float) else describe_value(value)
+
+
+def _split_command(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: a plain split is still a useful suggestion
+        return text.split()
+
+
+def _is_assertion_entry(loc: Sequence[PathElement]) -> bool:
+    return len(loc) >= 2 and loc[0] == "assertions" and isinstance(loc[1], int)
+
+
+def _keys_at(model: type[BaseModel], loc: Sequence[PathElement]) -> list[str]:
+    """Every key (field names and aliases) accepted by the model found at ``loc``."""
+    current: type[BaseModel] | None = model
+    for element in loc:
+        if current is None:
+            return []
+        if isinstance(element, int):
+            continue
+        field = _field_named(current, element)
+        current = _model_in(field.annotation) if field is not None else None
+    return _accepted_keys(current) if current is not None else []
+
+
+def _field_named(model: type[BaseModel], key: str) -> Any:
+    for name, field in model.model_fields.items():
+        if key == name or key in _aliases(field.validation_alias):
+            return field
+    return None
+
+
+def _accepted_keys(model: type[BaseModel]) -> list[str]:
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        keys.append(name)
+        keys.extend(a for a in _aliases(field.validation_alias) if a != name)
+    return keys
+
+
+def _aliases(alias: Any) -> Iterable[str]:
+    if isinstance(alias, str):
+        return [alias]
+    if isinstance(alias, AliasChoices):
+        return [c for c in alias.choices if isinstance(c, str)]
+    return []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``X | None``, ``list[X]`` or ``dict[str, X]``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is None and not isinstance(annotation, types.UnionType):
+        return None
+    for argument in typing.get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,91 @@
+"""Where the paths written in suite and case files point, and which of them are allowed.
+
+Every path in a suite is relative to the suite directory (RunLedger's rule), written with either
+slash. A suite may reach outside its own directory (``../../baselines/demo.json`` is common) but
+never outside the repository that holds it, so a checked-in suite cannot make the runner read or
+overwrite arbitrary files. Without a repository, the suite directory is the boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class PathEscapeError(ValueError):
+    """A configured path resolves outside the allowed root (the message says which root)."""
+
+
+def find_repository_root(start: Path) -> Path | None:
+    """The nearest directory at or above ``start`` holding ``.git`` (a directory or a file)."""
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def with_forward_slashes(raw: str) -> str:
+    """Suites written on Windows use backslashes; both mean the same directory separator."""
+    return raw.replace("\\", "/")
+
+
+def display_path(path: Path, cwd: Path | None = None) -> str:
+    """``path`` relative to ``cwd`` (absolute, resolved; default: the working directory) when
+    inside it, else absolute: how files are named in messages."""
+    base = cwd if cwd is not None else Path.cwd().resolve()
+    absolute = path if path.is_absolute() else base / path
+    try:
+        return str(absolute.relative_to(base))
+    except ValueError:
+        return str(absolute)
+
+
+@dataclass(frozen=True)
+class SuitePaths:
+    """Resolves the paths of one suite against its directory, inside its root."""
+
+    suite_dir: Path
+    """Absolute, symlinks resolved."""
+    root: Path
+    """The repository root holding the suite, or ``suite_dir`` when there is none."""
+    in_repository: bool
+
+    @classmethod
+    def for_suite_dir(cls, suite_dir: Path) -> SuitePaths:
+        resolved = suite_dir.resolve()
+        repository = find_repository_root(resolved)
+        return cls(
+            suite_dir=resolved,
+            root=repository if repository is not None else resolved,
+            in_repository=repository is not None,
+        )
+
+    def resolve(self, raw: str) -> Path:
+        """The absolute, symlink-free path ``raw`` names; PathEscapeError if it leaves the root."""
+        if not raw.strip():
+            raise PathEscapeError("path is empty")
+        resolved = (self.suite_dir / with_forward_slashes(raw)).resolve()
+        if not resolved.is_relative_to(self.root):
+            boundary = "the repository" if self.in_repository else "the suite directory"
+            raise PathEscapeError(f"path '{raw}' resolves outside {boundary} ({self.root})")
+        return resolved
+
+    def agent_command(self, parts: Sequence[str]) -> list[str]:
+        """RunLedger's rule: a relative part naming something under the suite dir becomes absolute.
+
+        Other parts (``python3``, flags, paths that do not exist here) pass through unchanged, so
+        they keep resolving against the working directory or PATH as they did for RunLedger.
+        Symlinks are kept: a virtualenv's ``bin/python`` must not be replaced by its target.
+        """
+        command: list[str] = []
+        for part in parts:
+            cleaned = with_forward_slashes(part)
+            if cleaned.strip() and not os.path.isabs(cleaned):
+                candidate = os.path.normpath(self.suite_dir / cleaned)
+                if os.path.exists(candidate):
+                    command.append(candidate)
+                    continue
+            command.append(cleaned)
+        return command

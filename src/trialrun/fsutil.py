@@ -1,0 +1,94 @@
+"""Crash-safe file writes: a reader sees the old file or the new one, never half of either.
+
+Every artifact and baseline goes through ``atomic_write_bytes``: the data is written to a
+temporary file in the target's own directory (so the final rename never crosses a file system),
+flushed and fsynced, then moved over the target with ``os.replace``. If anything fails before the
+rename, the temporary file is removed and the previous file is untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, creating missing parent directories."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
+    # as for any file the user creates.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _keep_permissions(target, temp)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    _fsync_directory(target.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` as UTF-8 with the newlines given (no CRLF translation on any platform)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_json(value: Any, *, indent: int | None = 2, sort_keys: bool = True) -> str:
+    """JSON text that is always encodable as UTF-8.
+
+    Non-ASCII text stays readable (``ensure_ascii=False``), but lone surrogates (an agent can send
+    them as ``\\ud800`` escapes) are written back as ``\\udxxx`` escapes instead of making the
+    UTF-8 encoder crash. A surrogate can only occur inside a JSON string, so the escape is valid
+    JSON and decodes to the same value.
+    """
+    text = json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=sort_keys)
+    return escape_lone_surrogates(text)
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """Replace each lone surrogate code point with its ``\\udxxx`` escape text."""
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def write_json(path: str | Path, value: Any) -> None:
+    """Write ``value`` atomically: indent 2, sorted keys, UTF-8, trailing newline."""
+    atomic_write_text(path, dumps_json(value) + "\n")
+
+
+def _keep_permissions(target: Path, temp: Path) -> None:
+    # Replacing a file must not silently change who may read it.
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return
+    os.chmod(temp, mode)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable on POSIX; directories cannot be opened on Windows.
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

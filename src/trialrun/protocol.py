@@ -1,0 +1,304 @@
+"""The agent protocol: one JSON object per line on the agent's stdin and stdout.
+
+Runner -> agent: ``task_start`` and ``tool_result``. Agent -> runner: ``tool_call``,
+``final_output``, ``log``, ``task_error`` and (ours) ``usage``. What we send is pure ASCII
+(``\\u`` escapes), so an agent reads it correctly whatever its locale or code page. What we read
+must be UTF-8; anything else an agent prints becomes a ``ProtocolError`` that names the line,
+never an exception of another kind.
+
+Compared with RunLedger we are lenient where it cannot hurt (unknown extra fields are ignored, a
+UTF-8 byte-order mark is skipped, ``log.level`` may be omitted) and as strict where leniency would
+hide a bug: ``call_id`` must be a string because we echo it back and an agent comparing ``"1"`` with
+``1`` would wait forever; ``final_output.output`` must be an object because assertions address
+its fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trialrun.errors import ProtocolError
+from trialrun.results import JsonObject
+
+AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage")
+"""Message types an agent may send, in the order the protocol documents them."""
+
+_RUNNER_MESSAGE_TYPES = frozenset({"task_start", "tool_result"})
+_PREVIEW_CHARS = 200
+_BOM = "\ufeff"
+
+
+class StdoutNoiseError(ProtocolError):
+    """A stdout line that is not JSON at all: a log line or a pretty-printed document."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallMsg:
+    name: str
+    call_id: str
+    args: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class FinalOutputMsg:
+    output: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class LogMsg:
+    level: str
+    message: str
+    data: JsonObject | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskErrorMsg:
+    message: str
+    data: JsonObject | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageMsg:
+    """Tokens and cost the agent spent since its previous ``usage`` message (counts add up)."""
+
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+    model: str | None
+
+
+AgentMessage = ToolCallMsg | FinalOutputMsg | LogMsg | TaskErrorMsg | UsageMsg
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One compact, ASCII-only JSON line ending in ``\\n``.
+
+    Lone surrogates (PyYAML turns ``"\\ud83d"`` in a case file into one) become ``\\ud83d``
+    escapes instead of failing. Raises ``TypeError`` / ``ValueError`` for values JSON cannot hold.
+    """
+    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"))
+    return text.encode("ascii") + b"\n"
+
+
+def task_start(task_id: str, task_input: Any) -> JsonObject:
+    return {"type": "task_start", "task_id": task_id, "input": task_input}
+
+
+def tool_result(call_id: str, ok: bool, result: Any, error: str | None) -> JsonObject:
+    return {"type": "tool_result", "call_id": call_id, "ok": ok, "result": result, "error": error}
+
+
+def _refuse_non_finite(name: str) -> Any:
+    # JSON has no NaN or Infinity; Python's json would accept them and they break matching.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
+    """Parse one stdout line of the agent.
+
+    Returns None for a blank line and for ``task_start`` / ``tool_result`` echoed by the agent
+    (ignored, as RunLedger does). Raises ``StdoutNoiseError`` when the line is not JSON and
+    ``ProtocolError`` for any other violation; nothing else escapes, whatever the bytes.
+    """
+    if not raw or raw.isspace():
+        return None
+    text = _decode(raw, line_no)
+    try:
+        value = json.loads(text, parse_constant=_refuse_non_finite)
+    except RecursionError:
+        raise ProtocolError(
+            f"agent message on stdout line {line_no} is nested too deeply to parse",
+            line_no=line_no,
+            text=_preview(text),
+        ) from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise _noise(text, line_no) from None
+        # json accepts the syntax but Python refuses the value (an integer with > 4300 digits).
+        raise ProtocolError(
+            f"agent message on stdout line {line_no} holds a value that cannot be read: {exc}",
+            line_no=line_no,
+            text=_preview(text),
+        ) from None
+    if not isinstance(value, dict):
+        raise _violation(
+            line_no, text, f"a protocol message must be a JSON object, found {json_type(value)}"
+        )
+    return _message(value, line_no, text)
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _decode(raw: bytes, line_no: int) -> str:
+    try:
+        text = raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        # Replacing the bad bytes would silently change data the assertions compare, so an agent
+        # writing another encoding is told so. Text that is not JSON anyway is plain noise.
+        lenient = raw.decode("utf-8", "replace").strip()
+        try:
+            json.loads(lenient)
+        except (ValueError, RecursionError):
+            raise _noise(lenient, line_no) from None
+        raise ProtocolError(
+            f"agent wrote invalid UTF-8 on stdout (line {line_no}, byte {exc.start}): "
+            f"{_preview(lenient)}; protocol messages must be UTF-8 encoded",
+            line_no=line_no,
+            text=_preview(lenient),
+        ) from None
+    return text[1:] if text.startswith(_BOM) else text
+
+
+def _message(value: JsonObject, line_no: int, text: str) -> AgentMessage | None:
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        raise _violation(
+            line_no,
+            text,
+            'a protocol message needs a string "type" field, '
+            f"found {json_type(kind) if 'type' in value else 'none'}",
+        )
+    if kind in _RUNNER_MESSAGE_TYPES:
+        return None
+    if kind == "tool_call":
+        return ToolCallMsg(
+            name=_field(value, "name", str, line_no, text),
+            call_id=_field(value, "call_id", str, line_no, text),
+            args=_field(value, "args", dict, line_no, text),
+        )
+    if kind == "final_output":
+        return FinalOutputMsg(output=_field(value, "output", dict, line_no, text))
+    if kind == "log":
+        return LogMsg(
+            level=_field(value, "level", str, line_no, text, default="info"),
+            message=_field(value, "message", str, line_no, text),
+            data=_optional_object(value, "data", line_no, text),
+        )
+    if kind == "task_error":
+        return TaskErrorMsg(
+            message=_field(value, "message", str, line_no, text),
+            data=_optional_object(value, "data", line_no, text),
+        )
+    if kind == "usage":
+        return UsageMsg(
+            tokens_in=_count(value, "tokens_in", line_no, text),
+            tokens_out=_count(value, "tokens_out", line_no, text),
+            cost_usd=_cost(value, line_no, text),
+            model=_field(value, "model", str, line_no, text, default=None),
+        )
+    raise _violation(
+        line_no,
+        text,
+        f"unknown message type {kind!r}; expected one of {', '.join(AGENT_MESSAGE_TYPES)}",
+    )
+
+
+_JSON_NAMES: dict[type, str] = {str: "a string", dict: "a JSON object"}
+_MISSING = object()
+
+
+def _field(
+    value: JsonObject,
+    key: str,
+    expected: type,
+    line_no: int,
+    text: str,
+    default: Any = _MISSING,
+) -> Any:
+    found = value.get(key, _MISSING)
+    if found is _MISSING or (found is None and default is not _MISSING):
+        if default is not _MISSING:
+            return default
+        raise _violation(
+            line_no, text, f"{value['type']}.{key} is missing; it must be {_JSON_NAMES[expected]}"
+        )
+    if not isinstance(found, expected):
+        raise _violation(
+            line_no,
+            text,
+            f"{value['type']}.{key} must be {_JSON_NAMES[expected]}, found {json_type(found)}",
+        )
+    return found
+
+
+def _optional_object(value: JsonObject, key: str, line_no: int, text: str) -> JsonObject | None:
+    found = value.get(key)
+    if found is None or isinstance(found, dict):
+        return found
+    raise _violation(
+        line_no,
+        text,
+        f"{value['type']}.{key} must be a JSON object or null, found {json_type(found)}",
+    )
+
+
+def _count(value: JsonObject, key: str, line_no: int, text: str) -> int | None:
+    found = value.get(key)
+    if found is None:
+        return None
+    if isinstance(found, bool) or not isinstance(found, int) or found < 0:
+        raise _violation(
+            line_no, text, f"usage.{key} must be a non-negative integer, found {_shown(found)}"
+        )
+    return found
+
+
+def _cost(value: JsonObject, line_no: int, text: str) -> float | None:
+    found = value.get("cost_usd")
+    if found is None:
+        return None
+    if (
+        isinstance(found, bool)
+        or not isinstance(found, int | float)
+        or not math.isfinite(found)
+        or found < 0
+    ):
+        raise _violation(
+            line_no, text, f"usage.cost_usd must be a non-negative number, found {_shown(found)}"
+        )
+    return float(found)
+
+
+def _shown(found: Any) -> str:
+    if isinstance(found, int | float) and not isinstance(found, bool):
+        return repr(found)
+    return json_type(found)
+
+
+def _violation(line_no: int, text: str, problem: str) -> ProtocolError:
+    return ProtocolError(
+        f"agent sent an invalid protocol message (stdout line {line_no}): {problem}",
+        line_no=line_no,
+        text=_preview(text),
+    )
+
+
+def _noise(text: str, line_no: int) -> StdoutNoiseError:
+    shown = _preview(text.strip())
+    return StdoutNoiseError(
+        f"agent printed non-protocol text on stdout (line {line_no}): {shown}; "
+        "print logs to stderr",
+        line_no=line_no,
+        text=shown,
+    )
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."

@@ -1,0 +1,340 @@
+"""Secret redaction, shared by cassettes, receipts, run logs, reports and summaries.
+
+Two kinds of rule, both best effort:
+
+* **Shapes in text** (``redact_text``, applied to every string): provider keys (OpenAI ``sk-``
+  incl. ``sk-proj-``/``sk-ant-``, GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/
+  ``github_pat_``, Slack ``xox?-``, Google ``AIza``, AWS ``AKIA``/``ASIA``, npm ``npm_``), JWTs
+  and PEM private key blocks become ``[REDACTED]``; ``Bearer <token>`` keeps ``Bearer``;
+  ``scheme://user:pass@host`` keeps everything but the password; ``NAME=value`` /
+  ``name: value`` / ``"name": "value"`` assignments (any case, shell, YAML, JSON or a Python
+  dict in text) lose the value when the name is a secret's name; quoted JSON stays JSON.
+* **Secret names** (``is_sensitive_key``), for dict keys and assignment names alike. A name is
+  judged on its words (split on ``_ - .`` and camelCase): it is sensitive when it holds a secret
+  noun (``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``credential(s)``, ``cookie``,
+  ``authorization``, ``api key``, ``private key``, ``session id``, ...) and no word after that
+  noun says the value is only *about* the secret (``token_count``, ``secretCount``,
+  ``reset_password_url``, ``token_type``). So ``monkey``, ``keyboard``, ``author``,
+  ``auth_method``, ``max_tokens`` and ``tokens_in`` are left alone, unlike the RunLedger and
+  receipt reference rules, which matched substrings.
+
+Decisions:
+
+* Under a sensitive key every value that holds something is replaced, whatever its type
+  (numbers, lists, nested objects); ``None``, ``""``, ``[]`` and ``{}`` are kept, since they
+  show only that nothing was there. An authorization scheme prefix is kept
+  (``"Bearer [REDACTED]"``).
+* Dict keys are never rewritten: they name fields. Some mappings are keyed by *data* instead
+  (tool names, case ids): a tool called ``reset_password`` must not lose its call count. The
+  mappings directly under the field names in ``data_keys`` (default ``DATA_KEYS``, the
+  ``tool_calls_by_name`` / ``tool_errors_by_name`` counters of summary.json) keep their keys
+  unjudged; their values are still redacted. Other data-keyed mappings are the caller's to
+  pass in ``data_keys``. Values are never judged by name: ``{"tool": "reset_password"}`` stays.
+* Values that are not JSON (other objects) are returned as they are.
+
+Differences from the receipt reference's vectors (shared/conformance/receipt-v0): we fix its
+false positives (``MONKEY=banana``, ``{"monkey": ..}``, ``{"keyboard": ..}`` stay) and its misses
+(``aws_secret_access_key=abc``, ``Passwd=abc``, ``{"credential": {...}}`` are redacted).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "DATA_KEYS",
+    "REDACTED",
+    "is_sensitive_key",
+    "redact",
+    "redact_changed",
+    "redact_text",
+]
+
+REDACTED = "[REDACTED]"
+DATA_KEYS: frozenset[str] = frozenset({"tool_calls_by_name", "tool_errors_by_name"})
+
+# ---- names -------------------------------------------------------------------------------
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_SECRET_WORDS = _word_set(
+    "password passwords passwd passphrase pwd secret secrets token credential credentials cookie"
+    " cookies authorization bearer jwt apikey privatekey secretkey accesskey sessionid"
+)
+# Single lowercase words such as ``accesstoken`` or ``dbpassword`` end with the noun.
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "credentials", "cookie")
+_KEY_QUALIFIERS = _word_set("api private secret access signing encryption master")
+# ``page_token`` or ``max_token`` name a cursor or a count, not a credential.
+_NOT_SECRET_BEFORE_TOKEN = _word_set(
+    "page next continuation pagination cursor sync max min total num input output prompt"
+    " completion cached reasoning"
+)
+# A word after the secret noun that makes the value metadata about the secret.
+_METADATA_WORDS = _word_set(
+    "count counts num number total len length size limit max min budget cost rate url uri urls"
+    " link path file dir method methods type kind name names id ids index version expires expiry"
+    " expiration exp ttl at in out ms sec seconds used usage field fields policy hint required"
+    " enabled present provided valid status format endpoint env source location label"
+)
+_SHELL_VARIABLES = frozenset({"PWD", "OLDPWD"})  # the working directory, not a password
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+@lru_cache(maxsize=4096)
+def is_sensitive_key(name: str) -> bool:
+    """Whether a field or variable called ``name`` holds a secret (judged on its words)."""
+    if name in _SHELL_VARIABLES:
+        return False
+    words = [word.lower() for word in _WORD.findall(name)]
+    last_secret = -1
+    for i, word in enumerate(words):
+        previous = words[i - 1] if i else ""
+        if word == "token" and previous in _NOT_SECRET_BEFORE_TOKEN:
+            continue
+        if (
+            word in _SECRET_WORDS
+            or word.endswith(_SECRET_SUFFIXES)
+            or (word == "key" and previous in _KEY_QUALIFIERS)
+            or (word == "id" and previous == "session")
+        ):
+            last_secret = i
+    if last_secret < 0:
+        return False
+    return not any(word in _METADATA_WORDS for word in words[last_secret + 1 :])
+
+
+# ---- text --------------------------------------------------------------------------------
+
+
+# Every pattern starts with a literal, so the regex engine skips through text without it about
+# as fast as str.find; the ASCII word boundary (``\b`` in the JavaScript originals) is a
+# lookbehind placed after that literal. Each rule first checks for a character its secret must
+# contain (a memchr-fast test), so ordinary text skips most rules outright.
+def _after_boundary(literal: str, rest: str) -> re.Pattern[str]:
+    return re.compile(literal + f"(?<![A-Za-z0-9_]{literal})" + rest)
+
+
+_TOKEN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "-",
+        # A block cut short (no END line) is redacted to the end of the text.
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
+            r"(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----|[\s\S]*)"
+        ),
+        REDACTED,
+    ),
+    ("-", _after_boundary("sk-", r"[A-Za-z0-9_-]{16,}"), REDACTED),
+    ("_", _after_boundary("gh", r"[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
+    ("_", _after_boundary("github_pat_", r"[A-Za-z0-9_]{20,}"), REDACTED),
+    ("-", _after_boundary("xox", r"[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
+    ("A", _after_boundary("A", r"(?:KI|SI)A[0-9A-Z]{16}(?![A-Za-z0-9_])"), REDACTED),
+    ("A", _after_boundary("AIza", r"[0-9A-Za-z_-]{30,}"), REDACTED),
+    (
+        "J",
+        _after_boundary("eyJ", r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        REDACTED,
+    ),
+    ("_", _after_boundary("npm_", r"[A-Za-z0-9]{30,}"), REDACTED),
+    (
+        "@",
+        re.compile(r"(://[^\s/?#@:\"']*:)(?![\"']?\[REDACTED\])[^\s/?#@]+@"),
+        r"\g<1>" + REDACTED + "@",
+    ),
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}")
+# Short strings (most of them) skip every rule after one search for anything that could start
+# a secret. Long strings skip it: an alternation has no literal to skip to.
+_SHORT = 4096
+_ANYTHING = re.compile(
+    r"sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|npm_|-----BEGIN|[=:]|(?i:bearer)"
+)
+
+# Assignments (``NAME=value``, ``name: value``, ``"name": "value"``) are found from a secret
+# noun in the name and the separator after it, in the lowercased text; the whole name is then
+# judged by is_sensitive_key. Two searches give the same candidates, and the cheaper one for the
+# text is used: backwards from each separator (in the reversed text) when separators are rare,
+# else forwards from each noun (one literal search per noun). ``bearer`` and ``jwt`` alone are
+# not searched as names: their values have shapes of their own, caught above.
+_NOUNS = ("pass", "pwd", "secret", "token", "key", "credential", "cookie", "authoriz", "session")
+_FORWARD_ASSIGNMENTS = tuple(
+    re.compile(noun + r"(?P<rest>[a-z0-9_.-]*+)(?P<quote>[\"']?)\s*+[=:]") for noun in _NOUNS
+)
+_SEPARATORS_PER_CHAR_FOR_BACKWARDS = 1 / 50
+_DENSITY_SAMPLE = 65536
+
+
+def _reversed_assignment(name_chars: str, flags: int) -> re.Pattern[str]:
+    reversed_nouns = "|".join(noun[::-1] for noun in _NOUNS)
+    return re.compile(
+        r"[=:]\s*+(?P<quote>[\"']?)(?P<name>" + name_chars + "*?(?:" + reversed_nouns + "))",
+        flags,
+    )
+
+
+_REVERSED_ASSIGNMENT = _reversed_assignment("[a-z0-9_.-]", 0)
+_REVERSED_ASSIGNMENT_ANY_CASE = _reversed_assignment("[A-Za-z0-9_.-]", re.IGNORECASE)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_VALUE = re.compile(
+    r"\s*(?P<scheme>(?i:bearer|basic|token|digest)\s+)?"
+    # an unterminated quote still hides what follows it, up to the next space
+    r"(?!=)(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[\"']?[^\s\"',;]+|[\"'])"
+)
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)\s+")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every recognised secret replaced (see the module docstring)."""
+    if len(text) <= _SHORT and not _ANYTHING.search(text):
+        return text
+    for required, pattern, replacement in _TOKEN_RULES:
+        if required in text:
+            text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    if "bearer" in lowered:
+        text = _BEARER.sub(r"\g<1>" + REDACTED, text)
+        lowered = text.lower()
+    if "=" in text or ":" in text:
+        text = _redact_assignments(text, lowered)
+    return text
+
+
+def _assignment_candidates(text: str, lowered: str) -> list[tuple[int, int, bool]]:
+    """``(separator index, name end, name quoted)`` of every name holding a noun, in order."""
+    size = len(text)
+    if len(lowered) != size:
+        # lower() moved offsets (U+0130 lowercases to two characters): search case-insensitively.
+        matches = _REVERSED_ASSIGNMENT_ANY_CASE.finditer(text[::-1])
+    elif _separator_density(text) < _SEPARATORS_PER_CHAR_FOR_BACKWARDS:
+        matches = _REVERSED_ASSIGNMENT.finditer(lowered[::-1])
+    else:
+        found = {
+            match.end() - 1: (match.end() - 1, match.end("rest"), bool(match["quote"]))
+            for pattern in _FORWARD_ASSIGNMENTS
+            for match in pattern.finditer(lowered)
+        }
+        return sorted(found.values())
+    return sorted(
+        (size - 1 - match.start(), size - match.start("name"), bool(match["quote"]))
+        for match in matches
+    )
+
+
+def _separator_density(text: str) -> float:
+    """Separators per character, estimated from the start of a long text (counting is slow)."""
+    sample = min(len(text), _DENSITY_SAMPLE)
+    return (text.count("=", 0, sample) + text.count(":", 0, sample)) / max(sample, 1)
+
+
+def _redact_assignments(text: str, lowered: str) -> str:
+    pieces: list[str] = []
+    copied_to = 0
+    for separator, name_end, name_quoted in _assignment_candidates(text, lowered):
+        if separator < copied_to:
+            continue  # inside a value already redacted
+        name_start = name_end
+        while name_start and text[name_start - 1] in _NAME_CHARS:
+            name_start -= 1
+        if not is_sensitive_key(text[name_start:name_end]):
+            continue
+        found = _VALUE.match(text, separator + 1)
+        if found is None or _unquote(found["value"]).startswith(REDACTED):
+            continue
+        masked, end = _masked_value(found, name_quoted=name_quoted)
+        if masked is None:
+            continue
+        pieces.append(text[copied_to : found.start("value")])
+        pieces.append(masked)
+        copied_to = end
+    if not pieces:
+        return text
+    pieces.append(text[copied_to:])
+    return "".join(pieces)
+
+
+def _masked_value(found: re.Match[str], *, name_quoted: bool) -> tuple[str | None, int]:
+    """The replacement for an assignment's value and where the replaced part ends."""
+    value, start, end = found["value"], found.start("value"), found.end("value")
+    if value[0] in "\"'":
+        # A quoted name means JSON or a dict literal: keep it well formed. Shell-style
+        # ``NAME="a b"`` drops the quotes, as the reference writer does.
+        return (value[0] + REDACTED + value[0] if name_quoted else REDACTED), end
+    if not name_quoted:
+        return REDACTED, end
+    # A bare JSON value ends before the closing bracket of its object or array.
+    bare = value.replace(REDACTED, "#" * len(REDACTED))  # its "]" closes nothing
+    cut = min((i for i in (bare.find("}"), bare.find("]")) if i >= 0), default=-1)
+    if cut == 0:
+        return None, end
+    return '"' + REDACTED + '"', (start + cut if cut > 0 else end)
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+# ---- values ------------------------------------------------------------------------------
+
+
+def redact(value: Any, *, data_keys: Collection[str] = DATA_KEYS) -> Any:
+    """A redacted deep copy of a JSON value; the input is never mutated."""
+    return _redact(value, data_keys)[0]
+
+
+def redact_changed(value: Any, *, data_keys: Collection[str] = DATA_KEYS) -> tuple[Any, bool]:
+    """``(redact(value), whether anything was replaced)``."""
+    return _redact(value, data_keys)
+
+
+def _redact(value: Any, data_keys: Collection[str]) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        redacted = redact_text(value)
+        return redacted, redacted != value
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        changed = False
+        for key, item in value.items():
+            if isinstance(key, str) and is_sensitive_key(key):
+                out[key], item_changed = _mask(item)
+            elif key in data_keys and isinstance(item, dict):
+                out[key], item_changed = _redact_data_mapping(item, data_keys)
+            else:
+                out[key], item_changed = _redact(item, data_keys)
+            changed = changed or item_changed
+        return out, changed
+    if isinstance(value, list | tuple):
+        results = [_redact(item, data_keys) for item in value]
+        items = [item for item, _ in results]
+        return (items if isinstance(value, list) else tuple(items)), any(c for _, c in results)
+    return value, False
+
+
+def _redact_data_mapping(mapping: dict[Any, Any], data_keys: Collection[str]) -> tuple[Any, bool]:
+    """A mapping keyed by data (tool names): keys are not judged, values are redacted."""
+    out: dict[Any, Any] = {}
+    changed = False
+    for key, item in mapping.items():
+        out[key], item_changed = _redact(item, data_keys)
+        changed = changed or item_changed
+    return out, changed
+
+
+def _mask(value: Any) -> tuple[Any, bool]:
+    """The value of a sensitive field: anything that holds something becomes REDACTED."""
+    if value is None or (isinstance(value, str | list | tuple | dict) and not value):
+        return value, False
+    if isinstance(value, str):
+        scheme = _SCHEME.match(value)
+        prefix = scheme.group(0) if scheme else ""
+        if value[len(prefix) :] == REDACTED:
+            return value, False
+        return prefix + REDACTED, True
+    return REDACTED, True

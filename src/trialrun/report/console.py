@@ -1,0 +1,275 @@
+"""What ``trialrun run`` prints: plain text, no rich (start-up time matters in every CI job).
+
+Layout, top to bottom: the results table (Case, Status, Wall ms) and a count line; with a
+baseline, the regression checks table, warnings and the case changes (status changes, missing and
+new cases, which RunLedger computed but never printed); then RunLedger's failure block and gate
+failures, in its layout, with one fix: the first line of each entry says what kind of failure it
+is (``assertion: <type>`` for an assertion, ``budget: <field>`` for a budget, ``failure: <kind>``
+for anything else), where the peer wrote ``assertion:`` for all of them.
+
+``github_annotations`` gives the ``::error`` workflow commands, escaped as the peer does (``%``,
+CR and LF in the message; in the title also ``,`` and ``::``). Agent text is redacted and
+stripped of terminal control characters before it is printed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trialrun.redact import redact_text
+from trialrun.results import CaseResult, RunResult
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_BUT_CR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_VALUE_COLUMN = 13
+"""Width of ``"  message:   "``: continuation lines of a message line up under its first line."""
+
+_ASSERTION_LIKE = ("assertion_failed", "budget_exceeded")
+_RULE_MAX = 40
+
+
+@dataclass(frozen=True)
+class FailureDetail:
+    """One reason a case did not pass, as printed in the failure block."""
+
+    case_id: str
+    label: str
+    """``assertion``, ``budget`` or ``failure``."""
+    type: str
+    message: str
+    expected: str | None = None
+    observed: str | None = None
+
+    def cleaned(self) -> FailureDetail:
+        """The same detail without terminal control characters, for display."""
+        return FailureDetail(
+            case_id=strip_controls(self.case_id),
+            label=self.label,
+            type=strip_controls(self.type),
+            message=strip_controls(self.message),
+            expected=strip_controls(self.expected) if self.expected is not None else None,
+            observed=strip_controls(self.observed) if self.observed is not None else None,
+        )
+
+
+def failure_details(case: CaseResult) -> list[FailureDetail]:
+    """The reasons ``case`` did not pass: a fault first, then every check that said no.
+
+    Texts are redacted but otherwise raw; ``FailureDetail.cleaned`` prepares them for display.
+    """
+    if case.passed:
+        return []
+    details: list[FailureDetail] = []
+    failure = case.failure
+    if failure is not None and failure.kind not in _ASSERTION_LIKE:
+        message = redact_text(failure.message)
+        details.append(FailureDetail(case.case_id, "failure", failure.kind, message))
+    for check in case.check_failures:
+        is_budget = check.type.startswith("budget:")
+        details.append(
+            FailureDetail(
+                case_id=case.case_id,
+                label="budget" if is_budget else "assertion",
+                type=check.type.removeprefix("budget:") if is_budget else check.type,
+                message=redact_text(check.message),
+                expected=redact_text(check.expected) if check.expected is not None else None,
+                observed=redact_text(check.observed) if check.observed is not None else None,
+            )
+        )
+    if not details:
+        kind = failure.kind if failure is not None else "unknown"
+        message = (
+            failure.message if failure is not None else "Case failed without a recorded reason"
+        )
+        details.append(FailureDetail(case.case_id, "failure", kind, redact_text(message)))
+    return details
+
+
+def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``(check id, message)`` for every failing regression check, in check order."""
+    if not regression:
+        return []
+    found: list[tuple[str, str]] = []
+    for check in regression.get("checks") or []:
+        if not isinstance(check, dict) or check.get("status") != "fail":
+            continue
+        gate = str(check.get("id"))
+        threshold, baseline, current = (check.get(k) for k in ("threshold", "baseline", "current"))
+        if gate == "min_pass_rate":
+            message = (
+                f"Regression gate min_pass_rate failed: pass_rate {fmt_number(current)} "
+                f"< required {fmt_number(threshold)} (baseline {fmt_number(baseline)})"
+            )
+        elif gate == "status_regressions":
+            cases = ", ".join(str(case_id) for case_id in check.get("cases") or [])
+            message = (
+                f"Regression gate status_regressions failed: {current} case(s) passed in the "
+                f"baseline and no longer pass: {cases}"
+            )
+            found.append((gate, message))
+            continue
+        elif check.get("delta_pct") is not None:
+            message = (
+                f"Regression gate {gate} failed: delta_pct {fmt_number(check['delta_pct'])} "
+                f"> allowed {fmt_number(threshold)} "
+                f"(baseline {fmt_number(baseline)}, current {fmt_number(current)})"
+            )
+        else:
+            message = (
+                f"Regression gate {gate} failed: current {fmt_number(current)}, "
+                f"threshold {fmt_number(threshold)}, baseline {fmt_number(baseline)}"
+            )
+        if check.get("note"):
+            message = f"{message} ({check['note']})"
+        found.append((gate, message))
+    return found
+
+
+def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, Any] | None) -> str:
+    """The whole console report for a finished run (no trailing newline)."""
+    lines = [f"trialrun results: {clean(run.suite_name)} ({run.mode}, run {run.run_id})"]
+    rows = [[clean(case.case_id), case.status.upper(), str(case.run.wall_ms)] for case in run.cases]
+    lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
+    aggregates = summary.get("aggregates") or {}
+    lines.append(
+        f"{aggregates.get('cases_pass', run.cases_passed)} passed, "
+        f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
+        f"(pass rate {run.pass_rate:.1%})"
+    )
+    if regression is not None:
+        lines += ["", *format_regression(regression)]
+    failure_block = format_failures(run.cases, gate_failures(regression))
+    if failure_block:
+        lines += ["", *failure_block]
+    return "\n".join(lines)
+
+
+def format_regression(regression: dict[str, Any]) -> list[str]:
+    """The regression checks table, warnings and case changes against the baseline."""
+    lines = [f"Regression checks (baseline: {regression.get('baseline_path')})"]
+    rows = [
+        [str(check.get("id")), _CHECK_STATUS.get(str(check.get("status")), "?"), _details(check)]
+        for check in regression.get("checks") or []
+    ]
+    lines += table(["Check", "Status", "Details"], rows)
+    lines += [f"Warning: {warning}" for warning in regression.get("warnings") or []]
+    diffs = regression.get("case_diffs") or {}
+    changes = [
+        f"  {clean(str(c.get('id')))}: {c.get('baseline')} -> {c.get('current')}"
+        for c in diffs.get("status_changed") or []
+    ]
+    for key, title in (("missing_in_current", "missing"), ("new_in_current", "new")):
+        if diffs.get(key):
+            changes.append(f"  {title}: {', '.join(clean(str(i)) for i in diffs[key])}")
+    if changes:
+        lines += ["", "Case changes vs baseline:", *changes]
+    return lines
+
+
+def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]]) -> list[str]:
+    """RunLedger's "Failures (N case):" block, then "Gate failures (N):"."""
+    lines: list[str] = []
+    failing = [case for case in cases if not case.passed]
+    if failing:
+        lines.append(f"Failures ({len(failing)} case{'' if len(failing) == 1 else 's'}):")
+        for case in failing:
+            lines += ["", f"{case.status.upper()} {clean(case.case_id)}"]
+            for detail in failure_details(case):
+                lines += detail_lines(detail)
+    if gates:
+        if lines:
+            lines.append("")
+        lines.append(f"Gate failures ({len(gates)}):")
+        lines += [f"  {gate}: {message}" for gate, message in gates]
+    return lines
+
+
+def detail_lines(raw: FailureDetail) -> list[str]:
+    detail = raw.cleaned()
+    lines = [_field(detail.label, detail.type), _field("message", detail.message)]
+    if detail.expected is not None:
+        lines.append(_field("expected", detail.expected))
+    if detail.observed is not None:
+        lines.append(_field("observed", detail.observed))
+    return lines
+
+
+def github_annotations(run: RunResult, regression: dict[str, Any] | None) -> list[str]:
+    """One ``::error`` workflow command per case failure reason and per failing gate."""
+    commands = [
+        f"::error title={_escape_property(f'trialrun: {d.case_id}')}::{_escape_data(d.message)}"
+        for case in run.cases
+        for d in failure_details(case)
+    ]
+    commands += [
+        f"::error title={_escape_property(f'trialrun: gate {gate}')}::{_escape_data(message)}"
+        for gate, message in gate_failures(regression)
+    ]
+    return commands
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, right_aligned: set[int] | None = None
+) -> list[str]:
+    """Columns padded to their widest cell; a dashed rule under the headers."""
+    right = right_aligned or set()
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+
+    def render(cells: Sequence[str]) -> str:
+        padded = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "  ".join(padded).rstrip()
+
+    rule = ["-" * min(w, _RULE_MAX) for w in widths]
+    return [render(headers), render(rule), *(render(row) for row in rows)]
+
+
+def fmt_number(value: object) -> str:
+    """The peer's number form in gate messages: floats with 4 decimals, None as ``n/a``."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def clean(text: str) -> str:
+    """Redacted, without terminal control characters (newlines and tabs stay)."""
+    return strip_controls(redact_text(text))
+
+
+def strip_controls(text: str) -> str:
+    return _CONTROL.sub("", text)
+
+
+_CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
+
+
+def _details(check: dict[str, Any]) -> str:
+    parts = [
+        f"{key}={fmt_number(check[key])}"
+        for key in ("baseline", "current", "delta", "delta_pct", "threshold")
+        if key in check and not (key == "baseline" and check["id"] == "status_regressions")
+    ]
+    text = " ".join(parts)
+    return f"{text} ({clean(str(check['note']))})" if check.get("note") else text
+
+
+def _field(label: str, value: str) -> str:
+    head = f"  {label}:".ljust(_VALUE_COLUMN)
+    continuation = "\n" + " " * _VALUE_COLUMN
+    return head + continuation.join(value.splitlines() or [""])
+
+
+def _escape_data(value: str) -> str:
+    value = _CONTROL_BUT_CR.sub("", value)
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(",", "%2C").replace("::", "%3A%3A")

@@ -1,0 +1,197 @@
+"""report.html: one self-contained page (inline CSS, a few lines of inline JS, no network).
+
+Security model (RunLedger interpolated agent text into ``innerHTML``: a stored XSS, and
+``<!--<script>`` in an output blanked its report):
+
+* every value is rendered server-side by jinja2 with ``autoescape=True`` set explicitly; traces
+  and outputs are pretty-printed JSON shown as escaped text in ``<pre>``; nothing is embedded as
+  data for scripts and the script never builds markup;
+* the only script is a fixed status filter; a Content-Security-Policy allows exactly that script
+  (by its SHA-256), inline styles, and nothing else: no network, no inline event handlers;
+* agent text is redacted; lone surrogates become U+FFFD so the page always encodes as UTF-8.
+
+Big runs stay reasonable: each event's JSON is cut at ``EVENT_CHARS_MAX`` characters and each
+case shows at most ``EVENTS_PER_CASE_MAX`` events, with a note saying what was left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun.fsutil import dumps_json
+from trialrun.redact import redact
+from trialrun.report.console import clean, failure_details
+from trialrun.report.summary import stderr_tail_of
+from trialrun.results import CaseResult, RunResult
+
+if TYPE_CHECKING:
+    import jinja2
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+TEMPLATE_NAME = "report.html.j2"
+EVENT_CHARS_MAX = 20_000
+EVENTS_PER_CASE_MAX = 500
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+FILTER_SCRIPT = """
+document.querySelectorAll("[data-filter]").forEach(function (button) {
+  button.addEventListener("click", function () {
+    var wanted = button.getAttribute("data-filter");
+    document.querySelectorAll("[data-status]").forEach(function (element) {
+      element.hidden = wanted !== "all" && element.getAttribute("data-status") !== wanted;
+    });
+    document.querySelectorAll("[data-filter]").forEach(function (other) {
+      other.setAttribute("aria-pressed", String(other === button));
+    });
+  });
+});
+"""
+
+
+def render_html(run: RunResult, summary: dict[str, Any]) -> str:
+    """The report page for ``run``; ``summary`` supplies aggregates and the regression block."""
+    from markupsafe import Markup
+
+    template = _environment().get_template(TEMPLATE_NAME)
+    digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode()
+    page = template.render(
+        suite=run.suite_name,
+        suite_path=run.suite_path,
+        run_id=run.run_id,
+        mode=run.mode,
+        status=(summary.get("run") or {}).get("exit_status", "unknown"),
+        generated_at=summary.get("generated_at", ""),
+        interrupted=run.interrupted,
+        kpis=_kpis(summary),
+        regression=_regression_view(summary.get("regression")),
+        cases=[_case_view(index, case) for index, case in enumerate(run.cases, start=1)],
+        script=Markup(FILTER_SCRIPT),
+        script_hash=f"sha256-{digest}",
+    )
+    return _LONE_SURROGATE.sub("\ufffd", page)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    # jinja2 costs import time; only the commands that write a report pay for it.
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def pretty_json(value: Any, *, limit: int = EVENT_CHARS_MAX) -> tuple[str, str | None]:
+    """Redacted, indented JSON text cut at ``limit`` characters, and the note saying so."""
+    text = dumps_json(redact(value), indent=2, sort_keys=False)
+    if len(text) <= limit:
+        return text, None
+    return text[:limit], f"truncated: {limit:,} of {len(text):,} characters shown"
+
+
+def _kpis(summary: dict[str, Any]) -> list[dict[str, str]]:
+    aggregates = summary.get("aggregates") or {}
+    metrics = aggregates.get("metrics") or {}
+
+    def stat(metric: str, field: str, unit: str = "") -> str:
+        value = (metrics.get(metric) or {}).get(field)
+        if value is None:
+            return "n/a"
+        # Costs are fractions of a cent: keep significant digits rather than one decimal.
+        return f"{value:.4g}{unit}" if metric == "cost_usd" else f"{value:,.1f}{unit}"
+
+    rate = aggregates.get("pass_rate")
+    return [
+        {"label": "Pass rate", "value": "n/a" if rate is None else f"{rate:.1%}"},
+        {"label": "Cases pass", "value": str(aggregates.get("cases_pass", 0))},
+        {"label": "Cases fail", "value": str(aggregates.get("cases_fail", 0))},
+        {"label": "Cases error", "value": str(aggregates.get("cases_error", 0))},
+        {"label": "p95 wall", "value": stat("wall_ms", "p95", " ms")},
+        {"label": "Avg wall", "value": stat("wall_ms", "mean", " ms")},
+        {"label": "p95 tool calls", "value": stat("tool_calls", "p95")},
+        {"label": "Avg tool calls", "value": stat("tool_calls", "mean")},
+        {"label": "Avg tokens out", "value": stat("tokens_out", "mean")},
+        {"label": "Avg cost (USD)", "value": stat("cost_usd", "mean")},
+    ]
+
+
+def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None:
+    if regression is None:
+        return None
+    checks = []
+    for check in regression.get("checks") or []:
+        delta = check.get("delta", check.get("delta_pct"))
+        checks.append(
+            {
+                "id": str(check.get("id")),
+                "status": str(check.get("status")),
+                "threshold": _number(check.get("threshold")),
+                "baseline": _number(check.get("baseline")),
+                "current": _number(check.get("current")),
+                "delta": _number(delta),
+                "note": str(check.get("note") or ""),
+            }
+        )
+    diffs = regression.get("case_diffs") or {}
+    return {
+        "baseline_path": str(regression.get("baseline_path", "")),
+        "passed": bool(regression.get("passed")),
+        "checks": checks,
+        "warnings": [str(w) for w in regression.get("warnings") or []],
+        "status_changed": list(diffs.get("status_changed") or []),
+        "missing": [str(i) for i in diffs.get("missing_in_current") or []],
+        "new": [str(i) for i in diffs.get("new_in_current") or []],
+    }
+
+
+def _case_view(index: int, case: CaseResult) -> dict[str, Any]:
+    run = case.run
+    events = run.events[:EVENTS_PER_CASE_MAX]
+    output_text, output_note = pretty_json(run.output) if run.output is not None else (None, None)
+    return {
+        "anchor": f"case-{index}",
+        "id": case.case_id,
+        "status": case.status,
+        "wall_ms": run.wall_ms,
+        "tool_calls": len(run.tool_calls),
+        "tool_errors": run.tool_errors,
+        "tokens_in": _number(run.usage.tokens_in),
+        "tokens_out": _number(run.usage.tokens_out),
+        "cost_usd": _number(run.usage.cost_usd),
+        "unused_recordings": run.unused_recordings,
+        "failure_kind": case.failure.kind if case.failure else None,
+        "failure_message": clean(case.failure.message) if case.failure else None,
+        "details": [detail.cleaned() for detail in failure_details(case)],
+        "stderr_tail": clean(stderr_tail_of(case)),
+        "output": output_text,
+        "output_note": output_note,
+        "events": [_event_view(event) for event in events],
+        "events_note": (
+            f"{len(run.events) - len(events):,} more events not shown"
+            if len(run.events) > len(events)
+            else None
+        ),
+    }
+
+
+def _event_view(event: dict[str, Any]) -> dict[str, Any]:
+    text, note = pretty_json(event)
+    return {"type": str(event.get("type", "event")), "json": text, "note": note}
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,87 @@
+"""junit.xml: one ``<testsuite>`` root, one ``<testcase>`` per case, readable by every CI parser.
+
+RunLedger's shape is kept (a single ``<testsuite name tests failures time>`` root, times in
+seconds with three decimals, the suite time being the sum of the case times) with these fixes:
+
+* an XML declaration, a ``classname`` (the suite name) and an ``errors`` count;
+* the peer's inversion is undone: ``message`` holds the first line of the reason, ``type`` the
+  failure kind, and the element text the full explanation (every check with expected/observed);
+* a fault of the harness or the agent (case status ``error``) is an ``<error>``, not a
+  ``<failure>``; the agent's stderr tail goes to ``<system-err>``;
+* agent text is redacted, and characters XML 1.0 cannot carry (control characters, lone
+  surrogates, U+FFFE/U+FFFF) are removed first: ElementTree would write them and produce a file
+  parsers refuse.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
+from trialrun.report.summary import stderr_tail_of
+from trialrun.results import CaseResult, RunResult
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
+
+
+def build_junit(run: RunResult) -> str:
+    """The junit.xml text for ``run`` (with a trailing newline)."""
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": xml_text(run.suite_name),
+            "tests": str(len(run.cases)),
+            "failures": str(sum(1 for case in run.cases if case.status == "fail")),
+            "errors": str(sum(1 for case in run.cases if case.status == "error")),
+            "time": _seconds(sum(case.run.wall_ms for case in run.cases)),
+        },
+    )
+    for case in run.cases:
+        suite.append(_testcase(case, run.suite_name))
+    return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 forbids."""
+    return _XML_ILLEGAL.sub("", text)
+
+
+def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
+    element = ET.Element(
+        "testcase",
+        {
+            "name": xml_text(case.case_id),
+            "classname": xml_text(suite_name),
+            "time": _seconds(case.run.wall_ms),
+        },
+    )
+    if case.passed:
+        return element
+    details = failure_details(case)
+    kind = case.failure.kind if case.failure is not None else details[0].type
+    reason = ET.SubElement(
+        element,
+        "error" if case.status == "error" else "failure",
+        {"message": xml_text(_first_line(details)), "type": xml_text(kind)},
+    )
+    reason.text = xml_text(_full_text(details))
+    stderr_tail = stderr_tail_of(case)
+    if stderr_tail:
+        ET.SubElement(element, "system-err").text = xml_text(clean(stderr_tail))
+    return element
+
+
+def _first_line(details: list[FailureDetail]) -> str:
+    lines = details[0].message.splitlines()
+    return lines[0] if lines else details[0].type
+
+
+def _full_text(details: list[FailureDetail]) -> str:
+    # The console's layout: one labelled block per reason, with expected/observed.
+    return "\n".join(line for detail in details for line in detail_lines(detail))
+
+
+def _seconds(milliseconds: int) -> str:
+    return f"{milliseconds / 1000:.3f}"

@@ -1,0 +1,353 @@
+"""One case's conversation with its agent: the protocol loop, the deadlines and the event log.
+
+``run_agent`` never raises for anything the agent does: every way a case can go wrong becomes a
+``Failure`` on the returned ``AgentRun`` (the first one wins) plus an ``agent_error`` event, with
+the agent's stderr tail attached. Only cancellation (Ctrl-C) and bugs in a tool backend propagate,
+after the agent's whole process group has been killed.
+
+Deadlines are enforced while the agent runs, not judged afterwards: the wall deadline
+(``Limits.wall_ms``, counted from spawn, covering tool calls too) and the idle timeout (the agent
+sent no line, or did not read its stdin, for ``Limits.idle_ms``; time spent inside a tool does not
+count as the agent's silence).
+
+``AgentRun.wall_ms`` runs from just before spawn to the moment the result was decided: the final
+message, a deadline, or a failure. Teardown (kill grace, reaping) is not included, so an agent
+that ignores SIGTERM cannot inflate its own timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from trialrun import protocol
+from trialrun.agent import AgentProcess, AgentStartError, MessageTooLargeError
+from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
+from trialrun.protocol import (
+    AgentMessage,
+    FinalOutputMsg,
+    LogMsg,
+    StdoutNoiseError,
+    TaskErrorMsg,
+    ToolCallMsg,
+    UsageMsg,
+)
+from trialrun.results import AgentRun, Failure, Status, ToolCall
+from trialrun.tools.base import ToolBackend, ToolOutcome
+from trialrun.tools.live import MissingToolError
+
+_EXIT_DRAIN_S = 0.5
+"""After the agent exited: how long its last stdout lines may take to arrive, and how long to
+wait for its exit status once its stdout closed."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How long and how much one case's agent may take. ``wall_ms`` None: no wall deadline."""
+
+    wall_ms: int | None
+    idle_ms: int
+    max_message_bytes: int
+    kill_grace_ms: int
+
+
+async def run_agent(
+    argv: list[str],
+    *,
+    case_id: str,
+    task_input: Any,
+    tools: ToolBackend,
+    allowed_tools: Collection[str],
+    limits: Limits,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AgentRun:
+    """Run one case's agent to its final output or its first failure.
+
+    ``env`` is the agent's whole environment (None: inherit ours); ``cwd`` None: ours.
+    """
+    session = _Session(case_id, tools, allowed_tools, limits)
+    return await session.run(argv, task_input, cwd, env)
+
+
+class _CaseOver(Exception):
+    """The case is decided; ``AgentRun.failure`` says why."""
+
+
+class _Session:
+    def __init__(
+        self, case_id: str, tools: ToolBackend, allowed_tools: Collection[str], limits: Limits
+    ) -> None:
+        self._case_id = case_id
+        self._tools = tools
+        self._allowed = allowed_tools
+        self._limits = limits
+        self._run = AgentRun(case_id=case_id)
+        self._started = 0.0
+        self._deadline: float | None = None
+        self._decided = False
+        self._line_no = 0
+
+    async def run(
+        self, argv: list[str], task_input: Any, cwd: Path | None, env: Mapping[str, str] | None
+    ) -> AgentRun:
+        self._started = time.monotonic()
+        if self._limits.wall_ms is not None:
+            self._deadline = self._started + self._limits.wall_ms / 1000
+        self._event("task_start", task_id=self._case_id, input=task_input)
+        try:
+            agent = await AgentProcess.start(
+                argv, cwd=cwd, env=env, max_message_bytes=self._limits.max_message_bytes
+            )
+        except AgentStartError as exc:
+            self._record_failure("agent_error", str(exc), "error")
+            return self._run
+        grace_s = self._limits.kill_grace_ms / 1000
+        try:
+            if await self._converse(agent, task_input):
+                await agent.finish(grace_s)
+            else:
+                await agent.terminate(grace_s)
+        except BaseException:
+            # Cancelled (Ctrl-C) or a backend bug: no process of this case may survive it.
+            agent.kill_now()
+            await agent.terminate(0.0)
+            raise
+        finally:
+            agent.close()
+            self._run.exit_code = agent.returncode
+            self._run.stderr_tail = agent.stderr_tail()
+            if self._run.failure is not None:
+                self._run.failure.stderr_tail = self._run.stderr_tail
+        return self._run
+
+    async def _converse(self, agent: AgentProcess, task_input: Any) -> bool:
+        """True when the agent delivered its final output, False when the case failed."""
+        try:
+            await self._send(
+                agent, protocol.task_start(self._case_id, task_input), "the task_start message"
+            )
+            while True:
+                message = await self._next_message(agent)
+                if isinstance(message, FinalOutputMsg):
+                    self._decide()
+                    self._run.output = message.output
+                    self._event("final_output", output=message.output)
+                    return True
+                await self._handle(agent, message)
+        except _CaseOver:
+            return False
+
+    async def _handle(self, agent: AgentProcess, message: AgentMessage) -> None:
+        if isinstance(message, ToolCallMsg):
+            await self._tool_call(agent, message)
+        elif isinstance(message, LogMsg):
+            self._event("log", level=message.level, message=message.message, data=message.data)
+        elif isinstance(message, UsageMsg):
+            self._run.usage.add(message.tokens_in, message.tokens_out, message.cost_usd)
+            if message.model is not None:
+                self._run.usage.model = message.model
+            self._event(
+                "usage",
+                tokens_in=message.tokens_in,
+                tokens_out=message.tokens_out,
+                cost_usd=message.cost_usd,
+                model=message.model,
+            )
+        elif isinstance(message, TaskErrorMsg):
+            self._event("task_error", message=message.message, data=message.data)
+            self._fail("task_error", message.message, "error", log_event=False)
+
+    async def _tool_call(self, agent: AgentProcess, call: ToolCallMsg) -> None:
+        self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
+        if call.name not in self._allowed:
+            allowed = ", ".join(sorted(self._allowed)) or "<none>"
+            self._refuse(
+                call,
+                "tool_not_allowed",
+                f"Tool not allowed: {call.name}. Allowed tools: {allowed}",
+                "fail",
+            )
+        try:
+            outcome = await self._call_tool(call)
+        except CassetteMismatch as exc:
+            self._refuse(call, "cassette_mismatch", str(exc), "fail")
+        except MissingToolError as exc:
+            self._refuse(call, "tool_registry_error", str(exc), "error")
+        except CassetteError as exc:
+            self._refuse(call, "cassette_error", str(exc), "error")
+        self._run.tool_calls.append(
+            ToolCall(call.call_id, call.name, call.args, outcome.ok, outcome.result, outcome.error)
+        )
+        reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
+        self._event("tool_result", **{k: v for k, v in reply.items() if k != "type"})
+        await self._send(agent, reply, f"the tool_result of call {call.call_id!r} ({call.name})")
+
+    async def _call_tool(self, call: ToolCallMsg) -> ToolOutcome:
+        if self._deadline is None:
+            return await self._tools.call(call.name, call.args)
+        try:
+            return await asyncio.wait_for(
+                self._tools.call(call.name, call.args), max(0.0, self._deadline - time.monotonic())
+            )
+        except TimeoutError:
+            if time.monotonic() < self._deadline:
+                raise  # the backend's own timeout escaped it: a backend bug, not our deadline
+            self._wall_exceeded()
+
+    def _refuse(self, call: ToolCallMsg, kind: str, message: str, status: Status) -> NoReturn:
+        # Every tool_call message counts as a call (RunLedger's budgets count refused ones too).
+        self._run.tool_calls.append(
+            ToolCall(call.call_id, call.name, call.args, ok=False, error=message)
+        )
+        self._fail(kind, message, status)
+
+    async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
+        try:
+            # False (the agent closed its stdin) needs no handling here: the next read then
+            # finds its stdout closed too and reports how it exited.
+            await self._bounded(agent.send(message), f"to read {what} on its stdin")
+        except (TypeError, ValueError) as exc:
+            if message["type"] == "task_start":
+                self._fail(
+                    "agent_error",
+                    f"Cannot send task_start: the case input is not JSON data ({exc})",
+                    "error",
+                )
+            self._fail(
+                "tool_error",
+                f"Cannot send {what}: the tool result is not JSON data ({exc})",
+                "error",
+            )
+
+    async def _bounded(self, work: Awaitable[_T], activity: str) -> _T:
+        timeout, is_wall = self._budget()
+        try:
+            return await asyncio.wait_for(work, timeout)
+        except TimeoutError:
+            if is_wall:
+                self._wall_exceeded()
+            self._idle_exceeded(activity)
+
+    async def _next_message(self, agent: AgentProcess) -> AgentMessage:
+        while True:
+            try:
+                raw = await self._next_line(agent)
+            except MessageTooLargeError as exc:
+                self._fail("message_too_large", f"{exc} (stdout line {self._line_no + 1})", "error")
+            if raw is None:
+                await self._stdout_closed(agent)
+            self._line_no += 1
+            try:
+                message = protocol.parse_line(raw, self._line_no)
+            except StdoutNoiseError as exc:
+                self._fail("stdout_noise", str(exc), "error")
+            except ProtocolError as exc:
+                self._fail("protocol_error", str(exc), "error")
+            if message is not None:
+                return message
+
+    async def _next_line(self, agent: AgentProcess) -> bytes | None:
+        """The next stdout line, racing the deadlines and the agent's own exit."""
+        timeout, is_wall = self._budget()
+        read = asyncio.ensure_future(agent.read_line())
+        exit_wait = asyncio.ensure_future(agent.wait_exited())
+        try:
+            done, _ = await asyncio.wait(
+                {read, exit_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if read in done:
+                return read.result()
+            if exit_wait in done:
+                # Whatever the agent wrote before exiting is already in the pipe.
+                done, _ = await asyncio.wait({read}, timeout=_EXIT_DRAIN_S)
+                if read in done:
+                    return read.result()
+                self._fail(
+                    "agent_crashed",
+                    f"{_exit_description(agent.returncode)} before sending final_output "
+                    "(a process it started still holds its stdout open)",
+                    "error",
+                )
+            if is_wall:
+                self._wall_exceeded()
+            self._idle_exceeded("to send its next message")
+        finally:
+            for task in (read, exit_wait):
+                if not task.done():
+                    task.cancel()
+
+    async def _stdout_closed(self, agent: AgentProcess) -> NoReturn:
+        self._decide()
+        if await agent.wait_exited(_EXIT_DRAIN_S):
+            problem = f"{_exit_description(agent.returncode)} before sending final_output"
+        else:
+            problem = "Agent closed its stdout before sending final_output (it was still running)"
+        self._fail("agent_crashed", problem, "error")
+
+    def _budget(self) -> tuple[float, bool]:
+        """Seconds the next wait may take, and whether the wall deadline is the one that ends it."""
+        idle_s = self._limits.idle_ms / 1000
+        if self._deadline is None:
+            return idle_s, False
+        remaining = max(0.0, self._deadline - time.monotonic())
+        return (remaining, True) if remaining <= idle_s else (idle_s, False)
+
+    def _wall_exceeded(self) -> NoReturn:
+        self._decide()
+        self._fail(
+            "timeout",
+            f"Agent exceeded max_wall_ms={self._limits.wall_ms} "
+            f"(killed after {self._run.wall_ms} ms)",
+            "fail",
+        )
+
+    def _idle_exceeded(self, activity: str) -> NoReturn:
+        self._decide()
+        self._fail(
+            "idle_timeout",
+            f"Agent was idle for idle_timeout_ms={self._limits.idle_ms} while trialrun waited for "
+            f"it {activity} (killed after {self._run.wall_ms} ms)",
+            "error",
+        )
+
+    def _fail(self, kind: str, message: str, status: Status, *, log_event: bool = True) -> NoReturn:
+        self._record_failure(kind, message, status, log_event=log_event)
+        raise _CaseOver
+
+    def _record_failure(
+        self, kind: str, message: str, status: Status, *, log_event: bool = True
+    ) -> None:
+        self._decide()
+        self._run.failure = Failure(kind=kind, message=message, status=status)
+        if log_event:
+            self._event("agent_error", kind=kind, message=message)
+
+    def _decide(self) -> None:
+        if not self._decided:
+            self._decided = True
+            self._run.wall_ms = round((time.monotonic() - self._started) * 1000)
+
+    def _event(self, event_type: str, **fields: Any) -> None:
+        self._run.events.append(
+            {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
+        )
+
+
+def _exit_description(returncode: int | None) -> str:
+    if returncode is None:
+        return "Agent exited"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"Agent was killed by {name}"
+    return f"Agent exited with code {returncode}"

@@ -1,0 +1,177 @@
+"""The command line: version, help, init, run, baseline promote, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trialrun import __version__
+from trialrun.cli import run_cli
+
+
+def call(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = run_cli(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = call(["--version"], capsys)
+    assert (code, out.strip()) == (0, f"trialrun {__version__}")
+
+
+def test_help_lists_commands_without_importing_heavy_modules() -> None:
+    probe = (
+        "import sys\n"
+        "from trialrun.cli import run_cli\n"
+        "code = run_cli(['--help'])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'pydantic', 'yaml', 'jsonschema', 'jinja2', 'asyncio', 'rich', 'cryptography'})\n"
+        "print(code, heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "init" in proc.stdout and "run" in proc.stdout and "baseline" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = call(["run", "--frobnicate"], capsys)
+    assert code == 2
+    assert "No such option" in err
+
+
+def test_missing_suite_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = call(["run", str(tmp_path / "nope")], capsys)
+    assert code == 2
+    assert err.startswith("error: ")
+    assert "Traceback" not in err
+
+
+def test_bad_config_reports_every_problem_with_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "s"
+    (suite / "cases").mkdir(parents=True)
+    (suite / "suite.yaml").write_text(
+        "suite_name: s\nagnet_command: [python3, a.py]\nmode: replay\ncases_path: cases\n"
+        "tool_registry: []\nbudgets:\n  max_tool_calls: -1\n",
+        encoding="utf-8",
+    )
+    (suite / "cases/t1.yaml").write_text("id: t1\ninput: {}\ncassette: c.jsonl\n", encoding="utf-8")
+    code, _, err = call(["run", str(suite), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert all(line.startswith("error: ") for line in lines)
+    assert any("suite.yaml:2:" in line and "agent_command" in line for line in lines)
+    assert any("suite.yaml:7:" in line and "max_tool_calls" in line for line in lines)
+    assert not (tmp_path / "out").exists()
+
+
+def test_baseline_and_no_baseline_exclude_each_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = call(["run", str(tmp_path), "--baseline", "b.json", "--no-baseline"], capsys)
+    assert code == 2
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    root = tmp_path / "project"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    monkeypatch.chdir(root)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+        and ".git/" not in str(p.relative_to(root)) + "/"
+        and "trialrun_out" not in p.parts
+    }
+
+
+def test_init_then_run_passes_and_second_init_changes_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = call(["init"], capsys)
+    assert code == 0, out + err
+    for name in (
+        "evals/demo/suite.yaml",
+        "evals/demo/agent/agent.py",
+        "baselines/demo.json",
+        ".github/workflows/trialrun.yml",
+    ):
+        assert (project / name).is_file(), name
+    workflow = (project / ".github/workflows/trialrun.yml").read_text()
+    assert '"./evals/demo"' in workflow and '"./baselines/demo.json"' in workflow
+    before = snapshot(project)
+
+    code, out, err = call(["init"], capsys)
+    assert code == 0
+    assert "Unchanged" in out
+    assert snapshot(project) == before
+
+    code, out, err = call(
+        ["run", "evals/demo", "--mode", "replay", "--baseline", "baselines/demo.json"], capsys
+    )
+    assert code == 0, out + err
+    assert "PASS" in out
+
+
+def test_promote_refuses_a_failing_run_and_is_byte_stable(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    runs = []
+    for _ in range(2):
+        assert call(["run", "evals/demo", "--no-baseline"], capsys)[0] == 0
+    runs = sorted((project / "trialrun_out/demo").iterdir())
+    assert len(runs) == 2 and runs[0].name < runs[1].name
+    outputs = []
+    for i, run_dir in enumerate(runs):
+        target = project / f"b{i}.json"
+        code, out, err = call(
+            ["baseline", "promote", "--from", str(run_dir), "--to", str(target)], capsys
+        )
+        assert code == 0, out + err
+        outputs.append(target.read_bytes())
+    assert outputs[0] == outputs[1]
+
+    schema = project / "evals/demo/schema.json"
+    doc = json.loads(schema.read_text())
+    doc["required"].append("next_steps")
+    schema.write_text(json.dumps(doc))
+    assert call(["run", "evals/demo", "--no-baseline"], capsys)[0] == 1
+    failing = max((project / "trialrun_out/demo").iterdir())
+    code, _, err = call(["baseline", "promote", "--from", str(failing), "--to", "b2.json"], capsys)
+    assert code != 0 and "allow-failing" in err
+    assert not (project / "b2.json").exists()
+    code, _, _ = call(
+        ["baseline", "promote", "--from", str(failing), "--to", "b2.json", "--allow-failing"],
+        capsys,
+    )
+    assert code == 0 and (project / "b2.json").exists()
+
+
+def test_status_regression_against_the_baseline_fails_the_run(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    cassette = project / "evals/demo/cassettes/t1.jsonl"
+    cassette.write_text(cassette.read_text().replace("reset password", "something else"))
+    code, out, _ = call(["run", "evals/demo", "--baseline", "baselines/demo.json"], capsys)
+    assert code == 1
+    assert "cassette mismatch" in out.lower()

@@ -1,0 +1,244 @@
+"""Console output: tables, the peer's failure block with the right labels, annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trialrun.baseline import compute_regression, load_baseline, read_summary
+from trialrun.report.console import (
+    failure_details,
+    format_failures,
+    format_regression,
+    format_run,
+    gate_failures,
+    github_annotations,
+)
+from trialrun.report.summary import build_summary
+from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
+
+CALL_ORDER = CheckFailure(
+    "call_order",
+    "Tool call order not satisfied: lookup_order -> search_docs",
+    "lookup_order -> search_docs",
+    "search_docs",
+)
+MISMATCH = (
+    'Cassette mismatch.\nRequested tool: search_docs\nRequested args: {"q":"x"}\n'
+    "No cassette entries found."
+)
+PASS_RATE_GATE = {
+    "checks": [
+        {"id": "min_pass_rate", "status": "fail", "threshold": 1.0, "baseline": 1.0, "current": 0.0}
+    ]
+}
+
+
+def case(
+    case_id: str,
+    status: Status = "pass",
+    *,
+    wall_ms: int = 10,
+    failure: Failure | None = None,
+    checks: tuple[CheckFailure, ...] = (),
+) -> CaseResult:
+    run = AgentRun(case_id=case_id, wall_ms=wall_ms)
+    return CaseResult(case_id, status, run, check_failures=list(checks), failure=failure)
+
+
+def run_of(*cases: CaseResult) -> RunResult:
+    return RunResult(
+        "r1", "demo", "suite.yaml", ["python3", "a.py"], "replay", list(cases), 0.0, 1.0
+    )
+
+
+def test_failure_block_matches_the_peer_layout() -> None:
+    failing = case(
+        "t1",
+        "fail",
+        failure=Failure("assertion_failed", CALL_ORDER.message),
+        checks=(CALL_ORDER,),
+    )
+    text = "\n".join(format_failures([case("t0"), failing], gate_failures(PASS_RATE_GATE)))
+    assert text == (
+        "Failures (1 case):\n"
+        "\n"
+        "FAIL t1\n"
+        "  assertion: call_order\n"
+        "  message:   Tool call order not satisfied: lookup_order -> search_docs\n"
+        "  expected:  lookup_order -> search_docs\n"
+        "  observed:  search_docs\n"
+        "\n"
+        "Gate failures (1):\n"
+        "  min_pass_rate: Regression gate min_pass_rate failed: pass_rate 0.0000 < required "
+        "1.0000 (baseline 1.0000)"
+    )
+
+
+def test_labels_say_what_kind_of_failure_it_is() -> None:
+    budget = CheckFailure(
+        "budget:max_tool_calls",
+        "Budget exceeded: max_tool_calls limit=1 actual=3",
+        "max_tool_calls <= 1",
+        "3",
+    )
+    cases = [
+        case("b", "fail", failure=Failure("budget_exceeded", budget.message), checks=(budget,)),
+        case("m", "error", failure=Failure("cassette_mismatch", MISMATCH, "error")),
+    ]
+    text = "\n".join(format_failures(cases, []))
+    assert text == (
+        "Failures (2 cases):\n"
+        "\n"
+        "FAIL b\n"
+        "  budget:    max_tool_calls\n"
+        "  message:   Budget exceeded: max_tool_calls limit=1 actual=3\n"
+        "  expected:  max_tool_calls <= 1\n"
+        "  observed:  3\n"
+        "\n"
+        "ERROR m\n"
+        "  failure:   cassette_mismatch\n"
+        "  message:   Cassette mismatch.\n"
+        "             Requested tool: search_docs\n"
+        '             Requested args: {"q":"x"}\n'
+        "             No cassette entries found."
+    )
+
+
+def test_a_fault_with_budget_information_lists_both() -> None:
+    budget = CheckFailure("budget:max_wall_ms", "Budget exceeded: max_wall_ms limit=1 actual=9")
+    faulted = case(
+        "t", "error", failure=Failure("timeout", "Case timed out", "error"), checks=(budget,)
+    )
+    assert [(d.label, d.type) for d in failure_details(faulted)] == [
+        ("failure", "timeout"),
+        ("budget", "max_wall_ms"),
+    ]
+    unexplained = failure_details(case("u", "fail"))
+    assert [(d.type, d.message) for d in unexplained] == [
+        ("unknown", "Case failed without a recorded reason")
+    ]
+    assert failure_details(case("p")) == []
+
+
+def test_wall_and_status_gate_messages(peer_fixtures: Path) -> None:
+    probe = peer_fixtures / "generated-0.2.3/probe-runs/reg_gate"
+    summary = read_summary(probe / "summary.json")
+    baseline = load_baseline(probe / "baseline_b2.json")
+    baseline["cases"][0]["status"] = "pass"
+    summary["cases"][0]["status"] = "error"
+    regression = compute_regression(baseline, summary, summary["policy_snapshot"], "b2.json")
+    assert gate_failures(regression) == [
+        (
+            "max_avg_wall_ms_delta_pct",
+            "Regression gate max_avg_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
+            "(baseline 1.0000, current 16.0000)",
+        ),
+        (
+            "max_p95_wall_ms_delta_pct",
+            "Regression gate max_p95_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
+            "(baseline 1.0000, current 16.0000)",
+        ),
+        (
+            "status_regressions",
+            "Regression gate status_regressions failed: 1 case(s) passed in the baseline and no "
+            "longer pass: t1",
+        ),
+    ]
+    assert gate_failures(None) == []
+
+
+def test_regression_table_warnings_and_case_changes(peer_fixtures: Path) -> None:
+    probe = peer_fixtures / "generated-0.2.3/probe-runs/reg_gate"
+    summary = read_summary(probe / "summary.json")
+    regression = compute_regression(
+        load_baseline(probe / "baseline_b2.json"), summary, summary["policy_snapshot"], "b2.json"
+    )
+    lines = format_regression(regression)
+    assert lines[0] == "Regression checks (baseline: b2.json)"
+    assert lines[1].split() == ["Check", "Status", "Details"]
+    assert lines[3] == (
+        "min_pass_rate              PASS    "
+        "baseline=1.0000 current=1.0000 delta=0.0000 threshold=0.5000"
+    )
+    assert lines[4].startswith("max_avg_wall_ms_delta_pct  FAIL    baseline=1.0000 current=16.0000")
+    assert lines[6] == "status_regressions         PASS    current=0 threshold=0"
+    assert (
+        lines[7]
+        == "Warning: Baseline schema_version does not match current summary schema_version."
+    )
+    assert lines[8:] == ["", "Case changes vs baseline:", "  missing: t_gone"]
+
+
+def test_format_run_puts_it_together() -> None:
+    failing = case("t2", "fail", wall_ms=1234, failure=Failure("task_error", "gave up"))
+    run = run_of(case("t1"), failing)
+    baseline = {
+        "schema_version": 1,
+        "cases": [{"id": "t1", "status": "pass"}, {"id": "t2", "status": "pass"}],
+    }
+    first = build_summary(run, regression=None)
+    regression = compute_regression(baseline, first, None, "b.json")
+    text = format_run(run, build_summary(run, regression=regression), regression)
+    lines = text.splitlines()
+    assert lines[:6] == [
+        "trialrun results: demo (replay, run r1)",
+        "Case  Status  Wall ms",
+        "----  ------  -------",
+        "t1    PASS         10",
+        "t2    FAIL       1234",
+        "1 passed, 1 failed, 0 errors (pass rate 50.0%)",
+    ]
+    assert lines[-12:] == [
+        "",
+        "Case changes vs baseline:",
+        "  t2: pass -> fail",
+        "",
+        "Failures (1 case):",
+        "",
+        "FAIL t2",
+        "  failure:   task_error",
+        "  message:   gave up",
+        "",
+        "Gate failures (1):",
+        "  status_regressions: Regression gate status_regressions failed: 1 case(s) passed in "
+        "the baseline and no longer pass: t2",
+    ]
+
+
+def test_passing_run_has_no_failure_block() -> None:
+    text = format_run(run_of(case("t1")), build_summary(run_of(case("t1")), regression=None), None)
+    assert "Failures" not in text and "Gate failures" not in text and "Regression" not in text
+
+
+def test_agent_text_is_redacted_and_stripped_of_terminal_controls() -> None:
+    token = "ghp_" + "d" * 36
+    nasty = case(
+        "t\x1b[2J1", "error", failure=Failure("task_error", f"{token}\x1b[31m red\r", "error")
+    )
+    text = "\n".join(format_failures([nasty], []))
+    assert token not in text and "\x1b" not in text and "\r" not in text
+    assert "ERROR t[2J1" in text and "[REDACTED][31m red" in text
+
+
+def test_annotations_use_the_peer_escaping() -> None:
+    failing = case(
+        "a,b::c",
+        "error",
+        failure=Failure("agent_error", "100% broken\r\nsecond line", "error"),
+    )
+    lines = github_annotations(run_of(case("ok"), failing), PASS_RATE_GATE)
+    assert lines == [
+        "::error title=trialrun: a%2Cb%3A%3Ac::100%25 broken%0D%0Asecond line",
+        "::error title=trialrun: gate min_pass_rate::Regression gate min_pass_rate failed: "
+        "pass_rate 0.0000 < required 1.0000 (baseline 1.0000)",
+    ]
+
+
+def test_one_annotation_per_failure_reason() -> None:
+    checks = (CALL_ORDER, CheckFailure("required_fields", "Missing required fields: x"))
+    failing = case("t1", "fail", failure=Failure("assertion_failed", "joined"), checks=checks)
+    lines = github_annotations(run_of(failing), None)
+    assert [line.split("::")[2] for line in lines] == [
+        CALL_ORDER.message,
+        "Missing required fields: x",
+    ]

@@ -1,0 +1,193 @@
+"""report.html: self-contained, and nothing the agent produced can become markup."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trialrun.baseline import compute_regression
+from trialrun.report.html import EVENT_CHARS_MAX, EVENTS_PER_CASE_MAX, FILTER_SCRIPT, render_html
+from trialrun.report.summary import build_summary
+from trialrun.results import (
+    AgentRun,
+    CaseResult,
+    CheckFailure,
+    Failure,
+    RunResult,
+    ToolCall,
+)
+
+PAYLOADS = (
+    "<img src=x onerror=alert(document.domain)>",
+    "</script><script>alert(2)</script>",
+    "<!--<script>",
+)
+
+
+class Collector(HTMLParser):
+    """Records every element, comment and script body the browser would build."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str | None]] = []
+        self.comments: list[str] = []
+        self.scripts: list[str] = []
+        self.text: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes.extend(attrs)
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_comment(self, data: str) -> None:
+        self.comments.append(data)
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+        else:
+            self.text.append(data)
+
+
+def parse(page: str) -> Collector:
+    collector = Collector()
+    collector.feed(page)
+    collector.close()
+    return collector
+
+
+def xss_run(peer_fixtures: Path) -> RunResult:
+    probe = peer_fixtures / "generated-0.2.3/probe-runs/xss"
+    events = [json.loads(line) for line in (probe / "run.jsonl").read_text().splitlines()]
+    summary = json.loads((probe / "summary.json").read_text())
+    output: dict[str, Any] = next(e["output"] for e in events if e["type"] == "final_output")
+    output["comment"] = PAYLOADS[2]
+    reason = summary["cases"][0]["failure_reason"]
+    agent_run = AgentRun(
+        case_id="t1",
+        output=output,
+        tool_calls=[ToolCall("c0", "search_docs", {"q": "reset password"}, True, {"hits": ["a"]})],
+        wall_ms=16,
+        events=events,
+        stderr_tail=f"stderr {PAYLOADS[0]} {PAYLOADS[2]}",
+    )
+    case = CaseResult(
+        case_id=f"t1{PAYLOADS[2]}",
+        status="fail",
+        run=agent_run,
+        assertions_total=1,
+        check_failures=[CheckFailure("required_fields", reason, PAYLOADS[1], PAYLOADS[0])],
+        failure=Failure("assertion_failed", reason),
+    )
+    return RunResult(
+        run_id="20261202-092135-a3fbb3",
+        suite_name=f"xss {PAYLOADS[1]}",
+        suite_path="suite.yaml",
+        agent_command=["python3", "agent.py"],
+        mode="replay",
+        cases=[case],
+        started_at=1796203295.0,
+        finished_at=1796203295.5,
+    )
+
+
+@pytest.fixture
+def xss_page(peer_fixtures: Path) -> str:
+    run = xss_run(peer_fixtures)
+    first = build_summary(run, regression=None)
+    baseline = {"schema_version": 1, "cases": [{"id": f"t1{PAYLOADS[2]}", "status": "pass"}]}
+    regression = compute_regression(baseline, first, None, f"b{PAYLOADS[0]}.json")
+    return render_html(run, build_summary(run, regression=regression))
+
+
+def test_no_payload_becomes_markup(xss_page: str) -> None:
+    page = parse(xss_page)
+    assert "img" not in page.tags
+    assert page.tags.count("script") == 1
+    assert page.scripts == [FILTER_SCRIPT]
+    assert page.comments == []
+    assert not [name for name, _ in page.attributes if name.startswith("on")]
+    for payload in PAYLOADS:
+        assert payload not in xss_page
+
+
+def test_payloads_are_shown_as_text(xss_page: str) -> None:
+    text = "".join(parse(xss_page).text)
+    assert "Missing required fields: missing_<img src=x onerror=alert(document.domain)>" in text
+    assert '"reply": "</script><script>alert(2)</script>"' in text
+    assert "t1<!--<script>" in text
+
+
+def test_page_is_self_contained_and_the_csp_allows_only_our_script(xss_page: str) -> None:
+    digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in xss_page
+    assert "default-src 'none'" in xss_page
+    assert "http://" not in xss_page and "https://" not in xss_page
+    assert "innerHTML" not in xss_page and "<link" not in xss_page
+
+
+def test_shows_regression_checks_and_case_changes(xss_page: str) -> None:
+    text = " ".join(" ".join(parse(xss_page).text).split())
+    for check_id in ("min_pass_rate", "max_avg_wall_ms_delta_pct", "status_regressions"):
+        assert check_id in text
+    assert "Regression checks: failed" in text
+    assert "t1<!--<script>: pass → fail" in text
+    assert "passed in the baseline, now: t1<!--<script> (fail)" in text
+
+
+def test_shows_case_details(xss_page: str) -> None:
+    text = " ".join(" ".join(parse(xss_page).text).split())
+    for expected in ("assertion_failed", "required_fields", "Agent stderr (tail)", "tool_result"):
+        assert expected in text
+    assert "Trace (6 events)" in text
+
+
+def test_secrets_are_redacted(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    token = "ghp_" + "c" * 36
+    run.cases[0].run.events.append(
+        {"type": "log", "message": token, "data": {"password": "hunter2"}}
+    )
+    page = render_html(run, build_summary(run, regression=None))
+    assert token not in page and "hunter2" not in page
+
+
+def test_big_events_and_long_traces_are_capped(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    events = run.cases[0].run.events
+    events[:] = [{"type": "log", "message": "x" * (EVENT_CHARS_MAX * 2)}]
+    events += [{"type": "log", "message": str(i)} for i in range(EVENTS_PER_CASE_MAX + 10)]
+    page = render_html(run, build_summary(run, regression=None))
+    assert "truncated: 20,000 of" in page
+    assert "11 more events not shown" in page
+    assert len(page) < 400_000
+
+
+def test_lone_surrogates_do_not_break_encoding(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    run.cases[0].failure = Failure("task_error", "bad \ud800 text", "error")
+    run.cases[0].run.events.append({"type": "log", "message": "\udfff"})
+    page = render_html(run, build_summary(run, regression=None))
+    page.encode("utf-8")
+    assert "bad \ufffd text" in page and "\\udfff" in page
+
+
+def test_a_run_without_cases_or_baseline_renders(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    run.cases.clear()
+    page = parse(render_html(run, build_summary(run, regression=None)))
+    assert "Regression checks" not in "".join(page.text)
+    assert page.tags.count("script") == 1

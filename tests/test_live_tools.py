@@ -1,0 +1,297 @@
+"""Live tools: loading the suite's tool module and running calls with timeouts and error capture."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import math
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trialrun.config.models import Normalization, ReplaceText
+from trialrun.errors import ConfigError
+from trialrun.tools.base import ToolOutcome
+from trialrun.tools.live import (
+    LiveBackend,
+    MissingToolError,
+    ToolFn,
+    ToolModuleError,
+    builtin_tools,
+    json_problem,
+    load_tool_module,
+    select_tools,
+)
+
+
+def write_module(directory: Path, source: str) -> str:
+    """A tool module with a unique name, so that Python's module cache never mixes tests."""
+    name = f"tools_{uuid.uuid4().hex}"
+    (directory / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return name
+
+
+def call(backend: LiveBackend, name: str, args: dict[str, Any] | None = None) -> ToolOutcome:
+    return asyncio.run(backend.call(name, args or {}))
+
+
+# --- loading the tool module ---------------------------------------------------------------------
+
+
+def test_tools_load_from_the_suite_directory_with_the_builtins(tmp_path: Path) -> None:
+    name = write_module(
+        tmp_path,
+        """
+        import helper_for_tools
+
+        class CreateIssue:
+            name = "create_issue"
+            def call(self, args):
+                return {"id": 7, "title": args["title"]}
+
+        async def fetch(args):
+            return {"fetched": args["url"]}
+
+        TOOLS = {
+            "echo": lambda args: {"echo": args},
+            "create_issue": CreateIssue(),
+            "fetch": fetch,
+            "helper": helper_for_tools.answer,
+        }
+        """,
+    )
+    (tmp_path / "helper_for_tools.py").write_text("def answer(args):\n    return 42\n")
+    tools = load_tool_module(name, tmp_path)
+    assert set(tools) == {
+        "echo",
+        "create_issue",
+        "fetch",
+        "helper",
+        "search_docs",
+        "mock_search_docs",
+    }
+    backend = LiveBackend(tools, timeout_s=5)
+    assert call(backend, "create_issue", {"title": "t"}).result == {"id": 7, "title": "t"}
+    assert call(backend, "fetch", {"url": "u"}).result == {"fetched": "u"}
+    assert call(backend, "helper").result == 42
+
+
+def test_a_module_tool_overrides_a_builtin(tmp_path: Path) -> None:
+    name = write_module(tmp_path, "TOOLS = {'search_docs': lambda args: 'mine'}\n")
+    tools = load_tool_module(name, tmp_path)
+    assert call(LiveBackend(tools, timeout_s=5), "search_docs", {"q": "x"}).result == "mine"
+    assert tools["mock_search_docs"] is builtin_tools()["mock_search_docs"]
+
+
+def test_the_builtin_search_fake_echoes_the_query() -> None:
+    outcome = call(
+        LiveBackend(builtin_tools(), timeout_s=5), "search_docs", {"q": "reset password"}
+    )
+    hits = outcome.result["hits"]
+    assert outcome.ok and len(hits) == 2
+    assert all("reset password" in hit["title"] for hit in hits)
+
+
+MODULE_ERRORS = [
+    ("X = 1\n", "must define TOOLS"),
+    ("TOOLS = [lambda args: 1]\n", "must be a dict of tool name -> function, found list"),
+    ("TOOLS = {'a': 5}\n", "TOOLS['a'] in tool_module"),
+    ("TOOLS = {1: lambda args: 1}\n", "must have string keys, found int 1"),
+    ("class T:\n    def call(self, args): ...\nTOOLS = {'t': T}\n", "is the class T; expected"),
+    ("raise RuntimeError('no config')\nTOOLS = {}\n", "raised RuntimeError while importing"),
+    ("import package_that_is_not_installed_x\n", "failed to import: No module named"),
+]
+
+
+@pytest.mark.parametrize(("source", "message"), MODULE_ERRORS)
+def test_a_bad_tool_module_is_a_config_error(tmp_path: Path, source: str, message: str) -> None:
+    name = write_module(tmp_path, source)
+    with pytest.raises(ToolModuleError) as caught:
+        load_tool_module(name, tmp_path)
+    assert message in str(caught.value)
+    assert isinstance(caught.value, ConfigError) and caught.value.key == "tool_module"
+
+
+def test_a_missing_tool_module_says_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(ToolModuleError) as caught:
+        load_tool_module("no_such_tools_module", tmp_path)
+    assert "tool_module 'no_such_tools_module' not found" in str(caught.value)
+    assert str(tmp_path.resolve()) in str(caught.value)
+
+
+def test_select_tools_keeps_the_registry_and_names_every_missing_tool() -> None:
+    available: dict[str, ToolFn] = {"a": lambda args: 1, **builtin_tools()}
+    assert list(select_tools(available, ["a", "search_docs"])) == ["a", "search_docs"]
+    with pytest.raises(MissingToolError) as caught:
+        select_tools(available, ["a", "create_issue", "close_issue"])
+    assert str(caught.value).startswith("Tools not found in registry: close_issue, create_issue")
+    assert caught.value.missing == ["close_issue", "create_issue"]
+
+
+# --- running calls -------------------------------------------------------------------------------
+
+
+def test_an_unknown_tool_raises_for_the_session() -> None:
+    with pytest.raises(MissingToolError, match="Tools not found in registry: nope"):
+        call(LiveBackend({"a": lambda args: 1}, timeout_s=1), "nope")
+
+
+def test_an_exception_becomes_a_tool_error() -> None:
+    def broken(args: dict[str, Any]) -> Any:
+        raise ConnectionError("upstream refused")
+
+    def silent(args: dict[str, Any]) -> Any:
+        raise KeyError
+
+    backend = LiveBackend({"broken": broken, "silent": silent}, timeout_s=5)
+    assert call(backend, "broken") == ToolOutcome(ok=False, error="upstream refused")
+    assert call(backend, "silent") == ToolOutcome(ok=False, error="KeyError")
+
+
+def test_a_tools_own_timeout_error_is_not_taken_for_the_deadline() -> None:
+    def reads(args: dict[str, Any]) -> Any:
+        raise TimeoutError("read timed out")
+
+    outcome = call(LiveBackend({"reads": reads}, timeout_s=5), "reads")
+    assert outcome == ToolOutcome(ok=False, error="read timed out")
+
+
+def test_a_tool_calling_sys_exit_is_a_tool_error_not_an_exit() -> None:
+    def quits(args: dict[str, Any]) -> Any:
+        raise SystemExit(3)
+
+    outcome = call(LiveBackend({"quits": quits}, timeout_s=5), "quits")
+    assert not outcome.ok and "SystemExit" in (outcome.error or "")
+
+
+def test_a_hung_tool_times_out_without_blocking_the_loop() -> None:
+    def slow(args: dict[str, Any]) -> Any:
+        time.sleep(2)
+        return "late"
+
+    backend = LiveBackend({"slow": slow}, timeout_s=0.05)
+    started = time.perf_counter()
+    outcome = call(backend, "slow")
+    assert time.perf_counter() - started < 1.0
+    assert outcome == ToolOutcome(ok=False, error="tool 'slow' timed out after 50 ms")
+
+
+def test_a_slow_async_tool_times_out_too() -> None:
+    async def slow(args: dict[str, Any]) -> Any:
+        await asyncio.sleep(5)
+
+    assert call(LiveBackend({"slow": slow}, timeout_s=0.02), "slow").error == (
+        "tool 'slow' timed out after 20 ms"
+    )
+
+
+def test_async_tools_and_callables_returning_awaitables_are_awaited() -> None:
+    async def direct(args: dict[str, Any]) -> Any:
+        await asyncio.sleep(0)
+        return {"n": args["n"] + 1}
+
+    class AsyncCallable:
+        async def __call__(self, args: dict[str, Any]) -> Any:
+            return "object"
+
+    def returns_coroutine(args: dict[str, Any]) -> Any:
+        return direct(args)
+
+    backend = LiveBackend(
+        {"direct": direct, "object": AsyncCallable(), "indirect": returns_coroutine}, timeout_s=5
+    )
+    assert call(backend, "direct", {"n": 1}).result == {"n": 2}
+    assert call(backend, "object").result == "object"
+    assert call(backend, "indirect", {"n": 2}).result == {"n": 3}
+
+
+def test_calls_run_concurrently_off_the_event_loop() -> None:
+    def sleepy(args: dict[str, Any]) -> Any:
+        time.sleep(0.2)
+        return args["i"]
+
+    backend = LiveBackend({"sleepy": sleepy}, timeout_s=5)
+
+    async def many() -> list[ToolOutcome]:
+        return list(await asyncio.gather(*(backend.call("sleepy", {"i": i}) for i in range(5))))
+
+    started = time.perf_counter()
+    outcomes = asyncio.run(many())
+    assert [o.result for o in outcomes] == [0, 1, 2, 3, 4]
+    assert time.perf_counter() - started < 0.8
+
+
+NOT_JSON = [
+    (datetime.datetime(2024, 1, 2), "datetime at $"),
+    ({"when": {"at": [1, datetime.date(2024, 1, 2)]}}, "date at $.when.at[1]"),
+    ({"x": math.nan}, "nan at $.x (JSON has no NaN/Infinity)"),
+    ({1: "a"}, "int key 1 at $ (JSON keys are strings)"),
+    ({"s": {1, 2}}, "set at $.s"),
+]
+
+
+@pytest.mark.parametrize(("value", "problem"), NOT_JSON)
+def test_a_result_that_is_not_json_is_a_tool_error(value: Any, problem: str) -> None:
+    outcome = call(LiveBackend({"t": lambda args: value}, timeout_s=5), "t")
+    assert outcome == ToolOutcome(
+        ok=False, error=f"tool 't' returned a value that is not JSON: {problem}"
+    )
+
+
+def test_results_are_copied_and_tuples_become_lists() -> None:
+    shared: dict[str, tuple[int, ...]] = {"items": (1, 2)}
+    outcome = call(LiveBackend({"t": lambda args: shared}, timeout_s=5), "t")
+    assert outcome.result == {"items": [1, 2]}
+    shared["items"] = (3,)
+    assert outcome.result == {"items": [1, 2]}
+
+
+def test_results_and_errors_are_normalized() -> None:
+    rules = Normalization(
+        strip_keys=["request_id"],
+        replace_text=[ReplaceText(pattern="req-[0-9]+", replacement="<req>")],
+    )
+
+    def failing(args: dict[str, Any]) -> Any:
+        raise RuntimeError("req-991 failed")
+
+    backend = LiveBackend(
+        {"ok": lambda args: {"request_id": 5, "msg": "req-12 done"}, "failing": failing},
+        timeout_s=5,
+        normalization=rules,
+    )
+    assert call(backend, "ok").result == {"msg": "<req> done"}
+    assert call(backend, "failing").error == "<req> failed"
+
+
+def test_the_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="timeout_s must be positive"):
+        LiveBackend({}, timeout_s=0)
+
+
+def test_a_live_backend_has_nothing_unused_and_nothing_to_close() -> None:
+    backend = LiveBackend(builtin_tools(), timeout_s=1)
+    backend.close(clean=False)
+    assert backend.unused() == 0
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(json_values)
+def test_every_json_value_passes_the_json_check(value: Any) -> None:
+    assert json_problem(value) is None

@@ -1,0 +1,283 @@
+"""The agent protocol: what we send is ASCII JSON; whatever an agent prints never crashes us."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trialrun.errors import ProtocolError
+from trialrun.protocol import (
+    FinalOutputMsg,
+    LogMsg,
+    StdoutNoiseError,
+    TaskErrorMsg,
+    ToolCallMsg,
+    UsageMsg,
+    encode,
+    json_type,
+    parse_line,
+    task_start,
+    tool_result,
+)
+
+MESSAGE_CLASSES = (ToolCallMsg, FinalOutputMsg, LogMsg, TaskErrorMsg, UsageMsg)
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),  # st.text() includes lone surrogates
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode()
+
+
+# -- encode ---------------------------------------------------------------------------------
+
+
+def test_encode_is_compact_ascii_with_one_trailing_newline() -> None:
+    data = encode(task_start("t1", {"ticket": "café ☕ 😀"}))
+    assert data.endswith(b"\n") and data.count(b"\n") == 1
+    assert data == (
+        b'{"type":"task_start","task_id":"t1","input":'
+        b'{"ticket":"caf\\u00e9 \\u2615 \\ud83d\\ude00"}}\n'
+    )
+    assert json.loads(data)["input"]["ticket"] == "café ☕ 😀"
+
+
+def test_encode_keeps_lone_surrogates_from_yaml_as_escapes() -> None:
+    data = encode({"type": "task_start", "task_id": "t", "input": {"s": "\ud83d", "t": "\udfff"}})
+    assert b'"\\ud83d"' in data and b'"\\udfff"' in data
+    assert json.loads(data)["input"] == {"s": "\ud83d", "t": "\udfff"}
+
+
+def test_tool_result_always_has_all_five_keys_in_order() -> None:
+    message = tool_result("c1", False, None, "boom")
+    assert list(message) == ["type", "call_id", "ok", "result", "error"]
+    assert (
+        encode(message)
+        == b'{"type":"tool_result","call_id":"c1","ok":false,"result":null,"error":"boom"}\n'
+    )
+
+
+def test_encode_refuses_values_json_cannot_hold() -> None:
+    with pytest.raises(TypeError):
+        encode({"type": "task_start", "input": {1, 2}})
+
+
+@given(json_values)
+def test_encode_round_trips_any_json_value_as_ascii(value: Any) -> None:
+    data = encode({"type": "tool_result", "result": value})
+    assert data.isascii() and data.endswith(b"\n") and b"\n" not in data[:-1]
+    assert json.loads(data)["result"] == value
+
+
+# -- parse_line: valid messages ----------------------------------------------------------------
+
+
+def test_parses_every_agent_message_type() -> None:
+    call = parse_line(
+        line({"type": "tool_call", "name": "s", "call_id": "c1", "args": {"q": 1}}), 1
+    )
+    assert call == ToolCallMsg(name="s", call_id="c1", args={"q": 1})
+    assert parse_line(line({"type": "final_output", "output": {"a": [1]}}), 2) == FinalOutputMsg(
+        {"a": [1]}
+    )
+    assert parse_line(
+        line({"type": "log", "level": "warn", "message": "m", "data": {"k": 1}}), 3
+    ) == (LogMsg("warn", "m", {"k": 1}))
+    assert parse_line(line({"type": "task_error", "message": "no"}), 4) == TaskErrorMsg("no", None)
+    usage = {"type": "usage", "tokens_in": 3, "tokens_out": 0, "cost_usd": 1, "model": "m"}
+    assert parse_line(line(usage), 5) == UsageMsg(3, 0, 1.0, "m")
+    assert parse_line(line({"type": "usage"}), 6) == UsageMsg(None, None, None, None)
+
+
+def test_blank_lines_and_runner_messages_echoed_by_the_agent_are_ignored() -> None:
+    assert parse_line(b"", 1) is None
+    assert parse_line(b"  \t\r", 1) is None
+    assert parse_line(line({"type": "task_start", "task_id": "x", "input": {}}), 1) is None
+    assert parse_line(line({"type": "tool_result", "call_id": "c"}), 1) is None
+
+
+def test_extra_fields_a_bom_and_crlf_are_tolerated() -> None:
+    raw = b'\xef\xbb\xbf{"type":"final_output","output":{},"trace_id":"x"}\r'
+    assert parse_line(raw, 1) == FinalOutputMsg({})
+
+
+def test_log_level_defaults_to_info() -> None:
+    assert parse_line(line({"type": "log", "message": "hi"}), 1) == LogMsg("info", "hi", None)
+
+
+def test_lone_surrogate_escapes_and_encoded_surrogates_parse() -> None:
+    escaped = parse_line(b'{"type":"final_output","output":{"s":"\\ud800"}}', 1)
+    assert escaped == FinalOutputMsg({"s": "\ud800"})
+    # CESU-style bytes for a surrogate, as some JVM/JS encoders write them.
+    raw = b'{"type":"final_output","output":{"s":"\xed\xa0\x80"}}'
+    assert parse_line(raw, 1) == FinalOutputMsg({"s": "\ud800"})
+
+
+def test_a_five_megabyte_line_parses_quickly() -> None:
+    raw = line({"type": "final_output", "output": {"blob": "x" * 5_000_000}})
+    started = time.perf_counter()
+    message = parse_line(raw, 1)
+    assert isinstance(message, FinalOutputMsg) and len(message.output["blob"]) == 5_000_000
+    assert time.perf_counter() - started < 1.0
+
+
+# -- parse_line: violations ----------------------------------------------------------------------
+
+
+def test_non_json_text_is_noise_naming_the_line_and_the_fix() -> None:
+    with pytest.raises(StdoutNoiseError) as info:
+        parse_line(b"Loading model...", 7)
+    assert str(info.value) == (
+        "agent printed non-protocol text on stdout (line 7): Loading model...; print logs to stderr"
+    )
+    assert info.value.line_no == 7 and info.value.text == "Loading model..."
+
+
+def test_noise_preview_is_cut_at_200_characters() -> None:
+    with pytest.raises(StdoutNoiseError) as info:
+        parse_line(b"y" * 5000, 1)
+    assert info.value.text == "y" * 200 + "..."
+    assert "print logs to stderr" in str(info.value)
+
+
+def test_pretty_printed_json_is_noise() -> None:
+    with pytest.raises(StdoutNoiseError):
+        parse_line(b"{", 1)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ([1, 2], "a protocol message must be a JSON object, found array"),
+        ({"name": "x"}, 'needs a string "type" field, found none'),
+        ({"type": 5}, 'needs a string "type" field, found number'),
+        ({"type": "progress"}, "unknown message type 'progress'; expected one of tool_call, "),
+        ({"type": "tool_call", "call_id": "c", "args": {}}, "tool_call.name is missing"),
+        (
+            {"type": "tool_call", "name": "s", "call_id": 1, "args": {}},
+            "tool_call.call_id must be a string, found number",
+        ),
+        (
+            {"type": "tool_call", "name": "s", "call_id": "c", "args": [1]},
+            "tool_call.args must be a JSON object, found array",
+        ),
+        ({"type": "tool_call", "name": "s", "call_id": "c"}, "tool_call.args is missing"),
+        (
+            {"type": "final_output", "output": "done"},
+            "final_output.output must be a JSON object, found string",
+        ),
+        ({"type": "final_output", "output": None}, "final_output.output must be a JSON object"),
+        ({"type": "final_output"}, "final_output.output is missing"),
+        ({"type": "log", "level": "x"}, "log.message is missing"),
+        ({"type": "log", "message": "m", "data": 3}, "log.data must be a JSON object or null"),
+        ({"type": "task_error", "message": ["x"]}, "task_error.message must be a string"),
+        (
+            {"type": "usage", "tokens_in": -1},
+            "usage.tokens_in must be a non-negative integer, found -1",
+        ),
+        ({"type": "usage", "tokens_out": 1.5}, "usage.tokens_out must be a non-negative integer"),
+        ({"type": "usage", "tokens_out": True}, "found boolean"),
+        ({"type": "usage", "cost_usd": -0.5}, "usage.cost_usd must be a non-negative number"),
+        (
+            {"type": "usage", "cost_usd": "1"},
+            "usage.cost_usd must be a non-negative number, found string",
+        ),
+        ({"type": "usage", "model": 3}, "usage.model must be a string, found number"),
+    ],
+)
+def test_protocol_violations_say_what_was_expected_and_found(message: Any, expected: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_line(line(message), 12)
+    assert not isinstance(info.value, StdoutNoiseError)
+    assert expected in str(info.value)
+    assert "(stdout line 12)" in str(info.value)
+    assert info.value.line_no == 12
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"usage","cost_usd":NaN}',
+        b'{"type":"tool_call","name":"t","call_id":"c1","args":{"x":Infinity}}',
+        b'{"type":"final_output","output":{"score":-Infinity}}',
+    ],
+)
+def test_non_finite_numbers_are_refused_anywhere(line: bytes) -> None:
+    with pytest.raises(ProtocolError, match="is not a JSON number") as info:
+        parse_line(line, 1)
+    assert not isinstance(info.value, StdoutNoiseError)
+
+
+def test_invalid_utf8_in_json_names_the_line_and_byte() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_line(b'{"type":"final_output","output":{"t":"\xff\xfe"}}', 4)
+    assert not isinstance(info.value, StdoutNoiseError)
+    assert "invalid UTF-8 on stdout (line 4, byte 38)" in str(info.value)
+    assert "must be UTF-8 encoded" in str(info.value)
+
+
+def test_invalid_utf8_that_is_not_json_is_noise() -> None:
+    with pytest.raises(StdoutNoiseError, match=r"\(line 2\).*print logs to stderr"):
+        parse_line(b"\xff\xfe binary \x80", 2)
+
+
+def test_absurd_values_become_protocol_errors() -> None:
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        parse_line(b"[" * 100_000 + b"]" * 100_000, 1)
+    with pytest.raises(ProtocolError, match="cannot be read"):
+        parse_line(b'{"type":"final_output","output":{"n":' + b"9" * 5000 + b"}}", 1)
+
+
+@given(st.binary(max_size=200))
+def test_no_bytes_escape_as_anything_but_a_protocol_error(raw: bytes) -> None:
+    try:
+        message = parse_line(raw, 1)
+    except ProtocolError as exc:
+        assert exc.line_no == 1 and "line 1" in str(exc)
+    else:
+        assert message is None or isinstance(message, MESSAGE_CLASSES)
+
+
+@given(json_values)
+def test_any_json_value_parses_or_fails_as_a_protocol_error(value: Any) -> None:
+    try:
+        message = parse_line(json.dumps(value).encode(), 1)
+    except ProtocolError as exc:
+        assert not isinstance(exc, StdoutNoiseError)  # it is JSON, so never "noise"
+    else:
+        assert message is None or isinstance(message, MESSAGE_CLASSES)
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=4))
+def test_final_output_round_trips_through_encode(output: dict[str, Any]) -> None:
+    assert parse_line(encode({"type": "final_output", "output": output}), 1) == FinalOutputMsg(
+        output
+    )
+
+
+def test_json_type_names() -> None:
+    values: list[Any] = [None, True, 1, 1.5, "s", [], {}]
+    assert [json_type(v) for v in values] == [
+        "null",
+        "boolean",
+        "number",
+        "number",
+        "string",
+        "array",
+        "object",
+    ]

@@ -1,0 +1,191 @@
+"""End to end: the real CLI as a subprocess over a suite of misbehaving agents.
+
+Faulty agents fail their own case with a named reason; the run goes on and writes every artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+AGENT = Path(__file__).parent / "e2e" / "behaving_agent.py"
+CASSETTE = (
+    '{"tool": "search_docs", "args": {"q": "reset password"}, "ok": true, "result": {"hits": []}}\n'
+)
+
+EXPECTED = {
+    # case id: (status, failure_kind)
+    "a_ok": ("pass", None),
+    "b_crash": ("error", "agent_crashed"),
+    "c_hang": ("fail", "timeout"),
+    "d_noise": ("error", "stdout_noise"),
+    "e_grandchild": ("fail", "timeout"),
+    "f_huge": ("pass", None),
+    "g_disallowed": ("fail", "tool_not_allowed"),
+    "h_task_error": ("error", "task_error"),
+    "i_non_object": ("error", "protocol_error"),
+    "j_usage": ("pass", None),
+}
+
+
+def make_suite(root: Path) -> Path:
+    suite = root / "suite"
+    (suite / "cases").mkdir(parents=True)
+    (suite / "cassettes").mkdir()
+    (suite / "cassettes/t.jsonl").write_text(CASSETTE * 2, encoding="utf-8")
+    (suite / "suite.yaml").write_text(
+        "suite_name: misbehaving\n"
+        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(AGENT))}]\n"
+        "mode: replay\ncases_path: cases\ntool_registry: [search_docs]\nidle_timeout_ms: 5000\n"
+        "kill_grace_ms: 200\nbudgets: {max_wall_ms: 1500}\n"
+        "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
+        encoding="utf-8",
+    )
+    for case_id in EXPECTED:
+        behaviour = case_id.split("_", 1)[1]
+        case: dict[str, Any] = {
+            "id": case_id,
+            "input": {
+                "behaviour": behaviour,
+                "ticket": "reset password",
+                "pid_file": str(root / f"{case_id}.pid"),
+            },
+            "cassette": "cassettes/t.jsonl",
+        }
+        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(suite)], check=True)
+    return suite
+
+
+def trialrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trialrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def only_run_dir(out: Path) -> Path:
+    (run_dir,) = [p for p in out.glob("*/*") if p.is_dir()]
+    return run_dir
+
+
+def pid_gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def misbehaving_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    root = tmp_path_factory.mktemp("e2e")
+    suite = make_suite(root)
+    runs = {}
+    for jobs in (1, 3):
+        proc = trialrun(
+            "run", str(suite), "--out", str(root / f"out{jobs}"), "-j", str(jobs), cwd=root
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        runs[jobs] = only_run_dir(root / f"out{jobs}")
+    runs[0] = root
+    return runs
+
+
+def test_each_faulty_agent_fails_its_own_case_with_a_named_reason(
+    misbehaving_runs: dict[int, Path],
+) -> None:
+    summary = json.loads((misbehaving_runs[1] / "summary.json").read_text(encoding="utf-8"))
+    got = {case["id"]: (case["status"], case["failure_kind"]) for case in summary["cases"]}
+    assert got == EXPECTED
+    by_id = {case["id"]: case for case in summary["cases"]}
+    assert (
+        "agent blew up on purpose"
+        in by_id["b_crash"]["failure_reason"] + by_id["b_crash"]["stderr_tail"]
+    )
+    assert "print logs to stderr" in by_id["d_noise"]["failure_reason"]
+    assert by_id["j_usage"]["tokens_out"] == 20
+
+
+def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
+    run_dir = misbehaving_runs[1]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "junit.xml",
+        "report.html",
+        "run.jsonl",
+        "summary.json",
+    ]
+    events = [
+        json.loads(line)
+        for line in (run_dir / "run.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    ends = [e for e in events if e["type"] == "case_end"]
+    assert [e["case_id"] for e in ends] == list(EXPECTED)
+    assert any(e["type"] == "agent_error" and e["case_id"] == "b_crash" for e in events)
+
+
+def test_grandchildren_do_not_survive_their_case(misbehaving_runs: dict[int, Path]) -> None:
+    pid = int((misbehaving_runs[0] / "e_grandchild.pid").read_text())
+    assert pid_gone(pid)
+
+
+def test_parallel_run_gives_the_sequential_results_in_the_same_order(
+    misbehaving_runs: dict[int, Path],
+) -> None:
+    def verdicts(run_dir: Path) -> list[tuple[str, str, str | None]]:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        return [(c["id"], c["status"], c["failure_kind"]) for c in summary["cases"]]
+
+    def event_types(run_dir: Path) -> list[tuple[str, str]]:
+        lines = (run_dir / "run.jsonl").read_text(encoding="utf-8").splitlines()
+        return [(e["case_id"], e["type"]) for e in map(json.loads, lines)]
+
+    assert verdicts(misbehaving_runs[1]) == verdicts(misbehaving_runs[3])
+    assert event_types(misbehaving_runs[1]) == event_types(misbehaving_runs[3])
+
+
+def test_ctrl_c_leaves_a_summary_marked_interrupted(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    for case in (suite / "cases").iterdir():
+        if case.name not in ("a_ok.yaml", "e_grandchild.yaml"):
+            case.unlink()
+    (suite / "suite.yaml").write_text(
+        (suite / "suite.yaml").read_text().replace("max_wall_ms: 1500", "max_wall_ms: 60000"),
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(tmp_path / "out")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_file = tmp_path / "e_grandchild.pid"
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    run_dir = only_run_dir(tmp_path / "out")
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["run"]["interrupted"] is True
+    assert [c["id"] for c in summary["cases"]] == ["a_ok"]
+    assert (run_dir / "run.jsonl").exists()
+    assert pid_gone(int(pid_file.read_text()))

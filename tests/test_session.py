@@ -1,0 +1,483 @@
+"""run_agent against real fake agents: every outcome, deadline, event and failure message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
+from trialrun.results import AgentRun
+from trialrun.session import Limits, run_agent
+
+AGENTS = Path(__file__).parent / "agents"
+FAST = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=64 * 1024 * 1024, kill_grace_ms=500)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Shaped like tools.base.ToolOutcome (the session only reads these three attributes)."""
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass
+class FakeTools:
+    """A tool backend that answers from a dict, or raises what it is told to."""
+
+    answers: dict[str, Outcome | BaseException] = field(default_factory=dict)
+    delay_s: float = 0.0
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def call(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.calls.append((name, args))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        answer = self.answers.get(name, Outcome(ok=True, result={"echo": args}))
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self, *, clean: bool) -> None:
+        pass
+
+    def unused(self) -> int:
+        return 0
+
+
+def agent(name: str, *args: str) -> list[str]:
+    return [sys.executable, str(AGENTS / name), *args]
+
+
+def run_case(
+    argv: list[str],
+    *,
+    tools: FakeTools | None = None,
+    allowed: tuple[str, ...] = ("search_docs",),
+    limits: Limits = FAST,
+    task_input: Any = None,
+    env: dict[str, str] | None = None,
+) -> AgentRun:
+    return asyncio.run(
+        run_agent(
+            argv,
+            case_id="t1",
+            task_input={"ticket": "reset password"} if task_input is None else task_input,
+            tools=tools or FakeTools(),  # type: ignore[arg-type]
+            allowed_tools=allowed,
+            limits=limits,
+            env=env,
+        )
+    )
+
+
+def event_types(run: AgentRun) -> list[str]:
+    return [event["type"] for event in run.events]
+
+
+def process_gone(pid: int, within_s: float = 3.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# -- the happy path ----------------------------------------------------------------------------
+
+
+def test_tool_call_then_final_output() -> None:
+    tools = FakeTools({"search_docs": Outcome(ok=True, result={"hits": ["kb-1"]})})
+    run = run_case(agent("echo_agent.py", "search_docs", "2"), tools=tools)
+    assert run.failure is None
+    assert run.output == {
+        "echo": {"ticket": "reset password"},
+        "results": [
+            {
+                "type": "tool_result",
+                "call_id": f"c{i}",
+                "ok": True,
+                "result": {"hits": ["kb-1"]},
+                "error": None,
+            }
+            for i in range(2)
+        ],
+    }
+    assert [(c.name, c.call_id, c.ok) for c in run.tool_calls] == [
+        ("search_docs", "c0", True),
+        ("search_docs", "c1", True),
+    ]
+    assert tools.calls[0] == ("search_docs", {"input": {"ticket": "reset password"}, "n": 0})
+    assert event_types(run) == [
+        "task_start",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "final_output",
+    ]
+    assert run.exit_code == 0
+    assert 0 < run.wall_ms < 5000
+
+
+def test_events_use_the_peer_run_jsonl_shape() -> None:
+    tools = FakeTools({"search_docs": Outcome(ok=False, error="down")})
+    run = run_case(agent("echo_agent.py"), tools=tools)
+    start, call, result, final = run.events
+    assert start["type"] == "task_start" and start["case_id"] == "t1"
+    assert start["task_id"] == "t1" and start["input"] == {"ticket": "reset password"}
+    assert isinstance(start["timestamp"], float) and abs(start["timestamp"] - time.time()) < 60
+    assert {k: call[k] for k in ("name", "call_id", "args")} == {
+        "name": "search_docs",
+        "call_id": "c0",
+        "args": {"input": {"ticket": "reset password"}, "n": 0},
+    }
+    assert {k: result[k] for k in ("call_id", "ok", "result", "error")} == {
+        "call_id": "c0",
+        "ok": False,
+        "result": None,
+        "error": "down",
+    }
+    assert final["output"] == run.output
+    assert run.tool_errors == 1
+    json.dumps(run.events)  # plain data, ready for run.jsonl
+
+
+def test_log_and_usage_messages_are_recorded_and_usage_accumulates() -> None:
+    run = run_case(agent("usage.py"))
+    assert run.failure is None
+    assert (run.usage.tokens_in, run.usage.tokens_out, run.usage.model) == (30, 12, "fake-model-2")
+    assert run.usage.cost_usd == pytest.approx(0.03)
+    usage_events = [e for e in run.events if e["type"] == "usage"]
+    assert usage_events[2] == {**usage_events[2], "tokens_in": None, "tokens_out": 2, "model": None}
+
+
+def test_locale_independent_non_ascii_round_trip() -> None:
+    text = {"ticket": "Grüße, 東京 — café ☕ 😀 ﷽"}
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0"}
+    run = run_case(agent("echo_agent.py", "search_docs"), task_input=text, env=env)
+    assert run.failure is None
+    assert run.output is not None and run.output["echo"] == text
+    assert run.output["results"][0]["result"] == {"echo": {"input": text, "n": 0}}
+
+
+def test_lone_surrogates_from_the_case_and_from_the_agent_never_crash() -> None:
+    run = run_case(agent("surrogates.py", "escapes"), task_input={"s": "\ud83d"})
+    assert run.failure is None
+    assert run.output == {"text": "\ud800", "input": {"s": "\ud83d"}}
+
+
+def test_five_megabyte_final_output() -> None:
+    run = run_case(agent("huge.py", str(5_000_000)))
+    assert run.failure is None
+    assert run.output is not None and len(run.output["blob"]) == 5_000_000
+    assert run.wall_ms < 5000
+
+
+# -- agent-side failures -------------------------------------------------------------------------
+
+
+def test_crash_reports_the_exit_code_and_the_traceback() -> None:
+    run = run_case(agent("crash.py", "3"))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("agent_crashed", "error")
+    assert run.failure.message == "Agent exited with code 3 before sending final_output"
+    assert "RuntimeError: fake agent crashed on purpose" in run.failure.stderr_tail
+    assert run.stderr_tail == run.failure.stderr_tail
+    assert run.exit_code == 3
+    assert run.events[-1] == {**run.events[-1], "type": "agent_error", "kind": "agent_crashed"}
+
+
+def test_agent_that_exits_without_reading_its_input() -> None:
+    run = run_case(agent("exit_early.py", "0"))
+    assert run.failure is not None
+    assert run.failure.kind == "agent_crashed"
+    assert "exited with code 0 before sending final_output" in run.failure.message
+
+
+def test_agent_killed_by_a_signal_is_named() -> None:
+    code = "import os, signal, sys; sys.stdin.readline(); os.kill(os.getpid(), signal.SIGSEGV)"
+    run = run_case([sys.executable, "-c", code])
+    assert run.failure is not None
+    assert run.failure.message == "Agent was killed by SIGSEGV before sending final_output"
+
+
+def test_agent_that_exits_while_a_child_holds_stdout_is_not_waited_for(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    started = time.monotonic()
+    run = run_case(agent("spawn_child.py", str(pid_file), "exit"))
+    assert time.monotonic() - started < 1.8  # idle timeout is 2 s: we did not wait for it
+    assert run.failure is not None
+    assert run.failure.kind == "agent_crashed"
+    assert "code 3" in run.failure.message and "still holds its stdout open" in run.failure.message
+    assert process_gone(int(pid_file.read_text()))
+
+
+def test_task_error_fails_as_error_with_its_message() -> None:
+    run = run_case(agent("task_error.py", "no idea, sorry"))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status, run.failure.message) == (
+        "task_error",
+        "error",
+        "no idea, sorry",
+    )
+    assert run.events[-1]["type"] == "task_error"
+    assert run.events[-1]["data"] == {"attempt": 1}
+    assert "agent_error" not in event_types(run)
+
+
+def test_stdout_noise_names_the_line_and_the_fix() -> None:
+    run = run_case(agent("noise.py", "Loading model..."))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("stdout_noise", "error")
+    assert run.failure.message == (
+        "agent printed non-protocol text on stdout (line 1): Loading model...; print logs to stderr"
+    )
+    assert run.events[-1]["kind"] == "stdout_noise"
+
+
+def test_line_numbers_count_every_stdout_line() -> None:
+    run = run_case(agent("raw_lines.py", '{"type":"log","message":"a"}', "", "oops"))
+    assert run.failure is not None
+    assert "(line 3): oops" in run.failure.message
+
+
+def test_non_object_final_output_is_a_protocol_error() -> None:
+    run = run_case(agent("non_object.py", '"just text"'))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("protocol_error", "error")
+    assert "final_output.output must be a JSON object, found string" in run.failure.message
+    assert run.output is None
+
+
+def test_unknown_message_type_is_a_protocol_error() -> None:
+    run = run_case(agent("raw_lines.py", '{"type":"progress","pct":5}'))
+    assert run.failure is not None
+    assert run.failure.kind == "protocol_error"
+    assert "unknown message type 'progress'" in run.failure.message
+
+
+def test_invalid_utf8_never_crashes() -> None:
+    run = run_case(agent("surrogates.py", "invalid"))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("protocol_error", "error")
+    assert "invalid UTF-8 on stdout (line 1" in run.failure.message
+    noise = run_case(agent("surrogates.py", "noise"))
+    assert noise.failure is not None
+    assert noise.failure.kind == "stdout_noise"
+
+
+def test_message_over_the_limit_fails_as_message_too_large() -> None:
+    limits = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=10_000, kill_grace_ms=500)
+    run = run_case(agent("huge.py", "20000"), limits=limits)
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("message_too_large", "error")
+    assert "max_message_bytes=10000" in run.failure.message
+    assert "(stdout line 1)" in run.failure.message
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+
+def test_disallowed_tool_fails_and_lists_the_allowed_ones() -> None:
+    tools = FakeTools()
+    run = run_case(agent("disallowed_tool.py"), tools=tools, allowed=("search_docs", "lookup"))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("tool_not_allowed", "fail")
+    assert (
+        run.failure.message
+        == "Tool not allowed: delete_everything. Allowed tools: lookup, search_docs"
+    )
+    assert tools.calls == []
+    assert [(c.name, c.ok) for c in run.tool_calls] == [("delete_everything", False)]
+    assert event_types(run)[-2:] == ["tool_call", "agent_error"]
+
+
+def test_no_allowed_tools_says_none() -> None:
+    run = run_case(agent("disallowed_tool.py"), allowed=())
+    assert run.failure is not None
+    assert run.failure.message.endswith("Allowed tools: <none>")
+
+
+def test_cassette_mismatch_fails_with_the_nearest_recordings() -> None:
+    mismatch = CassetteMismatch(
+        tool="search_docs",
+        args={"q": "x"},
+        args_json='{"q":"x"}',
+        nearest=[NearestRecording("search_docs", '{"q":"y"}', 0.9)],
+    )
+    run = run_case(agent("echo_agent.py"), tools=FakeTools({"search_docs": mismatch}))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("cassette_mismatch", "fail")
+    assert run.failure.message == str(mismatch)
+    assert "Closest matches:" in run.failure.message
+
+
+def test_missing_tool_implementation_is_a_registry_error() -> None:
+    from trialrun.tools.live import MissingToolError
+
+    tools = FakeTools({"search_docs": MissingToolError(["search_docs"], ["other"])})
+    run = run_case(agent("echo_agent.py"), tools=tools)
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("tool_registry_error", "error")
+    assert "search_docs" in run.failure.message
+
+
+def test_corrupt_cassette_is_a_cassette_error() -> None:
+    error = CassetteError("line is not JSON", file="c.jsonl", line=2)
+    run = run_case(agent("echo_agent.py"), tools=FakeTools({"search_docs": error}))
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.message) == (
+        "cassette_error",
+        "c.jsonl:2: line is not JSON",
+    )
+
+
+def test_non_json_tool_result_fails_the_case_without_crashing() -> None:
+    tools = FakeTools({"search_docs": Outcome(ok=True, result={1, 2})})
+    run = run_case(agent("echo_agent.py"), tools=tools)
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("tool_error", "error")
+    assert "not JSON data" in run.failure.message
+
+
+def test_non_json_case_input_fails_the_case_without_crashing() -> None:
+    run = run_case(agent("echo_agent.py"), task_input={"when": object()})
+    assert run.failure is not None
+    assert run.failure.kind == "agent_error"
+    assert "case input is not JSON data" in run.failure.message
+
+
+def test_missing_agent_command_is_an_agent_error() -> None:
+    run = run_case(["no-such-agent-xyz"])
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("agent_error", "error")
+    assert "Agent command not found" in run.failure.message
+    assert event_types(run) == ["task_start", "agent_error"]
+
+
+# -- deadlines and teardown ------------------------------------------------------------------------
+
+
+def test_wall_deadline_kills_a_chatty_agent_promptly() -> None:
+    limits = Limits(wall_ms=300, idle_ms=500, max_message_bytes=1024, kill_grace_ms=500)
+    started = time.monotonic()
+    run = run_case(agent("chatty_hang.py", "50"), limits=limits)
+    assert time.monotonic() - started < 5
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("timeout", "fail")
+    assert run.failure.message.startswith("Agent exceeded max_wall_ms=300 (killed after ")
+    assert 300 <= run.wall_ms < 1500
+    assert event_types(run).count("log") >= 2  # it really was chatty
+
+
+def test_wall_deadline_covers_slow_tool_calls() -> None:
+    limits = Limits(wall_ms=300, idle_ms=2000, max_message_bytes=1024, kill_grace_ms=500)
+    run = run_case(agent("echo_agent.py"), tools=FakeTools(delay_s=5), limits=limits)
+    assert run.failure is not None
+    assert run.failure.kind == "timeout"
+    assert run.wall_ms < 1500
+
+
+def test_idle_timeout_kills_a_silent_agent() -> None:
+    limits = Limits(wall_ms=None, idle_ms=500, max_message_bytes=1024, kill_grace_ms=500)
+    started = time.monotonic()
+    run = run_case(agent("hang.py"), limits=limits)
+    assert time.monotonic() - started < 4
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("idle_timeout", "error")
+    assert "idle_timeout_ms=500" in run.failure.message
+    assert 500 <= run.wall_ms < 1500
+    assert run.exit_code == -signal.SIGTERM
+
+
+def test_tool_time_is_not_agent_idleness() -> None:
+    limits = Limits(wall_ms=None, idle_ms=500, max_message_bytes=1 << 20, kill_grace_ms=500)
+    run = run_case(agent("echo_agent.py"), tools=FakeTools(delay_s=0.8), limits=limits)
+    assert run.failure is None
+
+
+def test_sigterm_ignoring_agent_is_sigkilled_after_the_grace_and_wall_ms_excludes_it() -> None:
+    limits = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=1024, kill_grace_ms=300)
+    started = time.monotonic()
+    run = run_case(agent("ignore_sigterm.py", "final"), limits=limits)
+    elapsed_ms = (time.monotonic() - started) * 1000
+    assert run.failure is None and run.output == {"ok": True}
+    assert run.exit_code == -signal.SIGKILL
+    assert elapsed_ms >= 300 + 300  # short wait for a voluntary exit, then the grace
+    assert run.wall_ms < elapsed_ms - 300
+
+
+@pytest.mark.parametrize("mode", ["hang", "finish"])
+def test_grandchild_never_survives_the_case(tmp_path: Path, mode: str) -> None:
+    pid_file = tmp_path / "pid"
+    limits = Limits(wall_ms=1500, idle_ms=1000, max_message_bytes=1024, kill_grace_ms=300)
+    run = run_case(agent("spawn_child.py", str(pid_file), mode), limits=limits)
+    assert (run.failure is None) == (mode == "finish")
+    assert process_gone(int(pid_file.read_text()))
+
+
+def test_cancellation_kills_the_group_and_propagates(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(
+            run_agent(
+                agent("spawn_child.py", str(pid_file), "hang"),
+                case_id="t1",
+                task_input={},
+                tools=FakeTools(),  # type: ignore[arg-type]
+                allowed_tools=(),
+                limits=FAST,
+            )
+        )
+        for _ in range(250):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert process_gone(int(pid_file.read_text()))
+
+
+def test_agent_that_stops_reading_its_stdin_hits_the_idle_timeout() -> None:
+    code = (
+        "import json, sys, time; sys.stdin.readline();"
+        "print(json.dumps({'type': 'tool_call', 'name': 'search_docs', 'call_id': 'c1',"
+        " 'args': {}}), flush=True); time.sleep(30)"
+    )
+    tools = FakeTools({"search_docs": Outcome(ok=True, result="x" * 4_000_000)})
+    limits = Limits(wall_ms=None, idle_ms=400, max_message_bytes=1 << 20, kill_grace_ms=300)
+    run = run_case([sys.executable, "-c", code], tools=tools, limits=limits)
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("idle_timeout", "error")
+    assert "to read the tool_result of call 'c1' (search_docs) on its stdin" in run.failure.message
+
+
+def test_agent_that_closes_stdout_but_keeps_running() -> None:
+    code = "import os, sys, time; sys.stdin.readline(); os.close(1); time.sleep(30)"
+    run = run_case([sys.executable, "-c", code])
+    assert run.failure is not None
+    assert run.failure.kind == "agent_crashed"
+    assert run.failure.message == (
+        "Agent closed its stdout before sending final_output (it was still running)"
+    )
+    assert run.exit_code == -signal.SIGTERM

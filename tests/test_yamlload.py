@@ -1,0 +1,247 @@
+"""The line-aware YAML loader: data, line lookup, syntax errors, duplicate keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trialrun.config import yamlload
+from trialrun.config.yamlload import load_yaml_file, parse_yaml
+from trialrun.errors import ConfigError, ConfigErrors
+
+DOC = """\
+suite_name: demo
+agent_command:
+  - python3
+  - agent.py
+budgets:
+  max_wall_ms: 100
+
+  max_tool_calls: 3
+assertions:
+  - type: required_fields
+    fields: [a, b]
+  - {type: must_call, tools: [x]}
+"""
+
+
+def test_data_is_the_constructed_document() -> None:
+    doc = parse_yaml(DOC, file="suite.yaml")
+    assert doc.data["agent_command"] == ["python3", "agent.py"]
+    assert doc.data["budgets"] == {"max_wall_ms": 100, "max_tool_calls": 3}
+    assert doc.data["assertions"][1] == {"type": "must_call", "tools": ["x"]}
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ((), 1),
+        (("suite_name",), 1),
+        (("agent_command",), 2),
+        (("agent_command", 1), 4),
+        (("budgets", "max_tool_calls"), 8),
+        (("assertions", 0, "fields"), 11),
+        (("assertions", 0, "fields", 1), 11),
+        (("assertions", 1, "tools"), 12),
+    ],
+)
+def test_line_of_finds_keys_and_items(path: tuple[str | int, ...], line: int) -> None:
+    assert parse_yaml(DOC, file="f").line_of(path) == line
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        (("nope",), 1),
+        (("budgets", "max_cost_usd"), 5),
+        (("agent_command", 7), 2),
+        (("agent_command", -1), 2),
+        (("agent_command", "x"), 2),
+        (("suite_name", "deeper", 3), 1),
+        (("assertions", 1, "tools", 0, "x"), 12),
+    ],
+)
+def test_line_of_a_missing_path_is_its_nearest_existing_ancestor(
+    path: tuple[str | int, ...], line: int
+) -> None:
+    assert parse_yaml(DOC, file="f").line_of(path) == line
+
+
+def test_error_helper_places_the_error() -> None:
+    error = parse_yaml(DOC, file="s.yaml").error("bad", ("budgets", "max_tool_calls"), "k")
+    assert str(error) == "s.yaml:8: bad"
+    assert error.key == "k"
+
+
+def test_integer_keys_are_found_by_their_text() -> None:
+    doc = parse_yaml("input:\n  1: one\n  2: two\n", file="f")
+    assert doc.data["input"] == {1: "one", 2: "two"}
+    assert doc.line_of(("input", 2)) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            "a:\n  - 1\n - 2\n",
+            3,
+            "invalid YAML: expected <block end>, but found '<block sequence start>'",
+        ),
+        ("a: b: c\n", 1, "invalid YAML: mapping values are not allowed here"),
+        ("a: 1\nb: [1, 2\nc: 3\n", 3, "invalid YAML: expected ',' or ']', but got ':'"),
+        ("a: 1\n---\nb: 2\n", 2, "invalid YAML: but found another document"),
+        ("x: !!python/object:os.system ls\n", 1, "invalid YAML: could not determine a constructor"),
+        ("a: 1\nb: \x07\n", 2, "invalid YAML: unacceptable character #x0007"),
+    ],
+)
+def test_syntax_errors_give_the_problem_line(text: str, line: int, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="bad.yaml")
+    assert caught.value.file == "bad.yaml"
+    assert caught.value.line == line
+    assert caught.value.message.startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty; expected a mapping of keys to values"),
+        ("# only a comment\n", "the file is empty; expected a mapping of keys to values"),
+        ("- a\n- b\n", "expected a mapping of keys to values at the top level, found a list"),
+        (
+            "hello\n",
+            "expected a mapping of keys to values at the top level, found the scalar 'hello'",
+        ),
+    ],
+)
+def test_top_level_must_be_a_mapping(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="x.yaml")
+    assert str(caught.value) == f"x.yaml:1: {message}"
+
+
+def test_duplicate_keys_are_all_reported() -> None:
+    text = "a: 1\nb:\n  c: 1\n  d: 2\n  c: 3\na: 4\n"
+    with pytest.raises(ConfigErrors) as caught:
+        parse_yaml(text, file="d.yaml")
+    assert sorted(str(e) for e in caught.value.errors) == [
+        "d.yaml:5: duplicate key 'c' (first defined at line 3; "
+        "YAML would silently keep only the last one)",
+        "d.yaml:6: duplicate key 'a' (first defined at line 1; "
+        "YAML would silently keep only the last one)",
+    ]
+
+
+def test_same_text_with_different_tags_is_not_a_duplicate() -> None:
+    assert parse_yaml("1: int\n'1': str\n", file="f").data == {1: "int", "1": "str"}
+
+
+def test_merge_keys_are_not_duplicates_and_explicit_keys_override() -> None:
+    text = "base: &b {x: 1, y: 2}\nitem:\n  <<: *b\n  y: 3\n"
+    doc = parse_yaml(text, file="f")
+    assert doc.data["item"] == {"x": 1, "y": 3}
+    assert doc.line_of(("item", "y")) == 4
+
+
+def test_recursive_aliases_terminate() -> None:
+    doc = parse_yaml("a: &x [1, *x]\n", file="f")
+    assert doc.data["a"][1] is doc.data["a"]
+    assert doc.line_of(("a", 1, 1, 1, 0)) == 1
+
+
+def test_lone_surrogates_are_kept_as_is() -> None:
+    doc = parse_yaml('input: {q: "\\ud83d", pair: "\\ud83d\\ude00"}\n', file="f")
+    assert doc.data["input"] == {"q": "\ud83d", "pair": "\ud83d\ude00"}
+
+
+def test_the_c_loader_is_used_when_available() -> None:
+    if getattr(yaml, "__with_libyaml__", False):
+        assert yamlload._FAST_LOADER is yaml.CSafeLoader
+
+
+def test_without_the_c_loader_the_result_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = parse_yaml(DOC, file="f")
+    monkeypatch.setattr(yamlload, "_FAST_LOADER", None)
+    slow = parse_yaml(DOC, file="f")
+    assert slow.data == fast.data
+    assert slow.line_of(("budgets", "max_tool_calls")) == 8
+
+
+def test_load_file_reads_utf8_with_or_without_bom(tmp_path: Path) -> None:
+    target = tmp_path / "s.yaml"
+    target.write_bytes("\ufeffname: caf\u00e9\n".encode())
+    assert load_yaml_file(target).data == {"name": "caf\u00e9"}
+
+
+def test_load_file_reports_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    target = tmp_path / "s.yaml"
+    target.write_bytes(b"a: 1\nb: caf\xe9\n")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_file(target, display="s.yaml")
+    assert str(caught.value) == "s.yaml:2: file is not valid UTF-8: byte 0xe9 at offset 11"
+
+
+def test_load_file_reports_an_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_file(tmp_path / "missing.yaml", display="missing.yaml")
+    assert str(caught.value) == "missing.yaml:1: cannot read file: No such file or directory"
+
+
+# -- properties -----------------------------------------------------------------------------
+
+_KEYS = st.from_regex(r"k[a-z0-9_]{0,8}", fullmatch=True)
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=12), st.floats(allow_nan=False)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=25,
+)
+_DOCUMENTS = st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=6)
+_PATHS = st.lists(st.one_of(_KEYS, st.integers(min_value=-2, max_value=5)), max_size=6)
+
+
+def _existing_paths(value: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    found: list[tuple[str | int, ...]] = []
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else []
+    )
+    for key, item in items:
+        found.append((*prefix, key))
+        found.extend(_existing_paths(item, (*prefix, key)))
+    return found
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=_DOCUMENTS, flow=st.sampled_from([False, True, None]), probes=st.lists(_PATHS))
+def test_line_of_never_raises_and_stays_inside_the_file(
+    document: dict[str, Any], flow: bool | None, probes: list[list[str | int]]
+) -> None:
+    text = yaml.safe_dump(document, default_flow_style=flow, width=80)
+    doc = parse_yaml(text, file="gen.yaml")
+    assert doc.data == document
+    line_count = max(text.count("\n"), 1)
+    for path in [*_existing_paths(document), *map(tuple, probes)]:
+        assert 1 <= doc.line_of(path) <= line_count
+
+
+@settings(max_examples=100, deadline=None)
+@given(document=_DOCUMENTS)
+def test_line_of_points_at_the_line_that_holds_the_key(document: dict[str, Any]) -> None:
+    text = yaml.safe_dump(document, default_flow_style=False, width=10_000)
+    lines = text.splitlines()
+    doc = parse_yaml(text, file="gen.yaml")
+    for path in _existing_paths(document):
+        if isinstance(path[-1], str):
+            assert f"{path[-1]}:" in lines[doc.line_of(path) - 1]
