@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	@d=$$(mktemp -d) && \
 	  $(BIN)/trialrun init --path "$$d/evals" && \
-	  cd "$$d" && $(CURDIR)/$(BIN)/trialrun run ./evals/demo --mode replay --baseline ./baselines/demo.json
+	  cd "$$d" && $(CURDIR)/$(BIN)/trialrun run ./evals/demo --mode replay
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

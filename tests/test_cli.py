@@ -175,3 +175,22 @@ def test_status_regression_against_the_baseline_fails_the_run(
     code, out, _ = call(["run", "evals/demo", "--baseline", "baselines/demo.json"], capsys)
     assert code == 1
     assert "cassette mismatch" in out.lower()
+
+
+def test_init_outside_a_repository_keeps_every_path_inside_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    work = tmp_path / "plain"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, out, err = call(["init", "--path", "evals"], capsys)
+    assert code == 0, out + err
+    assert (work / "evals/demo/baselines/demo.json").is_file()
+    assert "baseline_path: baselines/demo.json" in (work / "evals/demo/suite.yaml").read_text()
+    code, out, err = call(["run", "evals/demo"], capsys)
+    assert code == 0, out + err
+    assert "min_pass_rate" in out

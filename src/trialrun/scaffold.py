@@ -1,9 +1,10 @@
 """``trialrun init``: write a demo suite, its agent, a baseline and a pull-request workflow.
 
 Layout for ``--path P`` (default ``./evals``): the suite in ``P/demo/``, the baseline in
-``<parent of P>/baselines/demo.json`` and the workflow in ``<repository root>/.github/workflows/``
-(the git repository holding P, else P's parent), where GitHub actually reads it. Existing files
-are left alone unless ``force``; the baseline is written only when the demo passes.
+``<parent of P>/baselines/demo.json`` and the workflow in ``<repository root>/.github/workflows/``,
+where GitHub actually reads it. Outside a git repository suite paths may not leave the suite
+directory, so the baseline goes to ``P/demo/baselines/demo.json`` and the workflow beside P.
+Existing files are left alone unless ``force``; the baseline is written only when the demo passes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from trialrun import __version__
+from trialrun.config.paths import find_repository_root
 from trialrun.errors import TrialrunError
 
 Language = Literal["python", "node"]
@@ -42,21 +44,25 @@ def init_project(path: Path, *, language: Language = "python", force: bool = Fal
     if path.exists() and not path.is_dir():
         raise TrialrunError(f"{path} exists and is not a directory.")
     suite_dir = path / SUITE_NAME
-    baseline = path.resolve().parent / "baselines" / f"{SUITE_NAME}.json"
-    repo_root = _repository_root(path.resolve().parent)
-    workflow = repo_root / ".github" / "workflows" / "trialrun.yml"
+    repo_root = find_repository_root(path.resolve().parent)
+    baseline_home = path.resolve().parent if repo_root else suite_dir.resolve()
+    baseline = baseline_home / "baselines" / f"{SUITE_NAME}.json"
+    workflow_root = repo_root or path.resolve().parent
+    workflow = workflow_root / ".github" / "workflows" / "trialrun.yml"
 
     report = InitReport()
     agent_file, agent_command = _AGENT_FILES[language]
     files = {suite_dir / name: _template(f"demo/{name}") for name in (*_COMMON_FILES, agent_file)}
-    files[suite_dir / "suite.yaml"] = files[suite_dir / "suite.yaml"].replace(
-        "{agent_command}", json.dumps(agent_command)
+    files[suite_dir / "suite.yaml"] = (
+        files[suite_dir / "suite.yaml"]
+        .replace("{agent_command}", json.dumps(agent_command))
+        .replace("{baseline_path}", os.path.relpath(baseline, suite_dir.resolve()).replace(os.sep, "/"))
     )
     files[workflow] = (
         _template("github/trialrun.yml")
         .replace("{version}", __version__)
-        .replace("{suite}", _repo_relative(suite_dir, repo_root))
-        .replace("{baseline}", _repo_relative(baseline, repo_root))
+        .replace("{suite}", _repo_relative(suite_dir, workflow_root))
+        .replace("{baseline}", _repo_relative(baseline, workflow_root))
     )
     if force:
         # Another language's agent left behind would make the suite ambiguous.
@@ -121,13 +127,6 @@ def _write_once(target: Path, text: str, force: bool, report: InitReport) -> Non
 
 def _template(name: str) -> str:
     return resources.files("trialrun").joinpath("templates", name).read_text(encoding="utf-8")
-
-
-def _repository_root(start: Path) -> Path:
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return start
 
 
 def _repo_relative(path: Path, root: Path) -> str:

@@ -36,4 +36,5 @@ def init(language: str, path: Path, force: bool) -> int:
             for written in paths:
                 click.echo(f"  {display_path(written)}")
     click.echo(f"Next: trialrun run {display_path(path / 'demo')} --mode replay")
+    click.echo("Commit these files to run the same check on every pull request.")
     return 0
