@@ -2,8 +2,8 @@
 
 ``run.jsonl`` is streamed case by case to a temporary name and renamed when the run ends (or is
 interrupted), so a reader never sees half a file under the final name. The other artifacts are
-rendered from the finished ``RunResult`` and written atomically. Everything the agent produced is
-redacted before it reaches disk.
+rendered from the finished ``RunResult`` and written atomically. The runner has already redacted
+each case's trace; the verdict events, which quote agent output, are redacted here.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class RunDirectory:
     def write_case_events(self, result: CaseResult) -> None:
         """Append one finished case's events, then the events of its verdict."""
         assert self._events is not None, "event log already closed"
-        events = [*result.run.events, *verdict_events(result)]
+        events = [*result.run.events, *(redact(event) for event in verdict_events(result))]
         self._events.write("".join(_event_line(event) for event in events))
         self._events.flush()
 
@@ -99,7 +99,7 @@ def verdict_events(result: CaseResult) -> list[dict[str, Any]]:
 def _event_line(event: dict[str, Any]) -> str:
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer.
     return (
-        json.dumps(redact(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
         .encode("utf-8", "backslashreplace")
         .decode("utf-8")
         + "\n"

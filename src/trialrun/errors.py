@@ -129,7 +129,8 @@ class CassetteMismatch(TrialrunError):
         ]
         if self.exhausted:
             lines.append(
-                f"{self.exhausted} identical recording(s) exist but earlier calls used them."
+                f"{self.exhausted} identical recording(s) exist but were already used "
+                "by earlier calls."
             )
         if self.nearest:
             lines.append("Closest matches:")

@@ -18,6 +18,7 @@ from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.errors import CassetteError, TrialrunError
+from trialrun.redact import redact
 from trialrun.results import AgentRun, CaseResult, Failure
 from trialrun.session import Limits, run_agent
 from trialrun.tools.base import ToolBackend
@@ -105,6 +106,8 @@ async def run_case(
         run.unused_recordings = backend.unused()
     finally:
         backend.close(clean=clean)
+    # The trace goes to run.jsonl and report.html: redact it once, here, for every consumer.
+    run.events = [redact(event) for event in run.events]
     result = judge_case(case, run)
     _describe_cassette(result, case, options.mode)
     return result
@@ -148,9 +151,8 @@ class _ToolModuleCache:
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
     run = AgentRun(case_id=case.config.id)
     run.failure = Failure(kind=kind, message=message, status="error")
-    run.events.append(
-        {"type": "agent_error", "case_id": case.config.id, "kind": kind, "message": message}
-    )
+    event = {"type": "agent_error", "case_id": case.config.id, "kind": kind, "message": message}
+    run.events.append(redact(event))
     return judge_case(case, run)
 
 

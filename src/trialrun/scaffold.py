@@ -56,7 +56,9 @@ def init_project(path: Path, *, language: Language = "python", force: bool = Fal
     files[suite_dir / "suite.yaml"] = (
         files[suite_dir / "suite.yaml"]
         .replace("{agent_command}", json.dumps(agent_command))
-        .replace("{baseline_path}", os.path.relpath(baseline, suite_dir.resolve()).replace(os.sep, "/"))
+        .replace(
+            "{baseline_path}", os.path.relpath(baseline, suite_dir.resolve()).replace(os.sep, "/")
+        )
     )
     files[workflow] = (
         _template("github/trialrun.yml")
