@@ -1,7 +1,8 @@
 """Run the cases of a suite: pick each case's tool backend, drive its agent, judge the result.
 
 Cases run concurrently up to ``jobs`` at a time, yet results and events come out in case order,
-so ``-j 4`` produces exactly what ``-j 1`` does. Each case gets a fresh agent process; nothing is
+so ``-j 4`` produces exactly what ``-j 1`` does. A case's slot frees up as soon as its verdict is
+known: an agent that is still exiting after its final output does so while the next case runs. Each case gets a fresh agent process; nothing is
 shared between cases except the imported tool module (record and live modes).
 """
 
@@ -20,7 +21,7 @@ from trialrun.config.models import Mode
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.redact import redact
 from trialrun.results import AgentRun, CaseResult, Failure
-from trialrun.session import Limits, run_agent
+from trialrun.session import Limits, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
 
 CaseCallback = Callable[[int, CaseResult], None]
@@ -51,6 +52,7 @@ async def run_suite(
 ) -> list[CaseResult]:
     """Run every case of ``suite``; ``on_case_done`` is called in case order."""
     tools = _ToolModuleCache(suite)
+    teardowns = Teardowns()
     gate = asyncio.Semaphore(max(1, options.jobs))
     reported = 0
     done: dict[int, CaseResult] = {}
@@ -65,17 +67,26 @@ async def run_suite(
 
     async def one(index: int, case: Case) -> None:
         async with gate:
-            done[index] = await run_case(suite, case, options, tools)
+            done[index] = await run_case(suite, case, options, tools, teardowns)
         report_in_order()
 
     await asyncio.gather(*(one(i, case) for i, case in enumerate(suite.cases)))
+    await teardowns.wait_all()
     return progress.ordered()
 
 
 async def run_case(
-    suite: Suite, case: Case, options: RunOptions, tools: _ToolModuleCache | None = None
+    suite: Suite,
+    case: Case,
+    options: RunOptions,
+    tools: _ToolModuleCache | None = None,
+    teardowns: Teardowns | None = None,
 ) -> CaseResult:
-    """Run one case from start to verdict. Faults of the case never escape as exceptions."""
+    """Run one case from start to verdict. Faults of the case never escape as exceptions.
+
+    With ``teardowns``, a successful agent may still be exiting when this returns: its exit
+    code and stderr tail are complete once ``teardowns.wait_all()`` returned.
+    """
     tools = tools or _ToolModuleCache(suite)
     config = suite.config
     try:
@@ -101,6 +112,7 @@ async def run_case(
             allowed_tools=frozenset(config.tool_registry),
             limits=limits,
             env=options.env,
+            teardowns=teardowns,
         )
         clean = run.failure is None
         run.unused_recordings = backend.unused()

@@ -13,6 +13,10 @@ count as the agent's silence).
 ``AgentRun.wall_ms`` runs from just before spawn to the moment the result was decided: the final
 message, a deadline, or a failure. Teardown (kill grace, reaping) is not included, so an agent
 that ignores SIGTERM cannot inflate its own timing.
+
+An agent that delivered its final output may still be cleaning up. Given ``Teardowns``, the
+session returns at once and lets that agent exit in the background while the next case starts;
+``Teardowns.wait_all`` then fills in its exit code and stderr tail and stops its process group.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Collection, Mapping
+from collections.abc import Awaitable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -48,6 +52,22 @@ wait for its exit status once its stdout closed."""
 _T = TypeVar("_T")
 
 
+class Teardowns:
+    """Agents finishing their exit in the background; ``wait_all`` before reading their runs."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, teardown: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(teardown)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait_all(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*self._tasks)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """How long and how much one case's agent may take. ``wall_ms`` None: no wall deadline."""
@@ -68,13 +88,15 @@ async def run_agent(
     limits: Limits,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    teardowns: Teardowns | None = None,
 ) -> AgentRun:
     """Run one case's agent to its final output or its first failure.
 
     ``env`` is the agent's whole environment (None: inherit ours); ``cwd`` None: ours.
+    ``teardowns``: where a successful agent finishes exiting (None: before returning).
     """
     session = _Session(case_id, tools, allowed_tools, limits)
-    return await session.run(argv, task_input, cwd, env)
+    return await session.run(argv, task_input, cwd, env, teardowns)
 
 
 class _CaseOver(Exception):
@@ -96,7 +118,12 @@ class _Session:
         self._line_no = 0
 
     async def run(
-        self, argv: list[str], task_input: Any, cwd: Path | None, env: Mapping[str, str] | None
+        self,
+        argv: list[str],
+        task_input: Any,
+        cwd: Path | None,
+        env: Mapping[str, str] | None,
+        teardowns: Teardowns | None,
     ) -> AgentRun:
         self._started = time.monotonic()
         if self._limits.wall_ms is not None:
@@ -111,12 +138,28 @@ class _Session:
             return self._run
         grace_s = self._limits.kill_grace_ms / 1000
         try:
-            if await self._converse(agent, task_input):
-                await agent.finish(grace_s)
-            else:
-                await agent.terminate(grace_s)
+            delivered = await self._converse(agent, task_input)
         except BaseException:
-            # Cancelled (Ctrl-C) or a backend bug: no process of this case may survive it.
+            await self._stop(agent, agent.terminate(0.0), kill_first=True)
+            raise
+        if not delivered:
+            await self._stop(agent, agent.terminate(grace_s))
+        elif teardowns is None:
+            await self._stop(agent, agent.finish(grace_s))
+        else:
+            teardowns.start(self._stop(agent, agent.finish(grace_s)))
+        return self._run
+
+    async def _stop(
+        self, agent: AgentProcess, stopping: Awaitable[None], *, kill_first: bool = False
+    ) -> None:
+        """Stop the agent's group, then record how it ended. No process of the case survives."""
+        try:
+            if kill_first:
+                agent.kill_now()
+            await stopping
+        except BaseException:
+            # Cancelled (Ctrl-C) or a backend bug mid-teardown: kill without grace.
             agent.kill_now()
             await agent.terminate(0.0)
             raise
@@ -126,7 +169,6 @@ class _Session:
             self._run.stderr_tail = agent.stderr_tail()
             if self._run.failure is not None:
                 self._run.failure.stderr_tail = self._run.stderr_tail
-        return self._run
 
     async def _converse(self, agent: AgentProcess, task_input: Any) -> bool:
         """True when the agent delivered its final output, False when the case failed."""
