@@ -2,8 +2,9 @@
 
 Cases run concurrently up to ``jobs`` at a time, yet results and events come out in case order,
 so ``-j 4`` produces exactly what ``-j 1`` does. A case's slot frees up as soon as its verdict is
-known: an agent that is still exiting after its final output does so while the next case runs. Each case gets a fresh agent process; nothing is
-shared between cases except the imported tool module (record and live modes).
+known: an agent that is still exiting after its final output does so while the next case runs.
+Each case gets a fresh agent process; nothing is shared between cases except the imported tool
+module (record and live modes).
 """
 
 from __future__ import annotations
