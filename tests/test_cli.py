@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +196,17 @@ def test_init_outside_a_repository_keeps_every_path_inside_the_suite(
     code, out, err = call(["run", "evals/demo"], capsys)
     assert code == 0, out + err
     assert "min_pass_rate" in out
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_init_node_writes_a_node_agent_that_passes(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node_dir = Path(str(shutil.which("node"))).parent
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}:{node_dir}")
+    code, out, err = call(["init", "--language", "node"], capsys)
+    assert code == 0, out + err
+    assert '["node", "agent/agent.js"]' in (project / "evals/demo/suite.yaml").read_text()
+    assert not (project / "evals/demo/agent/agent.py").exists()
+    code, out, err = call(["run", "evals/demo"], capsys)
+    assert code == 0, out + err

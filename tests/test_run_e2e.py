@@ -159,7 +159,10 @@ def test_parallel_run_gives_the_sequential_results_in_the_same_order(
     assert event_types(misbehaving_runs[1]) == event_types(misbehaving_runs[3])
 
 
-def test_ctrl_c_leaves_a_summary_marked_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     suite = make_suite(tmp_path)
     for case in (suite / "cases").iterdir():
         if case.name not in ("a_ok.yaml", "e_grandchild.yaml"):
@@ -179,7 +182,7 @@ def test_ctrl_c_leaves_a_summary_marked_interrupted(tmp_path: Path) -> None:
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
@@ -189,3 +192,18 @@ def test_ctrl_c_leaves_a_summary_marked_interrupted(tmp_path: Path) -> None:
     assert [c["id"] for c in summary["cases"]] == ["a_ok"]
     assert (run_dir / "run.jsonl").exists()
     assert pid_gone(int(pid_file.read_text()))
+
+
+def test_case_option_runs_only_the_named_cases(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    out = tmp_path / "out"
+    proc = trialrun(
+        "run", str(suite), "--out", str(out), "--case", "a_ok", "--case", "j_usage", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((only_run_dir(out) / "summary.json").read_text(encoding="utf-8"))
+    assert [c["id"] for c in summary["cases"]] == ["a_ok", "j_usage"]
+
+    proc = trialrun("run", str(suite), "--out", str(out), "--case", "a_okk", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "a_ok" in proc.stderr

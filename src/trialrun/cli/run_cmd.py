@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +79,16 @@ def run(
     interrupted = False
     try:
         asyncio.run(
-            run_suite(
-                loaded,
-                RunOptions(mode=run_mode, jobs=jobs),
-                progress,
-                on_case_done=lambda _i, result: run_dir.write_case_events(result),
+            _stop_on_sigterm(
+                run_suite(
+                    loaded,
+                    RunOptions(mode=run_mode, jobs=jobs),
+                    progress,
+                    on_case_done=lambda _i, result: run_dir.write_case_events(result),
+                )
             )
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
 
     policy = loaded.config.regression
@@ -122,6 +126,18 @@ def run(
         regression is None or regression["passed"]
     )
     return EXIT_OK if passed else EXIT_FAILED
+
+
+async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
+    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        await work
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _baseline_for(
