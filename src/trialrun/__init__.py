@@ -1,5 +1,131 @@
-"""trialrun: deterministic CI and trustworthy evaluation for tool-using AI agents."""
+"""trialrun: deterministic CI and trustworthy evaluation for tool-using AI agents.
+
+The public API is what ``__all__`` lists; everything else is private. Names are imported on first
+use, so ``import trialrun`` (and the CLI's start-up) pays for none of the heavy dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_EXPORTS: dict[str, str] = {
+    # loading suites
+    "load_suite": "trialrun.config",
+    "Suite": "trialrun.config",
+    "Case": "trialrun.config",
+    # running them
+    "RunOptions": "trialrun.runner",
+    "RunProgress": "trialrun.runner",
+    "run_suite": "trialrun.runner",
+    "run_case": "trialrun.runner",
+    # what a run produced
+    "AgentRun": "trialrun.results",
+    "CaseResult": "trialrun.results",
+    "CheckFailure": "trialrun.results",
+    "Failure": "trialrun.results",
+    "RunResult": "trialrun.results",
+    "ToolCall": "trialrun.results",
+    "Usage": "trialrun.results",
+    # writing assertion plugins
+    "AssertionParamError": "trialrun.checks.registry",
+    "AssertionType": "trialrun.checks.registry",
+    "CheckSubject": "trialrun.checks.registry",
+    "CompileContext": "trialrun.checks.registry",
+    "CompiledAssertion": "trialrun.checks.registry",
+    "Param": "trialrun.checks.registry",
+    "check_params": "trialrun.checks.registry",
+    "register": "trialrun.checks.registry",
+    # errors
+    "TrialrunError": "trialrun.errors",
+    "ConfigError": "trialrun.errors",
+    "ConfigErrors": "trialrun.errors",
+    "ProtocolError": "trialrun.errors",
+    "CassetteError": "trialrun.errors",
+    "CassetteMismatch": "trialrun.errors",
+    "ReceiptError": "trialrun.errors",
+    "JudgeError": "trialrun.errors",
+}
+
+__all__ = [
+    "AgentRun",
+    "AssertionParamError",
+    "AssertionType",
+    "Case",
+    "CaseResult",
+    "CassetteError",
+    "CassetteMismatch",
+    "CheckFailure",
+    "CheckSubject",
+    "CompileContext",
+    "CompiledAssertion",
+    "ConfigError",
+    "ConfigErrors",
+    "Failure",
+    "JudgeError",
+    "Param",
+    "ProtocolError",
+    "ReceiptError",
+    "RunOptions",
+    "RunProgress",
+    "RunResult",
+    "Suite",
+    "ToolCall",
+    "TrialrunError",
+    "Usage",
+    "__version__",
+    "check_params",
+    "load_suite",
+    "register",
+    "run_case",
+    "run_suite",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trialrun' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from trialrun.checks.registry import (
+        AssertionParamError,
+        AssertionType,
+        CheckSubject,
+        CompileContext,
+        CompiledAssertion,
+        Param,
+        check_params,
+        register,
+    )
+    from trialrun.config import Case, Suite, load_suite
+    from trialrun.errors import (
+        CassetteError,
+        CassetteMismatch,
+        ConfigError,
+        ConfigErrors,
+        JudgeError,
+        ProtocolError,
+        ReceiptError,
+        TrialrunError,
+    )
+    from trialrun.results import (
+        AgentRun,
+        CaseResult,
+        CheckFailure,
+        Failure,
+        RunResult,
+        ToolCall,
+        Usage,
+    )
+    from trialrun.runner import RunOptions, RunProgress, run_case, run_suite
