@@ -242,3 +242,20 @@ def test_one_annotation_per_failure_reason() -> None:
         CALL_ORDER.message,
         "Missing required fields: x",
     ]
+
+
+def test_a_faulty_agent_shows_the_end_of_its_stderr() -> None:
+    traceback = "\n".join(f"frame {i}" for i in range(20)) + "\nRuntimeError: boom \x1b[31m"
+    failure = Failure("agent_crashed", "Agent exited with code 1", "error", stderr_tail=traceback)
+    run = AgentRun(case_id="t1", failure=failure, stderr_tail=traceback)
+    case = CaseResult(case_id="t1", status="error", run=run, failure=failure)
+    text = "\n".join(format_failures([case], []))
+    assert "RuntimeError: boom" in text and "\x1b" not in text
+    assert "frame 13" in text and "frame 12" not in text  # only the last lines
+
+
+def test_a_failing_check_does_not_print_stderr() -> None:
+    failure = Failure("assertion_failed", "Missing required fields: x", "fail", stderr_tail="noise")
+    run = AgentRun(case_id="t1", failure=failure, stderr_tail="noise")
+    case = CaseResult(case_id="t1", status="fail", run=run, failure=failure)
+    assert "noise" not in "\n".join(format_failures([case], []))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialrun.redact import redact_text
+from trialrun.report.summary import stderr_tail_of
 from trialrun.results import CaseResult, RunResult
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -29,6 +30,7 @@ _VALUE_COLUMN = 13
 
 _ASSERTION_LIKE = ("assertion_failed", "budget_exceeded")
 _RULE_MAX = 40
+CONSOLE_STDERR_LINES = 8
 
 
 @dataclass(frozen=True)
@@ -179,12 +181,23 @@ def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]
             lines += ["", f"{case.status.upper()} {clean(case.case_id)}"]
             for detail in failure_details(case):
                 lines += detail_lines(detail)
+            lines += _stderr_lines(case)
     if gates:
         if lines:
             lines.append("")
         lines.append(f"Gate failures ({len(gates)}):")
         lines += [f"  {gate}: {message}" for gate, message in gates]
     return lines
+
+
+def _stderr_lines(case: CaseResult) -> list[str]:
+    """For a fault, the last lines the agent wrote to stderr: usually the reason it broke."""
+    if case.status != "error":
+        return []
+    tail = clean(stderr_tail_of(case)).splitlines()[-CONSOLE_STDERR_LINES:]
+    if not tail:
+        return []
+    return [_field("stderr", f"(last {len(tail)} lines)"), *(f"    {line}" for line in tail)]
 
 
 def detail_lines(raw: FailureDetail) -> list[str]:
