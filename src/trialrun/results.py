@@ -26,6 +26,8 @@ class ToolCall:
     ok: bool
     result: Any = None
     error: str | None = None
+    duration_ms: float = 0.0
+    """Time the tool backend took to answer (0 for a call refused before reaching it)."""
 
 
 @dataclass(slots=True)

@@ -217,6 +217,7 @@ class _Session:
                 f"Tool not allowed: {call.name}. Allowed tools: {allowed}",
                 "fail",
             )
+        started = time.monotonic()
         try:
             outcome = await self._call_tool(call)
         except CassetteMismatch as exc:
@@ -225,8 +226,17 @@ class _Session:
             self._refuse(call, "tool_registry_error", str(exc), "error")
         except CassetteError as exc:
             self._refuse(call, "cassette_error", str(exc), "error")
+        duration_ms = (time.monotonic() - started) * 1000
         self._run.tool_calls.append(
-            ToolCall(call.call_id, call.name, call.args, outcome.ok, outcome.result, outcome.error)
+            ToolCall(
+                call.call_id,
+                call.name,
+                call.args,
+                outcome.ok,
+                outcome.result,
+                outcome.error,
+                duration_ms,
+            )
         )
         reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
         self._event("tool_result", **{k: v for k, v in reply.items() if k != "type"})
