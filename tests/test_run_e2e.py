@@ -126,6 +126,7 @@ def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
     run_dir = misbehaving_runs[1]
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "junit.xml",
+        "receipt.jsonl",
         "report.html",
         "run.jsonl",
         "summary.json",
@@ -137,6 +138,19 @@ def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
     ends = [e for e in events if e["type"] == "case_end"]
     assert [e["case_id"] for e in ends] == list(EXPECTED)
     assert any(e["type"] == "agent_error" and e["case_id"] == "b_crash" for e in events)
+
+
+def test_the_receipt_verifies_and_records_every_case(misbehaving_runs: dict[int, Path]) -> None:
+    from trialrun.receipt.verify import verify_receipt
+
+    receipt = misbehaving_runs[1] / "receipt.jsonl"
+    result = verify_receipt(receipt)
+    assert result.ok, result.to_json()
+    events = [json.loads(line) for line in receipt.read_text(encoding="utf-8").splitlines()]
+    ends = [e["data"] for e in events if e["type"] == "case_end"]
+    assert [(e["case"], e["status"]) for e in ends] == [(k, v[0]) for k, v in EXPECTED.items()]
+    assert events[-1]["type"] == "run_end" and events[-1]["data"]["verified"] is False
+    assert any(e["type"] == "usage" and e["data"]["case"] == "j_usage" for e in events)
 
 
 def test_grandchildren_do_not_survive_their_case(misbehaving_runs: dict[int, Path]) -> None:
@@ -191,6 +205,9 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     assert summary["run"]["interrupted"] is True
     assert [c["id"] for c in summary["cases"]] == ["a_ok"]
     assert (run_dir / "run.jsonl").exists()
+    from trialrun.receipt.verify import verify_receipt
+
+    assert verify_receipt(run_dir / "receipt.jsonl").reason == "truncated"
     assert pid_gone(int(pid_file.read_text()))
 
 

@@ -29,6 +29,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "run": ("trialrun.cli.run_cmd", "run", "Run a suite: replay, record or live."),
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
+    "receipt": ("trialrun.cli.receipt_cmd", "receipt", "Verify, sign and view run receipts."),
 }
 
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
+import sys
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+if TYPE_CHECKING:
+    from trialrun.receipt.signing import Ed25519Signer
+    from trialrun.results import CaseResult
 
 DEFAULT_OUT_DIR = Path("trialrun_out")
 
@@ -46,6 +52,12 @@ DEFAULT_OUT_DIR = Path("trialrun_out")
 @click.option(
     "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
 )
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    envvar="TRIALRUN_SIGN_KEY",
+    help="Ed25519 private key (PEM) that signs the run's receipt [env: TRIALRUN_SIGN_KEY].",
+)
 def run(
     suite: Path,
     mode: str | None,
@@ -54,11 +66,13 @@ def run(
     out: Path | None,
     jobs: int,
     case_ids: tuple[str, ...],
+    sign_key: Path | None,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
     from trialrun.artifacts import RunDirectory, new_run_id
     from trialrun.baseline import compute_regression
     from trialrun.config import load_suite
+    from trialrun.receipt.suite_run import SuiteReceipt
     from trialrun.report.console import format_run, github_annotations
     from trialrun.report.html import render_html
     from trialrun.report.junit import build_junit
@@ -71,11 +85,24 @@ def run(
     loaded = load_suite(suite, case_ids=case_ids)
     run_mode = resolve_mode(loaded, mode)
     baseline_doc, baseline_file = _baseline_for(loaded.baseline_path, baseline, no_baseline)
+    signer = _signer(sign_key)
 
     started = time.time()
     out_dir = out or loaded.output_dir or DEFAULT_OUT_DIR
     run_dir = RunDirectory(out_dir, loaded.config.suite_name, new_run_id(started))
+    receipt = SuiteReceipt(
+        run_dir.path / "receipt.jsonl",
+        suite_name=loaded.config.suite_name,
+        command_line=shlex.join(["trialrun", *sys.argv[1:]]),
+        repository=loaded.root,
+        signer=signer,
+    )
     progress = RunProgress()
+
+    def record(result: CaseResult) -> None:
+        run_dir.write_case_events(result)
+        receipt.record_case(result)
+
     interrupted = False
     try:
         asyncio.run(
@@ -84,7 +111,7 @@ def run(
                     loaded,
                     RunOptions(mode=run_mode, jobs=jobs),
                     progress,
-                    on_case_done=lambda _i, result: run_dir.write_case_events(result),
+                    on_case_done=lambda _i, result: record(result),
                 )
             )
         )
@@ -112,6 +139,11 @@ def run(
     if baseline_doc is not None and baseline_file is not None and not interrupted:
         regression = compute_regression(baseline_doc, summary, policy, display_path(baseline_file))
         summary = build_summary(result, regression=regression)
+    passed = all(case.passed for case in result.cases) and (
+        regression is None or regression["passed"]
+    )
+    if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
+        receipt.finish(result.cases, verified=passed)
     run_dir.finish(result, summary, build_junit(result), render_html(result, summary))
 
     click.echo(format_run(result, summary, regression))
@@ -122,10 +154,16 @@ def run(
     if interrupted:
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
-    passed = all(case.passed for case in result.cases) and (
-        regression is None or regression["passed"]
-    )
     return EXIT_OK if passed else EXIT_FAILED
+
+
+def _signer(sign_key: Path | None) -> Ed25519Signer | None:
+    """Load the signing key before any case runs, so a bad key costs nothing."""
+    if sign_key is None:
+        return None
+    from trialrun.receipt.signing import load_private_key
+
+    return load_private_key(sign_key)
 
 
 async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:

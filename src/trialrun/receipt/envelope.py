@@ -1,0 +1,98 @@
+"""The Run Receipt v0 envelope: member names, timestamps and the event hash.
+
+Every receipt line is one event ``{v, seq, ts, type, data, prev, hash}`` (``run_end`` may add
+``signature``). ``hash`` is the SHA-256 hex of the canonical JSON (``trialrun.canonjson``) of the
+event *without* ``hash`` and ``signature``, so a signature can be added or stripped without
+touching the chain. The line itself is the canonical JSON of the whole event, which is why the
+writer builds it here from the very text it hashed (``canonical_event_text`` / ``event_line``):
+one serialization per event, byte for byte what the reference writer produces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from trialrun import canonjson
+
+__all__ = [
+    "ENVELOPE_KEYS",
+    "SIGNATURE_KEY",
+    "SPEC_VERSION",
+    "ZERO_HASH",
+    "EventText",
+    "event_hash",
+    "format_ts",
+]
+
+SPEC_VERSION: Final = "0"
+ZERO_HASH: Final = "0" * 64
+# In the order an event is built; the line on disk sorts them (canonical JSON).
+ENVELOPE_KEYS: Final = ("v", "seq", "ts", "type", "data", "prev", "hash")
+SIGNATURE_KEY: Final = "signature"
+_NOT_HASHED: Final = ("hash", SIGNATURE_KEY)
+
+
+def format_ts(epoch: float) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC, as JavaScript's ``Date.toISOString`` writes it.
+
+    Milliseconds are truncated like a JavaScript ``Date``; the epoch is first rounded to the
+    microsecond so that float noise (``1.001 * 1000 == 1000.9999999999999``) does not lose one.
+    """
+    if not math.isfinite(epoch):
+        raise ValueError(f"timestamp must be a finite number of seconds, found {epoch!r}")
+    millis = math.floor(round(epoch * 1000, 3))
+    seconds, ms = divmod(millis, 1000)
+    try:
+        t = time.gmtime(seconds)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise ValueError(f"timestamp {epoch!r} is outside the representable dates") from exc
+    if not 0 <= t.tm_year <= 9999:
+        raise ValueError(f"timestamp {epoch!r} is outside years 0000-9999")
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{ms:03d}Z"
+    )
+
+
+def event_hash(event: Mapping[str, Any], *, codepoint: bool = False) -> str:
+    """SHA-256 hex of the canonical JSON of ``event`` minus ``hash`` and ``signature``.
+
+    ``codepoint=True`` sorts keys by code point (the spec's wording) instead of UTF-16 code units
+    (the reference's behaviour); only the verifier's fallback uses it.
+    """
+    if any(key in event for key in _NOT_HASHED):
+        event = {key: value for key, value in event.items() if key not in _NOT_HASHED}
+    dumps = canonjson.dumps_codepoint if codepoint else canonjson.dumps
+    return hashlib.sha256(dumps(event).encode("utf-8")).hexdigest()
+
+
+class EventText:
+    """The canonical text of one standard event, split where ``hash``/``signature`` go.
+
+    Canonical key order of the envelope is ``data, hash, prev, seq, signature, ts, type, v``
+    (all ASCII, so UTF-16 and code-point order agree). The hashed text lacks ``hash`` and
+    ``signature``; the line adds them at their sorted places, reusing the same pieces.
+    """
+
+    __slots__ = ("_head", "_middle", "_tail")
+
+    def __init__(self, *, seq: int, ts: str, type: str, data_json: str, prev: str) -> None:
+        self._head = '{"data":' + data_json + ","
+        self._middle = '"prev":"' + prev + '","seq":' + str(seq) + ","
+        self._tail = '"ts":"' + ts + '","type":' + canonjson.dumps(type) + ',"v":"0"}'
+
+    def hashed_text(self) -> str:
+        """The canonical JSON of the event without ``hash`` and ``signature``."""
+        return self._head + self._middle + self._tail
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.hashed_text().encode("utf-8")).hexdigest()
+
+    def line(self, hash_hex: str, signature: Mapping[str, Any] | None = None) -> str:
+        """The file line: canonical JSON of the whole event, newline-terminated."""
+        signed = "" if signature is None else '"signature":' + canonjson.dumps(signature) + ","
+        return self._head + '"hash":"' + hash_hex + '",' + self._middle + signed + self._tail + "\n"

@@ -1,0 +1,158 @@
+"""The receipt of a suite run: one Run Receipt v0 per ``trialrun run``.
+
+``run_start`` names the suite (the goal) and the command line; each finished case adds a custom
+``case_start``, its standard ``tool_call`` events (with a ``case`` member), a ``usage`` event when
+the agent reported any, and a custom ``case_end`` carrying the verdict and the SHA-256 of the
+case's full trace as written to run.jsonl; ``run_end`` carries the totals. Cases are recorded as
+they finish, in case order, so ``-j`` does not change the receipt. docs/receipts.md documents the
+custom event types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun import __version__, canonjson
+from trialrun.results import CaseResult
+
+if TYPE_CHECKING:
+    from trialrun.receipt.signing import Ed25519Signer
+    from trialrun.receipt.writer import ReceiptWriter
+
+ARGS_SUMMARY_CHARS = 200
+
+
+class SuiteReceipt:
+    """Streams one suite run into ``receipt.jsonl``; a crash leaves it truncated, never forged."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        suite_name: str,
+        command_line: str,
+        repository: Path,
+        signer: Ed25519Signer | None = None,
+    ) -> None:
+        from trialrun.receipt.writer import ReceiptWriter
+
+        self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
+        head, branch = _git_state(repository)
+        self._writer.emit(
+            "run_start",
+            {
+                "goal": suite_name,
+                "verifyCommand": command_line,
+                "repoHead": head,
+                "branch": branch,
+                "tool": {"name": "trialrun", "version": __version__},
+            },
+        )
+
+    def record_case(self, result: CaseResult) -> None:
+        run = result.run
+        case = result.case_id
+        self._writer.emit("case_start", {"case": case})
+        for call in run.tool_calls:
+            self._writer.emit(
+                "tool_call",
+                {
+                    "attempt": 1,
+                    "case": case,
+                    "name": call.name,
+                    "argsSummary": _summary(call.args),
+                    "durationMs": round(call.duration_ms, 3),
+                    "ok": call.ok,
+                },
+            )
+        usage = run.usage
+        if (
+            usage.tokens_in is not None
+            or usage.tokens_out is not None
+            or usage.cost_usd is not None
+        ):
+            tokens_in, tokens_out = usage.tokens_in or 0, usage.tokens_out or 0
+            data: dict[str, Any] = {
+                "attempt": 1,
+                "case": case,
+                "inputTokens": tokens_in,
+                "outputTokens": tokens_out,
+                "cacheReadTokens": 0,
+                "cacheWriteTokens": 0,
+                "totalTokens": tokens_in + tokens_out,
+                "costUsd": usage.cost_usd or 0.0,
+            }
+            if usage.model is not None:
+                data["model"] = usage.model
+            self._writer.emit("usage", data)
+        self._writer.emit(
+            "case_end",
+            {
+                "case": case,
+                "status": result.status,
+                "failureKind": result.failure.kind if result.failure else None,
+                "wallMs": run.wall_ms,
+                "traceSha256": trace_sha256(run.events),
+            },
+        )
+
+    def finish(self, results: Sequence[CaseResult], *, verified: bool) -> None:
+        """Seal the receipt. An interrupted run never calls this: its receipt reads as truncated."""
+        tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in results)
+        cost = sum(r.run.usage.cost_usd or 0.0 for r in results)
+        self._writer.close(
+            {
+                "stopReason": "completed",
+                "verified": verified,
+                "totals": {
+                    "attempts": len(results),
+                    "totalTokens": tokens,
+                    "costUsd": cost,
+                    "filesChanged": 0,
+                },
+                "cases": {
+                    "total": len(results),
+                    "passed": sum(1 for r in results if r.status == "pass"),
+                    "failed": sum(1 for r in results if r.status == "fail"),
+                    "errors": sum(1 for r in results if r.status == "error"),
+                },
+            }
+        )
+
+
+def trace_sha256(events: Sequence[dict[str, Any]]) -> str:
+    """SHA-256 of the case's events as canonical JSON lines: ties the receipt to run.jsonl."""
+    digest = hashlib.sha256()
+    for event in events:
+        digest.update(canonjson.dumps(event).encode("utf-8", "surrogatepass"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _summary(args: Any) -> str:
+    text = canonjson.dumps(args)
+    return text if len(text) <= ARGS_SUMMARY_CHARS else text[: ARGS_SUMMARY_CHARS - 3] + "..."
+
+
+def _git_state(repository: Path) -> tuple[str | None, str]:
+    """The commit and branch the run started from; (None, "") outside a repository."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repository, capture_output=True, text=True, timeout=5
+        )
+        branch = subprocess.run(
+            ["git", "rev-parse", "--abbrev-ref", "HEAD"],
+            cwd=repository,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None, ""
+    commit = head.stdout.strip() if head.returncode == 0 else None
+    name = branch.stdout.strip() if branch.returncode == 0 else ""
+    return commit or None, name

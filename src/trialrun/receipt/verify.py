@@ -1,0 +1,415 @@
+"""Verify a Run Receipt v0: hash chain, completeness and the optional Ed25519 signature.
+
+Verdicts, their order and messages are the reference verifier's (conformance README "Facts",
+``expected.json``). Per line: JSON parse, is an object, envelope shape, event after run_end, seq,
+prev, hash, first event is run_start; after the last line: truncated; then the signature. Where
+the reference throws or reads the whole file, this verifier returns a verdict instead:
+
+* a number that overflows a double (``1e400``) or nesting too deep to hash: ``invalid_event``;
+  an integer too long for Python's parser: ``invalid_json``;
+* a line longer than ``MAX_LINE_BYTES`` is ``invalid_json`` without being read into memory, so
+  memory stays constant whatever the file holds;
+* bytes that are not UTF-8 become U+FFFD, as Node's decoder does (the hash then fails);
+* a chain hashed with keys in code-point order (the spec text) also verifies when the whole
+  chain agrees on that one order, and the result says ``key_order == "codepoint"``.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Any, BinaryIO, Final, Literal, get_args
+
+from trialrun import canonjson
+from trialrun.receipt.envelope import ZERO_HASH, event_hash
+
+__all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]
+
+Reason = Literal[
+    "unreadable",
+    "empty",
+    "invalid_json",
+    "invalid_event",
+    "seq_mismatch",
+    "prev_mismatch",
+    "hash_mismatch",
+    "bad_first_event",
+    "event_after_run_end",
+    "truncated",
+    "bad_signature",
+    "unsigned",
+    "untrusted_key",
+]
+REASONS: Final[tuple[Reason, ...]] = get_args(Reason)
+KeyOrder = Literal["utf16", "codepoint"]
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+_READ_BUFFER_BYTES = 1 << 20
+_MESSAGE_VALUE_CHARS = 200
+
+_HEX_DIGITS = "0123456789abcdef"
+_SEQ_LIMIT = 2**63
+_DOUBLE_OVERFLOW = 2**1024
+# Key order can only matter when some character is >= U+E000 (raw, or as a \u escape).
+_HIGH_CHAR = re.compile("[\ue000-\U0010ffff]")
+_HIGH_ESCAPE = re.compile(rb"\\u[dDeEfF]")
+
+
+class _Absent:
+    """Marks a member that is not there (JavaScript's ``undefined``)."""
+
+
+_ABSENT: Final = _Absent()
+
+
+@dataclass(frozen=True)
+class SignatureResult:
+    present: bool
+    valid: bool | None = None
+    public_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"present": self.present}
+        if self.valid is not None:
+            out["valid"] = self.valid
+        if self.public_key is not None:
+            out["publicKey"] = self.public_key
+        return out
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    event_count: int
+    first_bad_seq: int | None
+    reason: Reason | None
+    message: str
+    signature: SignatureResult
+    last_hash: str | None
+    key_order: KeyOrder | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The reference verifier's result object (``keyOrder`` only when it is "codepoint")."""
+        out: dict[str, Any] = {"ok": self.ok, "eventCount": self.event_count}
+        if self.first_bad_seq is not None:
+            out["firstBadSeq"] = self.first_bad_seq
+        if self.reason is not None:
+            out["reason"] = self.reason
+        out["message"] = self.message
+        out["signature"] = self.signature.to_json()
+        if self.last_hash is not None:
+            out["lastHash"] = self.last_hash
+        if self.key_order == "codepoint":
+            out["keyOrder"] = self.key_order
+        return out
+
+
+def verify_receipt(
+    source: str | Path | BinaryIO,
+    *,
+    public_key: str | None = None,
+    require_signature: bool = False,
+) -> VerifyResult:
+    """Verify a receipt file (path) or binary stream; never raises.
+
+    ``public_key`` pins the signer (PEM SPKI text or base64 SPKI DER) and, like
+    ``require_signature``, makes an unsigned receipt fail.
+    """
+    options = (public_key, require_signature)
+    if isinstance(source, str | Path):
+        try:
+            stream = open(source, "rb", buffering=_READ_BUFFER_BYTES)  # noqa: SIM115
+        except (OSError, ValueError) as exc:
+            return _unreadable(str(source), exc, 0)
+        with stream:
+            return _verify_stream(stream, str(source), options)
+    return _verify_stream(source, str(getattr(source, "name", "<stream>")), options)
+
+
+# The caller's pinned public key and whether a signature is required.
+_Options = tuple[str | None, bool]
+
+
+def _verify_stream(stream: BinaryIO, name: str, options: _Options) -> VerifyResult:
+    readline, limit = stream.readline, MAX_LINE_BYTES
+    hasher = _EventHasher()
+    parse = hasher.parse
+    prev = ZERO_HASH
+    count = 0  # events verified so far, which is also the seq the next line must carry
+    signature: object = _ABSENT
+    seen_run_end = False
+    while True:
+        try:
+            raw = readline(limit + 1)
+        except (OSError, ValueError) as exc:
+            return _unreadable(name, exc, count)
+        if not raw:
+            break
+        if type(raw) is not bytes:
+            return _unreadable(name, TypeError("expected a binary stream, got text"), count)
+        if len(raw) > limit and raw[-1] != 0x0A:
+            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count) + _TOO_LONG)
+        text = raw.decode("utf-8", "replace")
+        try:
+            event = parse(text)
+        except (ValueError, RecursionError):
+            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count))
+        if type(event) is not dict:
+            return _fail(count, "invalid_event", _NOT_OBJECT.format(count + 1, count))
+        stored_hash: str = event.get("hash", "")
+        try:
+            usual_shape = (
+                event["v"] == "0"
+                and type(event["seq"]) is int
+                and type(event["ts"]) is str
+                and type(event["type"]) is str
+                and type(event["data"]) is dict
+                and (event["prev"] == prev or _is_hex64(event["prev"]))
+                and _is_hex64(stored_hash)
+                and -_SEQ_LIMIT < event["seq"] < _SEQ_LIMIT
+            )
+        except KeyError:
+            usual_shape = False
+        if not usual_shape:
+            # Not the usual shape: name the first problem exactly as the reference does.
+            problem = _shape_problem(event)
+            if problem is not None:
+                return _fail(count, "invalid_event", f"Event at seq {count}: {problem}")
+        if seen_run_end:
+            return _fail(count, "event_after_run_end", f"Event at seq {count} follows run_end")
+        if event["seq"] != count:
+            return _fail(count, "seq_mismatch", _SEQ.format(count, _js_text(event["seq"])))
+        if event["prev"] != prev:
+            return _fail(count, "prev_mismatch", _PREV.format(count, count - 1))
+        del event["hash"]
+        event_signature = event.pop("signature", _ABSENT)
+        try:
+            if hasher.plain_numbers and raw.isascii() and b"\\u" not in raw:
+                matches = sha256(_sorted_compact(event).encode()).hexdigest() == stored_hash
+            else:
+                matches = hasher.matches(event, stored_hash, raw, text)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            return _fail(count, "invalid_event", f"Event at seq {count}: cannot be hashed: {exc}")
+        if not matches:
+            return _fail(count, "hash_mismatch", _HASH.format(count))
+        if count == 0 and event["type"] != "run_start":
+            return _fail(0, "bad_first_event", f"seq 0 must be run_start, found {event['type']}")
+        prev = stored_hash
+        count += 1
+        if event["type"] == "run_end":
+            seen_run_end = True
+            signature = event_signature
+    if count == 0:
+        return _fail(0, "empty", "Receipt is empty: expected a run_start event at seq 0")
+    key_order = hasher.key_order()
+    if not seen_run_end:
+        message = _TRUNCATED.format(count - 1)
+        return VerifyResult(False, count, count, "truncated", message, _UNSIGNED, prev, key_order)
+    return _check_signature(signature, count, prev, key_order, options)
+
+
+# The reference verifier's messages, word for word.
+_NOT_JSON = "Line {} (seq {}) is not valid JSON"
+_TOO_LONG = f": longer than {MAX_LINE_BYTES} bytes"
+_NOT_OBJECT = "Line {} (seq {}) is not a JSON object"
+_SEQ = "Expected seq {} but found seq {}: events were reordered, or one was deleted or inserted"
+_PREV = "seq {}: prev does not match the hash of seq {}: the previous event was changed or removed"
+_HASH = "seq {}: hash does not match the event content: the event was edited"
+_TRUNCATED = "No run_end event after seq {}: the receipt is truncated or the run did not finish"
+
+
+class _EventHasher:
+    """Parses lines and recomputes event hashes, serializing each event once.
+
+    The fast path hashes the stdlib C encoder's sorted compact text. That text is canonical
+    exactly when canonjson's own fast path would take it: the line is ASCII without any \\u
+    escape (so every key is ASCII, where UTF-16 and code-point order agree, and no string holds a
+    lone surrogate) and every number is an int of at most 15 digits or a non-integral float with
+    1e-4 <= |x| < 1e16. The numbers are watched while parsing, so no second walk over the event
+    is needed. Any other line goes through ``envelope.event_hash``, in both key orders when the
+    order can matter; the chain must then hold together under one order from start to end.
+    """
+
+    __slots__ = ("codepoint_ok", "parse", "plain_numbers", "utf16_ok")
+
+    def __init__(self) -> None:
+        self.plain_numbers = True
+        self.utf16_ok = True
+        self.codepoint_ok = True
+
+        def parse_float(text: str) -> float:
+            value = float(text)
+            if value.is_integer() or not 1e-4 <= abs(value) < 1e16:
+                self.plain_numbers = False
+            return value
+
+        def parse_int(text: str) -> int:
+            if len(text) > 15:
+                self.plain_numbers = False
+            return int(text)
+
+        decoder = json.JSONDecoder(
+            parse_float=parse_float, parse_int=parse_int, parse_constant=_reject_constant
+        )
+        scan, decode = decoder.scan_once, decoder.decode
+
+        def parse(text: str) -> Any:
+            # The C scanner directly; decode() adds two regex passes and two Python frames.
+            try:
+                value, end = scan(text, 0)
+            except StopIteration:  # leading whitespace, or not JSON: let decode() judge
+                return decode(text)
+            if end != len(text) and text[end:].strip(" \t\r\n"):
+                raise ValueError(f"extra data after the JSON value at character {end}")
+            return value
+
+        self.parse = parse
+
+    def matches(self, event: dict[str, Any], stored_hash: str, raw: bytes, text: str) -> bool:
+        """The slow path: whether ``event`` (without hash and signature) hashes to ``stored_hash``."""
+        self.plain_numbers = True
+        if not _order_may_matter(raw, text):
+            return event_hash(event) == stored_hash
+        self.utf16_ok = self.utf16_ok and event_hash(event) == stored_hash
+        self.codepoint_ok = self.codepoint_ok and event_hash(event, codepoint=True) == stored_hash
+        return self.utf16_ok or self.codepoint_ok
+
+    def key_order(self) -> KeyOrder:
+        return "utf16" if self.utf16_ok else "codepoint"
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    """Sorted compact JSON text; CPython's C encoder built once, not once per event."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - interpreters without the C accelerator
+        return json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+    chunks = make(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_sorted_compact: Final = _compact_encoder()
+
+
+def _shape_problem(event: dict[str, Any]) -> str | None:
+    version = event.get("v", _ABSENT)
+    if version != "0":
+        return f"unsupported version {_js_text(version)}"
+    if not _is_integer(event.get("seq")):
+        return "seq is not an integer"
+    if type(event.get("ts")) is not str:
+        return "ts is not a string"
+    if type(event.get("type")) is not str:
+        return "type is not a string"
+    if type(event.get("data")) is not dict:
+        return "data is not an object"
+    for member in ("prev", "hash"):
+        value = event.get(member)
+        if not _is_hex64(value):
+            return f"{member} is not a sha256 hex string"
+    return None
+
+
+def _is_hex64(value: object) -> bool:
+    return type(value) is str and len(value) == 64 and not value.strip(_HEX_DIGITS)
+
+
+def _is_integer(value: object) -> bool:
+    # JavaScript has one number type: 3.0 is an integer, true is not, 1e400 is Infinity.
+    if type(value) is float:
+        return value.is_integer()
+    return type(value) is int and abs(value) < _DOUBLE_OVERFLOW
+
+
+def _order_may_matter(raw: bytes, text: str) -> bool:
+    """Whether UTF-16 and code-point key order could sort some object of this line differently."""
+    if raw.isascii():
+        return b"\\u" in raw and _HIGH_ESCAPE.search(raw) is not None
+    return _HIGH_CHAR.search(text) is not None or _HIGH_ESCAPE.search(raw) is not None
+
+
+def _check_signature(
+    signature: object, count: int, last_hash: str, key_order: KeyOrder, options: _Options
+) -> VerifyResult:
+    def verdict(reason: Reason | None, message: str, result: SignatureResult) -> VerifyResult:
+        bad_seq = None if reason is None else count - 1
+        ok = reason is None
+        return VerifyResult(ok, count, bad_seq, reason, message, result, last_hash, key_order)
+
+    pinned_key, require_signature = options
+    if isinstance(signature, _Absent):
+        if require_signature or pinned_key is not None:
+            message = "Receipt has no signature but one is required"
+            return verdict("unsigned", message, SignatureResult(False))
+        message = f"Chain intact, {count} events, run complete (unsigned)"
+        return verdict(None, message, SignatureResult(False))
+    if (
+        type(signature) is not dict
+        or signature.get("alg") != "ed25519"
+        or type(signature.get("publicKey")) is not str
+        or type(signature.get("sig")) is not str
+    ):
+        message = "run_end signature block is malformed"
+        return verdict("bad_signature", message, SignatureResult(True, False))
+    from trialrun.receipt.signing import check_signature
+
+    embedded_key: str = signature["publicKey"]
+    if not check_signature(signature, last_hash):
+        message = "Signature does not verify against the last hash"
+        return verdict("bad_signature", message, SignatureResult(True, False, embedded_key))
+    signed = SignatureResult(True, True, embedded_key)
+    if pinned_key is not None:
+        trusted = _normalized_public_key(pinned_key)
+        if trusted is None:
+            message = "The expected public key could not be parsed"
+            return verdict("untrusted_key", message, signed)
+        if trusted != embedded_key:
+            message = "Signature is valid but the signing key is not the expected key"
+            return verdict("untrusted_key", message, signed)
+    return verdict(None, f"Chain intact, {count} events, run complete, signature valid", signed)
+
+
+def _normalized_public_key(key: str) -> str | None:
+    try:
+        from trialrun.receipt.signing import load_public_key
+
+        return load_public_key(key)
+    except Exception:  # any unusable pinned key gets the same verdict
+        return None
+
+
+_UNSIGNED: Final = SignatureResult(False)
+
+
+def _fail(seq: int, reason: Reason, message: str) -> VerifyResult:
+    # Every failure inside the chain happens at the line after the last verified event.
+    return VerifyResult(False, seq, seq, reason, message, _UNSIGNED, None, None)
+
+
+def _unreadable(name: str, exc: BaseException, count: int) -> VerifyResult:
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return _fail(count, "unreadable", f"Cannot read {name}: {detail}")
+
+
+def _reject_constant(name: str) -> None:
+    # JSON.parse refuses NaN and Infinity; Python's parser accepts them unless told not to.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# Parses as JSON.parse does: the same grammar, and NaN/Infinity refused.
+STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _js_text(value: object) -> str:
+    """``JSON.stringify`` of a parsed value for a message, cut to a readable length."""
+    if isinstance(value, _Absent):
+        return "undefined"
+    try:
+        text = canonjson.dumps(value) if type(value) not in (dict, list) else json.dumps(value)
+    except (ValueError, RecursionError):
+        text = "null"
+    return text if len(text) <= _MESSAGE_VALUE_CHARS else text[:_MESSAGE_VALUE_CHARS] + "..."

@@ -1,0 +1,211 @@
+"""``ReceiptWriter``: appends hash-chained Run Receipt v0 events to a new JSONL file.
+
+The writer sits on the hot path of every tool call, so each event costs one canonical
+serialization of its data (hashed, then reused for the line) and one unbuffered ``write``.
+Every string in ``data`` is redacted (``trialrun.redact``) before it is hashed: a secret never
+reaches the file, and the chain covers what is on disk. A ``tool_call`` event says whether
+anything was removed in ``data.redacted``.
+
+Failure modes are chosen so that a receipt never claims more than happened:
+
+* the file is created with ``O_EXCL``: an existing receipt is never overwritten or appended to;
+* a run that crashes (an exception inside ``with``) or is never ``close()``d has no ``run_end``,
+  so it verifies as ``truncated``;
+* after ``run_end`` (or a failed write, which may have left half a line) nothing more is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from trialrun import canonjson
+from trialrun.errors import ReceiptError
+from trialrun.receipt.envelope import SPEC_VERSION, ZERO_HASH, EventText, format_ts
+from trialrun.redact import redact_changed
+
+if TYPE_CHECKING:
+    from trialrun.receipt.signing import Ed25519Signer
+
+__all__ = ["ReceiptWriter"]
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_BINARY", 0)
+
+
+class ReceiptWriter:
+    """Writes one receipt: ``emit`` a ``run_start`` and the run's events, then ``close``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        signer: Ed25519Signer | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path = Path(path)
+        self._signer = signer
+        self._clock = clock
+        self._seq = 0
+        self._last_hash = ZERO_HASH
+        self._ended = False
+        self._broken: str | None = None
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReceiptError(
+                f"cannot create the receipt {self._path}: its directory cannot be made "
+                f"({exc.strerror or exc})"
+            ) from exc
+        try:
+            self._fd: int | None = os.open(self._path, _OPEN_FLAGS, 0o666)
+        except FileExistsError:
+            raise ReceiptError(
+                f"refusing to overwrite the existing receipt {self._path}: "
+                "a receipt is written once; choose a new path"
+            ) from None
+        except OSError as exc:
+            raise ReceiptError(f"cannot create the receipt {self._path}: {exc.strerror}") from exc
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def seq(self) -> int:
+        """The seq the next event gets, which is also the number of events written."""
+        return self._seq
+
+    @property
+    def last_hash(self) -> str:
+        """The hash of the last event written (64 zeros before the first)."""
+        return self._last_hash
+
+    @property
+    def ended(self) -> bool:
+        """Whether ``run_end`` has been written."""
+        return self._ended
+
+    def emit(self, type: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Append one event and return it as written (with its redacted data and hash)."""
+        if type == "run_end":
+            raise ReceiptError(
+                f"{self._path}: run_end is written by close(), which also signs it; "
+                "emit() takes the other event types"
+            )
+        return self._append(type, data, sign=False)
+
+    def close(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``run_end`` (signed when the writer has a signer) and close the file."""
+        event = self._append("run_end", data, sign=True)
+        self._release(sync=True)
+        return event
+
+    def abandon(self) -> None:
+        """Close the file without ``run_end``: the receipt stays truncated, as after a crash."""
+        self._release(sync=False)
+
+    def __enter__(self) -> ReceiptWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Never write run_end on the way out: only an explicit close() may say the run ended.
+        self._release(sync=False)
+
+    def _append(self, type: str, data: Mapping[str, Any], *, sign: bool) -> dict[str, Any]:
+        self._check_writable(type)
+        if not isinstance(type, str) or not type:
+            raise ReceiptError(
+                f"{self._path}: event type must be a non-empty string, found {type!r}"
+            )
+        if not isinstance(data, Mapping):
+            raise ReceiptError(
+                f"{self._path}: data of a {type} event must be a mapping, found {_type_name(data)}"
+            )
+        if self._seq == 0 and type != "run_start":
+            raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
+        try:
+            clean, changed = redact_changed(dict(data))
+            if type == "tool_call":
+                clean["redacted"] = changed or clean.get("redacted") is True
+            data_json = canonjson.dumps(clean)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ReceiptError(
+                f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
+            ) from exc
+        ts = format_ts(self._clock())
+        text = EventText(seq=self._seq, ts=ts, type=type, data_json=data_json, prev=self._last_hash)
+        hash_hex = text.digest()
+        signature = self._signer.sign(hash_hex) if sign and self._signer is not None else None
+        self._write(text.line(hash_hex, signature).encode("utf-8"))
+        event: dict[str, Any] = {
+            "v": SPEC_VERSION,
+            "seq": self._seq,
+            "ts": ts,
+            "type": type,
+            "data": clean,
+            "prev": self._last_hash,
+            "hash": hash_hex,
+        }
+        if signature is not None:
+            event["signature"] = signature
+        self._seq += 1
+        self._last_hash = hash_hex
+        if type == "run_end":
+            self._ended = True
+        return event
+
+    def _check_writable(self, type: str) -> None:
+        if self._ended:
+            raise ReceiptError(
+                f"{self._path}: cannot write {type}: the receipt already ended with run_end "
+                f"at seq {self._seq - 1}"
+            )
+        if self._broken is not None:
+            raise ReceiptError(f"{self._path}: cannot write {type}: {self._broken}")
+        if self._fd is None:
+            raise ReceiptError(
+                f"{self._path}: cannot write {type}: the writer was closed without run_end "
+                "(the receipt is truncated)"
+            )
+
+    def _write(self, payload: bytes) -> None:
+        assert self._fd is not None  # _check_writable ran first
+        view = memoryview(payload)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            # Part of the line may be on disk: appending more would hide where it broke.
+            self._broken = f"an earlier write failed at seq {self._seq} ({exc.strerror})"
+            self._release(sync=False)
+            raise ReceiptError(
+                f"{self._path}: writing the event at seq {self._seq} failed: {exc.strerror}"
+            ) from exc
+
+    def _release(self, *, sync: bool) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if sync:
+                os.fsync(fd)
+        except OSError as exc:
+            raise ReceiptError(
+                f"{self._path}: flushing the receipt failed: {exc.strerror}"
+            ) from exc
+        finally:
+            os.close(fd)
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__

@@ -1,0 +1,366 @@
+"""``trialrun receipt``: verify over every conformance vector, sign, keygen, show, exit codes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trialrun import canonjson
+from trialrun.cli import run_cli
+from trialrun.receipt.envelope import ZERO_HASH, event_hash
+
+SIGNER_PUBLIC_B64 = "MCowBQYDK2VwAyEAiojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w="
+
+
+def call(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = run_cli(["receipt", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def private_pem(seed: bytes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.from_private_bytes(seed).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+@pytest.fixture
+def signer_key(tmp_path: Path) -> Path:
+    """The conformance signer's private key (seed 0x01 * 32), as keygen would write it."""
+    path = tmp_path / "signer.pem"
+    path.write_bytes(private_pem(b"\x01" * 32))
+    return path
+
+
+@pytest.fixture
+def unsigned(tmp_path: Path, conformance: Path) -> Path:
+    path = tmp_path / "receipt.jsonl"
+    shutil.copyfile(conformance / "valid-unsigned.jsonl", path)
+    return path
+
+
+def option_args(opts: str, conformance: Path) -> list[str]:
+    if opts == "(none)":
+        return []
+    if opts == "--require-signature":
+        return ["--require-signature"]
+    flag, key_file = opts.split()
+    assert flag == "--pubkey"
+    return ["--public-key", str(conformance / key_file)]
+
+
+def test_verify_json_matches_every_conformance_result(
+    conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = json.loads((conformance / "expected.json").read_text(encoding="utf-8"))
+    mismatches: list[tuple[str, str, Any]] = []
+    checked = 0
+    for entry in expected:
+        for check in entry["checks"]:
+            args = option_args(check["opts"], conformance)
+            code, out, err = call(
+                ["verify", str(conformance / entry["file"]), *args, "--json"], capsys
+            )
+            result = check["result"]
+            if (code, json.loads(out)) != (0 if result["ok"] else 1, result) or err:
+                mismatches.append((entry["file"], check["opts"], (code, out, err)))
+            checked += 1
+    assert mismatches == []
+    assert checked >= 20
+
+
+def test_verify_human_output_matches_every_conformance_verdict(
+    conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = json.loads((conformance / "expected.json").read_text(encoding="utf-8"))
+    for entry in expected:
+        for check in entry["checks"]:
+            args = option_args(check["opts"], conformance)
+            code, out, _ = call(["verify", str(conformance / entry["file"]), *args], capsys)
+            result = check["result"]
+            first = out.splitlines()[0]
+            if result["ok"]:
+                assert (code, first) == (0, f"Verified: {result['message']}")
+                assert "It does not prove the run happened." in out
+            else:
+                head = f"TAMPERED or invalid at seq {result['firstBadSeq']} ({result['reason']})"
+                assert (code, first) == (1, f"{head}: {result['message']}"), entry["file"]
+
+
+def test_verify_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = call(["verify", str(tmp_path / "missing.jsonl")], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: Cannot read") and err.count("\n") == 1
+    code, out, _ = call(["verify", str(tmp_path), "--json"], capsys)
+    assert code == 2 and json.loads(out)["reason"] == "unreadable"
+
+
+def test_verify_public_key_as_base64_text(
+    conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signed = str(conformance / "valid-signed.jsonl")
+    code, out, _ = call(["verify", signed, "--public-key", SIGNER_PUBLIC_B64], capsys)
+    assert code == 0 and out.startswith("Verified:")
+    attacker = str(conformance / "test-key-attacker.pub.pem")
+    code, out, _ = call(["verify", signed, "--public-key", attacker, "--json"], capsys)
+    assert code == 1 and json.loads(out)["reason"] == "untrusted_key"
+
+
+@pytest.mark.parametrize("key", ["no-such-key.pem", "not base64 !", "AAAA"])
+def test_verify_bad_public_key_exits_2(
+    conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    code, out, err = call(
+        ["verify", str(conformance / "valid-signed.jsonl"), "--public-key", key], capsys
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --public-key: ") and err.count("\n") == 1
+
+
+def test_verify_public_key_file_that_is_not_a_key_exits_2(
+    conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+    code, _, err = call(
+        ["verify", str(conformance / "valid-signed.jsonl"), "--public-key", str(junk)], capsys
+    )
+    assert code == 2 and "junk.pem" in err
+
+
+def test_verify_schema_flag(
+    conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = call(["verify", str(conformance / "valid-unsigned.jsonl"), "--schema"], capsys)
+    assert code == 0 and "Schema: valid" in out
+    # A perfectly chained receipt whose run_start lacks the members the spec requires.
+    prev, lines = ZERO_HASH, []
+    for seq, (kind, data) in enumerate([("run_start", {"goal": 1}), ("run_end", {})]):
+        event: dict[str, Any] = {"v": "0", "seq": seq, "ts": "2026-01-01T00:00:00.000Z"}
+        event |= {"type": kind, "data": data, "prev": prev}
+        event["hash"] = prev = event_hash(event)
+        lines.append(canonjson.dumps(event) + "\n")
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("".join(lines), encoding="utf-8")
+    code, out, _ = call(["verify", str(odd)], capsys)
+    assert code == 0
+    code, out, _ = call(["verify", str(odd), "--schema"], capsys)
+    assert code == 1 and "problem(s)" in out and "line 1" in out
+    code, out, _ = call(["verify", str(odd), "--schema", "--json"], capsys)
+    payload = json.loads(out)
+    assert code == 1 and payload["ok"] is True and payload["schemaProblems"]
+
+
+def test_sign_reproduces_the_reference_signed_receipt(
+    unsigned: Path, signer_key: Path, conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mode = stat.S_IMODE(unsigned.stat().st_mode)
+    code, out, _ = call(["sign", str(unsigned), "--key", str(signer_key)], capsys)
+    assert code == 0 and SIGNER_PUBLIC_B64 in out
+    # Ed25519 is deterministic and the run_end line is canonical JSON: byte-identical.
+    assert unsigned.read_bytes() == (conformance / "valid-signed.jsonl").read_bytes()
+    assert stat.S_IMODE(unsigned.stat().st_mode) == mode
+    pinned = str(conformance / "test-key-signer.pub.pem")
+    code, out, _ = call(["verify", str(unsigned), "--public-key", pinned], capsys)
+    assert code == 0 and "signature valid" in out
+
+
+def test_sign_refuses_an_already_signed_receipt(
+    unsigned: Path, signer_key: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
+    before = unsigned.read_bytes()
+    other = tmp_path / "other.pem"
+    other.write_bytes(private_pem(b"\x02" * 32))
+    code, out, err = call(["sign", str(unsigned), "--key", str(other)], capsys)
+    assert (code, out) == (1, "")
+    assert "already signed" in err and SIGNER_PUBLIC_B64 in err
+    assert unsigned.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("tamper-edited-field.jsonl", "hash_mismatch"),
+        ("tamper-truncated-tail.jsonl", "truncated"),
+        ("tamper-event-after-run-end.jsonl", "event_after_run_end"),
+        ("invalid-empty.jsonl", "empty"),
+        ("tamper-signed-rehashed-after-signing.jsonl", "bad_signature"),
+    ],
+)
+def test_sign_refuses_an_invalid_receipt(
+    conformance: Path,
+    tmp_path: Path,
+    signer_key: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    reason: str,
+) -> None:
+    target = tmp_path / name
+    shutil.copyfile(conformance / name, target)
+    code, _, err = call(["sign", str(target), "--key", str(signer_key)], capsys)
+    assert code == 1 and f"does not verify ({reason})" in err
+    assert target.read_bytes() == (conformance / name).read_bytes()
+
+
+def test_sign_keeps_crlf_and_a_missing_final_newline(
+    unsigned: Path, signer_key: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = unsigned.read_bytes().splitlines()
+    unsigned.write_bytes(b"\r\n".join(lines))  # CRLF, no newline after run_end
+    assert call(["sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
+    signed = unsigned.read_bytes()
+    assert signed.count(b"\r\n") == len(lines) - 1 and not signed.endswith(b"\n")
+    assert signed.split(b"\r\n")[:-1] == lines[:-1]
+    code, out, _ = call(["verify", str(unsigned), "--require-signature"], capsys)
+    assert code == 0, out
+
+
+def test_sign_with_unusable_inputs_exits_2(
+    unsigned: Path, signer_key: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = call(["sign", str(tmp_path / "none.jsonl"), "--key", str(signer_key)], capsys)
+    assert code == 2 and err.startswith("error: ") and "cannot read the receipt" in err
+    public = tmp_path / "pub.pem"
+    public.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+    code, _, err = call(["sign", str(unsigned), "--key", str(public)], capsys)
+    assert code == 2 and err.startswith("error: ")
+    code, _, err = call(["sign", str(unsigned), "--key", str(tmp_path / "missing.pem")], capsys)
+    assert code == 2 and "missing.pem" in err
+    code, _, _ = call(["sign", str(unsigned)], capsys)
+    assert code == 2  # --key is required
+
+
+def test_keygen_then_sign_and_verify_with_the_new_pair(
+    unsigned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "keys"
+    code, out, _ = call(["keygen", str(keys)], capsys)
+    private, public = keys / "receipt-key.pem", keys / "receipt-key.pub.pem"
+    assert code == 0 and str(private) in out and str(public) in out
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert call(["sign", str(unsigned), "--key", str(private)], capsys)[0] == 0
+    code, out, _ = call(["verify", str(unsigned), "--public-key", str(public), "--json"], capsys)
+    assert code == 0 and json.loads(out)["signature"]["valid"] is True
+    der = base64.b64decode(json.loads(out)["signature"]["publicKey"])
+    assert len(der) == 44
+
+
+def test_keygen_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert call(["keygen", str(tmp_path)], capsys)[0] == 0
+    before = (tmp_path / "receipt-key.pem").read_bytes()
+    code, out, err = call(["keygen", str(tmp_path)], capsys)
+    assert (code, out) == (2, "") and "refusing to overwrite" in err
+    assert (tmp_path / "receipt-key.pem").read_bytes() == before
+
+
+def test_show_exit_codes_and_html(
+    conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = call(["show", str(conformance / "valid-unsigned.jsonl")], capsys)
+    assert code == 0 and "Attempt 2 (claude-sonnet-4-5): verified" in out
+    page = tmp_path / "out" / "receipt.html"
+    code, out, _ = call(
+        ["show", str(conformance / "tamper-deleted-middle.jsonl"), "--html", str(page)], capsys
+    )
+    assert code == 1 and "(seq_mismatch)" in out and out.rstrip().endswith(f"Wrote {page}")
+    assert "seq_mismatch" in page.read_text(encoding="utf-8")
+    assert not [p for p in page.parent.iterdir() if p.name.endswith(".tmp")]
+    code, out, err = call(["show", str(tmp_path / "missing.jsonl")], capsys)
+    assert (code, out) == (2, "") and err.startswith("error: ")
+
+
+def test_receipt_help_does_not_import_cryptography(conformance: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from trialrun.cli import run_cli\n"
+        "codes = [run_cli(['receipt', '--help']), run_cli(['receipt', 'verify', '--help'])]\n"
+        "codes.append(run_cli(['receipt', 'verify', sys.argv[1]]))\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'cryptography', 'jinja2'})\n"
+        "print(codes, heavy)\n"
+    )
+    target = conformance / "valid-unsigned.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(target)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "verify" in proc.stdout and "keygen" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 0] []"
+
+
+def test_trialrun_help_lists_receipt(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["--help"]) == 0
+    assert "receipt" in capsys.readouterr().out
+
+
+def test_show_never_fails_on_a_conformance_vector(
+    conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trialrun.receipt.verify import verify_receipt
+
+    for path in sorted(conformance.glob("*.jsonl")):
+        code, out, err = call(["show", str(path)], capsys)
+        assert (code, err) == (0 if verify_receipt(path).ok else 1, ""), path.name
+        assert out.startswith(f"Receipt: {path}")
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(payload=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4), crlf=st.booleans())
+def test_signing_any_receipt_changes_only_the_run_end_line(
+    tmp_path: Path, payload: dict[str, Any], crlf: bool
+) -> None:
+    from trialrun.cli.receipt_cmd import sign_receipt
+    from trialrun.receipt.signing import Ed25519Signer
+    from trialrun.receipt.verify import verify_receipt
+
+    prev, lines = ZERO_HASH, []
+    events = [("run_start", {"goal": "g"}), ("probe", payload), ("run_end", {"extra": payload})]
+    for seq, (kind, data) in enumerate(events):
+        event: dict[str, Any] = {"v": "0", "seq": seq, "ts": "2026-01-01T00:00:00.000Z"}
+        event |= {"type": kind, "data": data, "prev": prev}
+        event["hash"] = prev = event_hash(event)
+        lines.append(canonjson.dumps(event).encode("utf-8"))
+    path = tmp_path / "prop.jsonl"
+    newline = b"\r\n" if crlf else b"\n"
+    path.write_bytes(newline.join(lines) + newline)
+    signer = Ed25519Signer.from_seed(b"\x03" * 32)
+    assert sign_receipt(path, signer) is None
+    signed = path.read_bytes().split(newline)
+    assert signed[:2] == lines[:2] and signed[3] == b""
+    result = verify_receipt(path, public_key=signer.public_key_b64)
+    assert result.ok and result.last_hash == prev, result.message
+    assert sign_receipt(path, signer) == (
+        f"it is already signed (public key {signer.public_key_b64})"
+    )
