@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -100,8 +99,8 @@ def _diff(seq: int) -> str:
     lines = [f"--- a/src/package/module_{seq}.py", f"+++ b/src/package/module_{seq}.py"]
     lines.append(f"@@ -{seq % 300},{DIFF_LINES // 2} +{seq % 300},{DIFF_LINES // 2} @@")
     for n in range(DIFF_LINES // 2):
-        lines.append(f"-    value_{n} = compute(\"{seq}\", {n}, tolerance=0.{n:03d})  # old")
-        lines.append(f"+    value_{n} = compute(\"{seq}\", {n}, tolerance=0.{n:03d}, fast=True)")
+        lines.append(f'-    value_{n} = compute("{seq}", {n}, tolerance=0.{n:03d})  # old')
+        lines.append(f'+    value_{n} = compute("{seq}", {n}, tolerance=0.{n:03d}, fast=True)')
     return "\n".join(lines) + "\n"
 
 
@@ -132,19 +131,20 @@ def tracemalloc_peak(path: Path) -> int:
         tracemalloc.stop()
 
 
-def child_max_rss_kib(path: Path) -> int:
-    """Max RSS (KiB, Linux) of a fresh interpreter that imports the verifier, then verifies."""
+def child_max_rss_kib(path: Path) -> tuple[int, int]:
+    """Max RSS (KiB, Linux) of a fresh interpreter after importing the verifier, and after verifying."""
     code = (
         "import resource, sys\n"
         "from trialrun.receipt.verify import verify_receipt\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "assert verify_receipt(sys.argv[1]).ok\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+        "print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True
     )
-    return int(out.stdout.strip())
+    before, after = out.stdout.split()
+    return int(before), int(after)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
 
     for label, path in ((f"{args.small} events", small), (f"{args.events} events", big)):
         peak = tracemalloc_peak(path) / 1024
-        rss = child_max_rss_kib(path)
-        print(f"memory, {label:>14}: tracemalloc peak {peak:8.0f} KiB, RSS growth {rss:7d} KiB")
-    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB")
+        before, after = child_max_rss_kib(path)
+        print(
+            f"memory, {label:>14}: tracemalloc peak {peak:6.0f} KiB; child max RSS "
+            f"{before} KiB after import, {after} KiB after verifying"
+        )
 
     if args.keep:
         print(f"receipts kept in {directory}")

@@ -91,3 +91,25 @@ def test_unsigned_receipt_verifies(tmp_path: Path, jobs: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = verify_receipt(only_run_dir(tmp_path / "out") / "receipt.jsonl")
     assert result.ok and not result.signature.present
+
+
+def test_run_start_names_the_suite_and_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trialrun.cli import run_cli
+
+    make_suite(tmp_path)
+    suite = tmp_path / "suite"
+    for case in (suite / "cases").iterdir():
+        if case.name != "a_ok.yaml":
+            case.unlink()
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["run", "suite", "--out", "out", "--no-baseline"]) == 0
+    capsys.readouterr()
+    first = json.loads(
+        (only_run_dir(tmp_path / "out") / "receipt.jsonl").read_text().splitlines()[0]
+    )
+    assert first["type"] == "run_start"
+    assert first["data"]["goal"] == "misbehaving"
+    assert first["data"]["verifyCommand"] == "trialrun run suite --out out --no-baseline"
+    assert first["data"]["tool"]["name"] == "trialrun"

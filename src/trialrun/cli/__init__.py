@@ -71,7 +71,10 @@ def run_cli(argv: list[str] | None = None) -> int:
     from trialrun.errors import ConfigError, TrialrunError
 
     try:
-        result: Any = cli.main(args=argv, prog_name="trialrun", standalone_mode=False)
+        args = sys.argv[1:] if argv is None else argv
+        result: Any = cli.main(
+            args=args, prog_name="trialrun", standalone_mode=False, obj={"argv": args}
+        )
     except click.exceptions.Abort:
         click.echo("Interrupted.", err=True)
         return EXIT_INTERRUPTED

@@ -6,7 +6,6 @@ import asyncio
 import os
 import shlex
 import signal
-import sys
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -93,7 +92,7 @@ def run(
     receipt = SuiteReceipt(
         run_dir.path / "receipt.jsonl",
         suite_name=loaded.config.suite_name,
-        command_line=shlex.join(["trialrun", *sys.argv[1:]]),
+        command_line=shlex.join(["trialrun", *click.get_current_context().find_root().obj["argv"]]),
         repository=loaded.root,
         signer=signer,
     )

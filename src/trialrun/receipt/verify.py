@@ -1,17 +1,12 @@
 """Verify a Run Receipt v0: hash chain, completeness and the optional Ed25519 signature.
 
 Verdicts, their order and messages are the reference verifier's (conformance README "Facts",
-``expected.json``). Per line: JSON parse, is an object, envelope shape, event after run_end, seq,
-prev, hash, first event is run_start; after the last line: truncated; then the signature. Where
-the reference throws or reads the whole file, this verifier returns a verdict instead:
-
-* a number that overflows a double (``1e400``) or nesting too deep to hash: ``invalid_event``;
-  an integer too long for Python's parser: ``invalid_json``;
-* a line longer than ``MAX_LINE_BYTES`` is ``invalid_json`` without being read into memory, so
-  memory stays constant whatever the file holds;
-* bytes that are not UTF-8 become U+FFFD, as Node's decoder does (the hash then fails);
-* a chain hashed with keys in code-point order (the spec text) also verifies when the whole
-  chain agrees on that one order, and the result says ``key_order == "codepoint"``.
+``expected.json``). Where the reference throws or reads the whole file, this one returns a
+verdict: a number overflowing a double (``1e400``) or nesting too deep is ``invalid_event``, an
+integer too long for Python's parser or a line over ``MAX_LINE_BYTES`` (never read into memory:
+memory stays constant) is ``invalid_json``. Bytes that are not UTF-8 become U+FFFD, as in Node.
+A chain hashed with keys in code-point order (the spec's wording) also verifies when the whole
+chain agrees on that one order; the result then says ``key_order == "codepoint"``.
 """
 
 from __future__ import annotations
@@ -120,22 +115,20 @@ def verify_receipt(
     ``public_key`` pins the signer (PEM SPKI text or base64 SPKI DER) and, like
     ``require_signature``, makes an unsigned receipt fail.
     """
-    options = (public_key, require_signature)
     if isinstance(source, str | Path):
         try:
             stream = open(source, "rb", buffering=_READ_BUFFER_BYTES)  # noqa: SIM115
         except (OSError, ValueError) as exc:
             return _unreadable(str(source), exc, 0)
         with stream:
-            return _verify_stream(stream, str(source), options)
-    return _verify_stream(source, str(getattr(source, "name", "<stream>")), options)
+            return _verify_stream(stream, str(source), public_key, require_signature)
+    name = str(getattr(source, "name", "<stream>"))
+    return _verify_stream(source, name, public_key, require_signature)
 
 
-# The caller's pinned public key and whether a signature is required.
-_Options = tuple[str | None, bool]
-
-
-def _verify_stream(stream: BinaryIO, name: str, options: _Options) -> VerifyResult:
+def _verify_stream(
+    stream: BinaryIO, name: str, pinned_key: str | None, require_signature: bool
+) -> VerifyResult:
     readline, limit = stream.readline, MAX_LINE_BYTES
     hasher = _EventHasher()
     parse = hasher.parse
@@ -153,7 +146,8 @@ def _verify_stream(stream: BinaryIO, name: str, options: _Options) -> VerifyResu
         if type(raw) is not bytes:
             return _unreadable(name, TypeError("expected a binary stream, got text"), count)
         if len(raw) > limit and raw[-1] != 0x0A:
-            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count) + _TOO_LONG)
+            too_long = f": longer than {limit} bytes"
+            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count) + too_long)
         text = raw.decode("utf-8", "replace")
         try:
             event = parse(text)
@@ -206,16 +200,16 @@ def _verify_stream(stream: BinaryIO, name: str, options: _Options) -> VerifyResu
             signature = event_signature
     if count == 0:
         return _fail(0, "empty", "Receipt is empty: expected a run_start event at seq 0")
-    key_order = hasher.key_order()
+    key_order: KeyOrder = "utf16" if hasher.utf16_ok else "codepoint"
     if not seen_run_end:
         message = _TRUNCATED.format(count - 1)
         return VerifyResult(False, count, count, "truncated", message, _UNSIGNED, prev, key_order)
-    return _check_signature(signature, count, prev, key_order, options)
+    want = require_signature or pinned_key is not None
+    return _check_signature(signature, count, prev, key_order, pinned_key, want)
 
 
 # The reference verifier's messages, word for word.
 _NOT_JSON = "Line {} (seq {}) is not valid JSON"
-_TOO_LONG = f": longer than {MAX_LINE_BYTES} bytes"
 _NOT_OBJECT = "Line {} (seq {}) is not a JSON object"
 _SEQ = "Expected seq {} but found seq {}: events were reordered, or one was deleted or inserted"
 _PREV = "seq {}: prev does not match the hash of seq {}: the previous event was changed or removed"
@@ -256,7 +250,7 @@ class _EventHasher:
         decoder = json.JSONDecoder(
             parse_float=parse_float, parse_int=parse_int, parse_constant=_reject_constant
         )
-        scan, decode = decoder.scan_once, decoder.decode
+        scan, decode = decoder.scan_once, decoder.decode  # type: ignore[attr-defined]
 
         def parse(text: str) -> Any:
             # The C scanner directly; decode() adds two regex passes and two Python frames.
@@ -271,16 +265,13 @@ class _EventHasher:
         self.parse = parse
 
     def matches(self, event: dict[str, Any], stored_hash: str, raw: bytes, text: str) -> bool:
-        """The slow path: whether ``event`` (without hash and signature) hashes to ``stored_hash``."""
+        """Slow path: whether ``event`` (without hash and signature) hashes to ``stored_hash``."""
         self.plain_numbers = True
         if not _order_may_matter(raw, text):
             return event_hash(event) == stored_hash
         self.utf16_ok = self.utf16_ok and event_hash(event) == stored_hash
         self.codepoint_ok = self.codepoint_ok and event_hash(event, codepoint=True) == stored_hash
         return self.utf16_ok or self.codepoint_ok
-
-    def key_order(self) -> KeyOrder:
-        return "utf16" if self.utf16_ok else "codepoint"
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -333,16 +324,15 @@ def _order_may_matter(raw: bytes, text: str) -> bool:
 
 
 def _check_signature(
-    signature: object, count: int, last_hash: str, key_order: KeyOrder, options: _Options
+    signature: object, count: int, last_hash: str, order: KeyOrder, pinned: str | None, want: bool
 ) -> VerifyResult:
     def verdict(reason: Reason | None, message: str, result: SignatureResult) -> VerifyResult:
         bad_seq = None if reason is None else count - 1
         ok = reason is None
-        return VerifyResult(ok, count, bad_seq, reason, message, result, last_hash, key_order)
+        return VerifyResult(ok, count, bad_seq, reason, message, result, last_hash, order)
 
-    pinned_key, require_signature = options
     if isinstance(signature, _Absent):
-        if require_signature or pinned_key is not None:
+        if want:
             message = "Receipt has no signature but one is required"
             return verdict("unsigned", message, SignatureResult(False))
         message = f"Chain intact, {count} events, run complete (unsigned)"
@@ -355,31 +345,23 @@ def _check_signature(
     ):
         message = "run_end signature block is malformed"
         return verdict("bad_signature", message, SignatureResult(True, False))
-    from trialrun.receipt.signing import check_signature
+    from trialrun.receipt.signing import check_signature, load_public_key
 
     embedded_key: str = signature["publicKey"]
     if not check_signature(signature, last_hash):
         message = "Signature does not verify against the last hash"
         return verdict("bad_signature", message, SignatureResult(True, False, embedded_key))
     signed = SignatureResult(True, True, embedded_key)
-    if pinned_key is not None:
-        trusted = _normalized_public_key(pinned_key)
-        if trusted is None:
+    if pinned is not None:
+        try:
+            trusted = load_public_key(pinned)
+        except Exception:  # any unusable pinned key gets the same verdict
             message = "The expected public key could not be parsed"
             return verdict("untrusted_key", message, signed)
         if trusted != embedded_key:
             message = "Signature is valid but the signing key is not the expected key"
             return verdict("untrusted_key", message, signed)
     return verdict(None, f"Chain intact, {count} events, run complete, signature valid", signed)
-
-
-def _normalized_public_key(key: str) -> str | None:
-    try:
-        from trialrun.receipt.signing import load_public_key
-
-        return load_public_key(key)
-    except Exception:  # any unusable pinned key gets the same verdict
-        return None
 
 
 _UNSIGNED: Final = SignatureResult(False)
