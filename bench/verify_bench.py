@@ -132,7 +132,7 @@ def tracemalloc_peak(path: Path) -> int:
 
 
 def child_max_rss_kib(path: Path) -> tuple[int, int]:
-    """Max RSS (KiB, Linux) of a fresh interpreter after importing the verifier, and after verifying."""
+    """Max RSS (KiB, Linux) of a fresh interpreter after importing the verifier, then verifying."""
     code = (
         "import resource, sys\n"
         "from trialrun.receipt.verify import verify_receipt\n"
