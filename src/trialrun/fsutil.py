@@ -39,7 +39,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    _fsync_directory(target.parent)
+    fsync_directory(target.parent)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -78,7 +78,7 @@ def _keep_permissions(target: Path, temp: Path) -> None:
     os.chmod(temp, mode)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     # Makes the rename itself durable on POSIX; directories cannot be opened on Windows.
     if os.name != "posix":
         return

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun import canonjson
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
+from trialrun.protocol import json_type
 from trialrun.redact import redact
 from trialrun.results import JsonObject
 from trialrun.tools.base import ToolOutcome, normalized_outcome
@@ -240,14 +241,5 @@ def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
 
 
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    name = json_type(value)
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from trialrun.errors import CassetteError
+from trialrun.fsutil import fsync_directory
 from trialrun.redact import redact
 from trialrun.results import JsonObject
 from trialrun.tools.base import ToolOutcome
@@ -80,7 +81,7 @@ class RecordingBackend:
                 os.fsync(file.fileno())
                 file.close()
                 os.replace(self.temp_path, self.cassette_path)
-                _fsync_directory(self.cassette_path.parent)
+                fsync_directory(self.cassette_path.parent)
             else:
                 file.close()
                 self.temp_path.unlink(missing_ok=True)
@@ -128,17 +129,3 @@ def _entry_line(entry: Any) -> bytes:
     except UnicodeEncodeError:
         # A lone surrogate cannot be UTF-8; as a \u escape it still round-trips exactly.
         return (json.dumps(entry, sort_keys=True, allow_nan=False) + "\n").encode("ascii")
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable; best effort, as not every platform can open a directory."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
