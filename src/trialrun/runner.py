@@ -10,7 +10,9 @@ module (record and live modes).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +56,8 @@ async def run_suite(
     """Run every case of ``suite``; ``on_case_done`` is called in case order."""
     tools = _ToolModuleCache(suite)
     teardowns = Teardowns()
+    if options.env is None:  # one snapshot for the run, not a copy of os.environ per agent
+        options = dataclasses.replace(options, env=dict(os.environ))
     gate = asyncio.Semaphore(max(1, options.jobs))
     reported = 0
     done: dict[int, CaseResult] = {}

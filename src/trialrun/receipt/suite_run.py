@@ -141,11 +141,8 @@ def _summary(args: Any) -> str:
 def _git_state(repository: Path) -> tuple[str | None, str]:
     """The commit and branch the run started from; (None, "") outside a repository."""
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=repository, capture_output=True, text=True, timeout=5
-        )
-        branch = subprocess.run(
-            ["git", "rev-parse", "--abbrev-ref", "HEAD"],
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
             cwd=repository,
             capture_output=True,
             text=True,
@@ -153,6 +150,7 @@ def _git_state(repository: Path) -> tuple[str | None, str]:
         )
     except (OSError, subprocess.SubprocessError):
         return None, ""
-    commit = head.stdout.strip() if head.returncode == 0 else None
-    name = branch.stdout.strip() if branch.returncode == 0 else ""
-    return commit or None, name
+    lines = proc.stdout.split()
+    if proc.returncode != 0 or len(lines) != 2:
+        return None, ""  # no repository, or one without a commit yet
+    return lines[0], lines[1]
