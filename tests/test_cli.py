@@ -210,3 +210,21 @@ def test_init_node_writes_a_node_agent_that_passes(
     assert not (project / "evals/demo/agent/agent.py").exists()
     code, out, err = call(["run", "evals/demo"], capsys)
     assert code == 0, out + err
+
+
+def test_init_files_name_the_shipped_json_schemas(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import jsonschema
+    import yaml
+
+    assert call(["init"], capsys)[0] == 0
+    for yaml_file, modeline in (
+        ("evals/demo/suite.yaml", "../.schemas/suite.schema.json"),
+        ("evals/demo/cases/t1.yaml", "../../.schemas/case.schema.json"),
+    ):
+        path = project / yaml_file
+        first = path.read_text().splitlines()[0]
+        assert first == f"# yaml-language-server: $schema={modeline}"
+        schema = json.loads((path.parent / modeline).read_text())
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)

@@ -5,6 +5,7 @@ Layout for ``--path P`` (default ``./evals``): the suite in ``P/demo/``, the bas
 where GitHub actually reads it. Outside a git repository suite paths may not leave the suite
 directory, so the baseline goes to ``P/demo/baselines/demo.json`` and the workflow beside P.
 Existing files are left alone unless ``force``; the baseline is written only when the demo passes.
+The JSON Schemas of suite and case files go to ``P/.schemas/``, named by a modeline in each file.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _AGENT_FILES: dict[Language, tuple[str, list[str]]] = {
     "node": ("agent/agent.js", ["node", "agent/agent.js"]),
 }
 _COMMON_FILES = ("suite.yaml", "cases/t1.yaml", "cassettes/t1.jsonl", "schema.json")
+SCHEMA_FILES = ("suite.schema.json", "case.schema.json")
 
 
 @dataclass
@@ -53,6 +55,9 @@ def init_project(path: Path, *, language: Language = "python", force: bool = Fal
     report = InitReport()
     agent_file, agent_command = _AGENT_FILES[language]
     files = {suite_dir / name: _template(f"demo/{name}") for name in (*_COMMON_FILES, agent_file)}
+    # Editors (yaml-language-server) complete and check suite and case files against these.
+    for schema in SCHEMA_FILES:
+        files[path / ".schemas" / schema] = _package_text("schemas", schema)
     files[suite_dir / "suite.yaml"] = (
         files[suite_dir / "suite.yaml"]
         .replace("{agent_command}", json.dumps(agent_command))
@@ -128,7 +133,11 @@ def _write_once(target: Path, text: str, force: bool, report: InitReport) -> Non
 
 
 def _template(name: str) -> str:
-    return resources.files("trialrun").joinpath("templates", name).read_text(encoding="utf-8")
+    return _package_text("templates", name)
+
+
+def _package_text(*parts: str) -> str:
+    return resources.files("trialrun").joinpath(*parts).read_text(encoding="utf-8")
 
 
 def _repo_relative(path: Path, root: Path) -> str:
