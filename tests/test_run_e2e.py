@@ -5,6 +5,7 @@ Faulty agents fail their own case with a named reason; the run goes on and write
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -151,6 +152,13 @@ def test_the_receipt_verifies_and_records_every_case(misbehaving_runs: dict[int,
     assert [(e["case"], e["status"]) for e in ends] == [(k, v[0]) for k, v in EXPECTED.items()]
     assert events[-1]["type"] == "run_end" and events[-1]["data"]["verified"] is False
     assert any(e["type"] == "usage" and e["data"]["case"] == "j_usage" for e in events)
+
+    lines_by_case: dict[str, bytes] = {}
+    for line in (misbehaving_runs[1] / "run.jsonl").read_bytes().splitlines(keepends=True):
+        case_id = json.loads(line)["case_id"]
+        lines_by_case[case_id] = lines_by_case.get(case_id, b"") + line
+    for end in ends:
+        assert end["traceSha256"] == hashlib.sha256(lines_by_case[end["case"]]).hexdigest()
 
 
 def test_grandchildren_do_not_survive_their_case(misbehaving_runs: dict[int, Path]) -> None:

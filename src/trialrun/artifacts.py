@@ -8,6 +8,7 @@ each case's trace; the verdict events, which quote agent output, are redacted he
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -46,12 +47,14 @@ class RunDirectory:
         self._events_tmp = self.path / ".run.jsonl.partial"
         self._events: IO[str] | None = self._events_tmp.open("w", encoding="utf-8", newline="\n")
 
-    def write_case_events(self, result: CaseResult) -> None:
-        """Append one finished case's events, then the events of its verdict."""
+    def write_case_events(self, result: CaseResult) -> str:
+        """Append one finished case's events, then those of its verdict; SHA-256 of the lines."""
         assert self._events is not None, "event log already closed"
         events = [*result.run.events, *(redact(event) for event in verdict_events(result))]
-        self._events.write("".join(_event_line(event) for event in events))
+        text = "".join(_event_line(event) for event in events)
+        self._events.write(text)
         self._events.flush()
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def finish(self, run: RunResult, summary: dict[str, Any], junit: str, html: str) -> None:
         self.close_events()

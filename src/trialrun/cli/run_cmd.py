@@ -99,8 +99,7 @@ def run(
     progress = RunProgress()
 
     def record(result: CaseResult) -> None:
-        run_dir.write_case_events(result)
-        receipt.record_case(result)
+        receipt.record_case(result, trace_sha256=run_dir.write_case_events(result))
 
     interrupted = False
     try:

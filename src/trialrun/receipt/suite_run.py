@@ -3,14 +3,13 @@
 ``run_start`` names the suite (the goal) and the command line; each finished case adds a custom
 ``case_start``, its standard ``tool_call`` events (with a ``case`` member), a ``usage`` event when
 the agent reported any, and a custom ``case_end`` carrying the verdict and the SHA-256 of the
-case's full trace as written to run.jsonl; ``run_end`` carries the totals. Cases are recorded as
+case's lines exactly as written to run.jsonl; ``run_end`` carries the totals. Cases are recorded as
 they finish, in case order, so ``-j`` does not change the receipt. docs/receipts.md documents the
 custom event types.
 """
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,7 +52,8 @@ class SuiteReceipt:
             },
         )
 
-    def record_case(self, result: CaseResult) -> None:
+    def record_case(self, result: CaseResult, *, trace_sha256: str) -> None:
+        """``trace_sha256``: the case's lines in run.jsonl, as ``write_case_events`` returns."""
         run = result.run
         case = result.case_id
         self._writer.emit("case_start", {"case": case})
@@ -96,7 +96,7 @@ class SuiteReceipt:
                 "status": result.status,
                 "failureKind": result.failure.kind if result.failure else None,
                 "wallMs": run.wall_ms,
-                "traceSha256": trace_sha256(run.events),
+                "traceSha256": trace_sha256,
             },
         )
 
@@ -122,15 +122,6 @@ class SuiteReceipt:
                 },
             }
         )
-
-
-def trace_sha256(events: Sequence[dict[str, Any]]) -> str:
-    """SHA-256 of the case's events as canonical JSON lines: ties the receipt to run.jsonl."""
-    digest = hashlib.sha256()
-    for event in events:
-        digest.update(canonjson.dumps(event).encode("utf-8", "surrogatepass"))
-        digest.update(b"\n")
-    return digest.hexdigest()
 
 
 def _summary(args: Any) -> str:
