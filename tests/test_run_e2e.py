@@ -232,3 +232,34 @@ def test_case_option_runs_only_the_named_cases(tmp_path: Path) -> None:
     proc = trialrun("run", str(suite), "--out", str(out), "--case", "a_okk", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "a_ok" in proc.stderr
+
+
+def test_github_actions_gets_annotations_at_the_case_file_and_a_step_summary(
+    tmp_path: Path,
+) -> None:
+    suite = make_suite(tmp_path)
+    for case in (suite / "cases").iterdir():
+        if case.name not in ("a_ok.yaml", "g_disallowed.yaml"):
+            case.unlink()
+    step_summary = tmp_path / "summary.md"
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(step_summary),
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (annotation,) = [line for line in proc.stdout.splitlines() if line.startswith("::error")]
+    assert annotation.startswith("::error file=suite/cases/g_disallowed.yaml,line=1,")
+    assert "Tool not allowed: delete_everything" in annotation
+    markdown = step_summary.read_text(encoding="utf-8")
+    assert "g\\_disallowed" in markdown or "g_disallowed" in markdown
+    assert "tool_not_allowed" in markdown.replace("\\_", "_")
