@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shlex
 import signal
@@ -53,6 +54,11 @@ DEFAULT_OUT_DIR = Path("trialrun_out")
     "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
 )
 @click.option(
+    "--shard",
+    metavar="I/N",
+    help="Run only shard I of N (1-based); `trialrun merge` joins the shards' runs.",
+)
+@click.option(
     "--sign-key",
     type=click.Path(path_type=Path),
     envvar="TRIALRUN_SIGN_KEY",
@@ -66,6 +72,7 @@ def run(
     out: Path | None,
     jobs: int,
     case_ids: tuple[str, ...],
+    shard: str | None,
     sign_key: Path | None,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
@@ -83,6 +90,13 @@ def run(
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")
     loaded = load_suite(suite, case_ids=case_ids)
+    shard_block: dict[str, Any] | None = None
+    if shard is not None:
+        from trialrun.sharding import ShardSpec, select_shard, shard_info
+
+        spec = ShardSpec.parse(shard)
+        shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
+        loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
     run_mode = resolve_mode(loaded, mode)
     baseline_doc, baseline_file = _baseline_for(loaded.baseline_path, baseline, no_baseline)
     signer = _signer(sign_key)
@@ -135,7 +149,10 @@ def run(
     )
     summary = build_summary(result, regression=None)
     regression: dict[str, Any] | None = None
-    if baseline_doc is not None and baseline_file is not None and not interrupted:
+    if shard_block is not None:
+        # A shard's gates mean nothing alone: `trialrun merge` applies them to the whole suite.
+        summary["shard"] = shard_block
+    elif baseline_doc is not None and baseline_file is not None and not interrupted:
         regression = compute_regression(baseline_doc, summary, policy, display_path(baseline_file))
         summary = build_summary(result, regression=regression)
     passed = all(case.passed for case in result.cases) and (
