@@ -11,7 +11,6 @@ from trialrun.report.console import (
     format_regression,
     format_run,
     gate_failures,
-    github_annotations,
 )
 from trialrun.report.summary import build_summary
 from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
@@ -218,30 +217,6 @@ def test_agent_text_is_redacted_and_stripped_of_terminal_controls() -> None:
     text = "\n".join(format_failures([nasty], []))
     assert token not in text and "\x1b" not in text and "\r" not in text
     assert "ERROR t[2J1" in text and "[REDACTED][31m red" in text
-
-
-def test_annotations_use_the_peer_escaping() -> None:
-    failing = case(
-        "a,b::c",
-        "error",
-        failure=Failure("agent_error", "100% broken\r\nsecond line", "error"),
-    )
-    lines = github_annotations(run_of(case("ok"), failing), PASS_RATE_GATE)
-    assert lines == [
-        "::error title=trialrun: a%2Cb%3A%3Ac::100%25 broken%0D%0Asecond line",
-        "::error title=trialrun: gate min_pass_rate::Regression gate min_pass_rate failed: "
-        "pass_rate 0.0000 < required 1.0000 (baseline 1.0000)",
-    ]
-
-
-def test_one_annotation_per_failure_reason() -> None:
-    checks = (CALL_ORDER, CheckFailure("required_fields", "Missing required fields: x"))
-    failing = case("t1", "fail", failure=Failure("assertion_failed", "joined"), checks=checks)
-    lines = github_annotations(run_of(failing), None)
-    assert [line.split("::")[2] for line in lines] == [
-        CALL_ORDER.message,
-        "Missing required fields: x",
-    ]
 
 
 def test_a_faulty_agent_shows_the_end_of_its_stderr() -> None:

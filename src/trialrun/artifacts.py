@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from trialrun.fsutil import atomic_write_text, write_json
 from trialrun.redact import redact
-from trialrun.results import CaseResult, RunResult
+from trialrun.results import CaseResult, CheckFailure, RunResult
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -80,10 +80,16 @@ def verdict_events(result: CaseResult) -> list[dict[str, Any]]:
     asserted = [f for f in result.check_failures if not f.type.startswith("budget:")]
     events: list[dict[str, Any]] = []
     if asserted:
-        failures = [{"type": f.type, "message": f.message, "details": f.details} for f in asserted]
+        failures = [
+            {"type": f.type, "message": f.message, "details": f.details, **_explained(f)}
+            for f in asserted
+        ]
         events.append({"type": "assertion_failure", **base, "failures": failures})
     if budget:
-        failures = [{"field": f.type.removeprefix("budget:"), **(f.details or {})} for f in budget]
+        failures = [
+            {"field": f.type.removeprefix("budget:"), **(f.details or {}), **_explained(f)}
+            for f in budget
+        ]
         events.append({"type": "budget_failure", **base, "failures": failures})
     end: dict[str, Any] = {
         "type": "case_end",
@@ -97,6 +103,15 @@ def verdict_events(result: CaseResult) -> list[dict[str, Any]]:
         end["failure_reason"] = result.failure.message
     events.append(end)
     return events
+
+
+def _explained(failure: CheckFailure) -> dict[str, Any]:
+    """What the console shows for a check, kept in run.jsonl so merged runs can show it too."""
+    return {
+        "message": failure.message,
+        "expected": failure.expected,
+        "observed": failure.observed,
+    }
 
 
 def _event_line(event: dict[str, Any]) -> str:

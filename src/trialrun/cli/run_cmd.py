@@ -17,7 +17,6 @@ import click
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 if TYPE_CHECKING:
-    from trialrun.config import Suite
     from trialrun.receipt.signing import Ed25519Signer
     from trialrun.results import CaseResult, RunResult
 
@@ -163,45 +162,22 @@ def run(
     run_dir.finish(result, summary, build_junit(result), render_html(result, summary))
 
     click.echo(format_run(result, summary, regression))
-    _report_to_github(loaded, result, summary, regression, run_dir.path)
+    if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):
+        from trialrun.cli.github_report import report_to_github
+        from trialrun.report.annotations import case_locations
+
+        report_to_github(
+            result,
+            summary,
+            regression,
+            artifacts=display_path(run_dir.path),
+            case_locations=case_locations(loaded),
+        )
     click.echo(f"Artifacts written to: {display_path(run_dir.path)}")
     if interrupted:
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
     return EXIT_OK if passed else EXIT_FAILED
-
-
-def _report_to_github(
-    suite: Suite,
-    result: RunResult,
-    summary: dict[str, Any],
-    regression: dict[str, Any] | None,
-    run_dir: Path,
-) -> None:
-    """Annotations on the pull request and a Markdown step summary, when run by GitHub Actions."""
-    from trialrun.runner import display_path
-
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from trialrun.report.annotations import case_locations, github_annotations
-
-        for line in github_annotations(result, regression, case_locations=case_locations(suite)):
-            click.echo(line)
-    step_summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary_file:
-        from trialrun.report.step_summary import (
-            actions_run_url,
-            append_step_summary,
-            build_step_summary,
-        )
-
-        text = build_step_summary(
-            result,
-            summary,
-            regression,
-            artifacts_hint=display_path(run_dir),
-            run_url=actions_run_url(os.environ),
-        )
-        append_step_summary(Path(step_summary_file), text)
 
 
 def _signer(sign_key: Path | None) -> Ed25519Signer | None:

@@ -7,9 +7,9 @@ jinja2 is imported only when an HTML report is rendered.
 
 from __future__ import annotations
 
-from trialrun.report.console import format_run, github_annotations
+from trialrun.report.console import format_run
 from trialrun.report.html import render_html
 from trialrun.report.junit import build_junit
 from trialrun.report.summary import build_summary
 
-__all__ = ["build_junit", "build_summary", "format_run", "github_annotations", "render_html"]
+__all__ = ["build_junit", "build_summary", "format_run", "render_html"]

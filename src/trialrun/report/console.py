@@ -7,9 +7,8 @@ failures, in its layout, with one fix: the first line of each entry says what ki
 is (``assertion: <type>`` for an assertion, ``budget: <field>`` for a budget, ``failure: <kind>``
 for anything else), where the peer wrote ``assertion:`` for all of them.
 
-``github_annotations`` gives the ``::error`` workflow commands, escaped as the peer does (``%``,
-CR and LF in the message; in the title also ``,`` and ``::``). Agent text is redacted and
-stripped of terminal control characters before it is printed.
+Agent text is redacted and stripped of terminal control characters before it is printed. GitHub
+annotations live in ``report/annotations.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from trialrun.report.summary import stderr_tail_of
 from trialrun.results import CaseResult, RunResult
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_BUT_CR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _VALUE_COLUMN = 13
 """Width of ``"  message:   "``: continuation lines of a message line up under its first line."""
 
@@ -210,20 +208,6 @@ def detail_lines(raw: FailureDetail) -> list[str]:
     return lines
 
 
-def github_annotations(run: RunResult, regression: dict[str, Any] | None) -> list[str]:
-    """One ``::error`` workflow command per case failure reason and per failing gate."""
-    commands = [
-        f"::error title={_escape_property(f'trialrun: {d.case_id}')}::{_escape_data(d.message)}"
-        for case in run.cases
-        for d in failure_details(case)
-    ]
-    commands += [
-        f"::error title={_escape_property(f'trialrun: gate {gate}')}::{_escape_data(message)}"
-        for gate, message in gate_failures(regression)
-    ]
-    return commands
-
-
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], *, right_aligned: set[int] | None = None
 ) -> list[str]:
@@ -277,12 +261,3 @@ def _field(label: str, value: str) -> str:
     head = f"  {label}:".ljust(_VALUE_COLUMN)
     continuation = "\n" + " " * _VALUE_COLUMN
     return head + continuation.join(value.splitlines() or [""])
-
-
-def _escape_data(value: str) -> str:
-    value = _CONTROL_BUT_CR.sub("", value)
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(value: str) -> str:
-    return _escape_data(value).replace(",", "%2C").replace("::", "%3A%3A")

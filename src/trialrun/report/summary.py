@@ -59,7 +59,24 @@ def build_summary(
 ) -> dict[str, Any]:
     """The summary.json document for ``run``; ``regression`` is compute_regression's block."""
     base = Path.cwd() if cwd is None else cwd
-    case_docs = sorted((_case_summary(case, base) for case in run.cases), key=lambda c: c["id"])
+    case_docs = [_case_summary(case, base) for case in run.cases]
+    return summary_from_case_docs(run, case_docs, regression=regression, cwd=base)
+
+
+def summary_from_case_docs(
+    run: RunResult,
+    case_docs: Sequence[dict[str, Any]],
+    *,
+    regression: dict[str, Any] | None,
+    cwd: Path | None = None,
+) -> dict[str, Any]:
+    """The summary.json document around per-case documents already built (one per run case).
+
+    ``trialrun merge`` passes the shards' case documents as written, so the merged file keeps
+    them verbatim while the run block and the aggregates are computed here as for any run.
+    """
+    base = Path.cwd() if cwd is None else cwd
+    case_docs = sorted(case_docs, key=lambda c: str(c["id"]))
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": iso_utc(run.finished_at),
@@ -83,7 +100,7 @@ def build_summary(
             "suite_config_hash": None,
             "cases_total": len(run.cases),
         },
-        "aggregates": _aggregates(run, case_docs),
+        "aggregates": aggregates_of(case_docs),
         "cases": case_docs,
     }
     snapshot = policy_snapshot(run.regression_policy)
@@ -218,17 +235,22 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
     }
 
 
-def _aggregates(run: RunResult, case_docs: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregates_of(case_docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The ``aggregates`` block: status counts, pass rate and metric statistics of the cases."""
+
     def column(name: str) -> list[float | None]:
         return [doc[name] for doc in case_docs]
 
+    def count(status: str) -> int:
+        return sum(1 for doc in case_docs if doc["status"] == status)
+
     metrics: dict[str, Any] = {name: metric_stats(column(name)) for name in METRIC_NAMES}
     return {
-        "cases_total": len(run.cases),
-        "cases_pass": sum(1 for c in run.cases if c.status == "pass"),
-        "cases_fail": sum(1 for c in run.cases if c.status == "fail"),
-        "cases_error": sum(1 for c in run.cases if c.status == "error"),
-        "pass_rate": run.pass_rate,
+        "cases_total": len(case_docs),
+        "cases_pass": count("pass"),
+        "cases_fail": count("fail"),
+        "cases_error": count("error"),
+        "pass_rate": count("pass") / len(case_docs) if case_docs else 0.0,
         "metrics": metrics,
     }
 

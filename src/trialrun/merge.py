@@ -1,0 +1,326 @@
+"""``trialrun merge``: the run directories of one suite's shards become one run directory.
+
+The shards must cover the suite exactly: one run per index 1..N, all cut from the same case list
+(same suite name, shard count, ``suite_case_ids_sha256``, mode, policy and commit), every case in
+exactly one shard, and each shard holding exactly the cases ``sharding`` assigns to its index.
+A crashed or forgotten shard must not quietly shrink the denominator, so anything else fails the
+merge (exit 2) before a file is written.
+
+The merged directory ``<out>/<suite>/<run_id>/`` holds what a single run writes:
+
+* summary.json: the shards' case entries verbatim, in id order; the run block and aggregates
+  computed by ``report.summary`` as for any run; a ``merge`` block naming the shards;
+* junit.xml: the shards' testcases as written, in id order, with the counts recomputed;
+* run.jsonl: each case's lines as written, in case id order;
+* report.html: rendered from cases rebuilt from the shard artifacts (``shard_artifacts``);
+* receipt.jsonl: a new receipt whose ``run_start`` names the merge, one ``shard`` event per
+  shard with its receipt's path, event count and last hash, and ``run_end`` with the totals.
+
+Baseline gates apply to the merged summary only: pass rates and percentiles need every case.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun import __version__
+from trialrun.artifacts import new_run_id, safe_dir_name
+from trialrun.errors import ConfigError
+from trialrun.fsutil import atomic_write_text, write_json
+from trialrun.results import CaseResult, RunResult
+from trialrun.shard_artifacts import MergeError, ShardArtifacts, read_shard, rebuild_case
+from trialrun.sharding import ShardSpec, assign_shards, case_ids_sha256
+
+if TYPE_CHECKING:
+    from trialrun.receipt.signing import Ed25519Signer
+
+__all__ = ["MergeError", "MergeOutcome", "merge_runs"]
+
+_MUST_AGREE = (
+    ("suite name", lambda s: (s.summary.get("suite") or {}).get("name")),
+    ("tool mode", lambda s: (s.summary.get("run") or {}).get("mode")),
+    ("regression policy", lambda s: s.summary.get("policy_snapshot")),
+)
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """The merged run: where it was written, and the verdict a single run would give."""
+
+    run_dir: Path
+    result: RunResult
+    summary: dict[str, Any]
+    regression: dict[str, Any] | None
+    passed: bool
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+def merge_runs(
+    run_dirs: Sequence[Path],
+    out: Path,
+    *,
+    baseline: Path | None,
+    signer: Ed25519Signer | None = None,
+    command_line: str | None = None,
+) -> MergeOutcome:
+    """Check that ``run_dirs`` are the complete shards of one run, and write the merged run."""
+    from trialrun.baseline import compute_regression, load_baseline
+    from trialrun.report.summary import summary_from_case_docs
+    from trialrun.runner import display_path
+
+    if not run_dirs:
+        raise MergeError("expected at least one shard run directory to merge, found none")
+    baseline_doc = _load_baseline(baseline, load_baseline)
+    shards = sorted((read_shard(Path(d)) for d in run_dirs), key=lambda s: s.index)
+    all_ids = check_complete(shards)
+
+    docs = {case_id: doc for shard in shards for case_id, doc in shard.case_docs.items()}
+    events = {case_id: ev for shard in shards for case_id, ev in shard.case_events.items()}
+    result = _merged_result(shards, [rebuild_case(docs[i], events[i]) for i in all_ids])
+    policy = shards[0].summary.get("policy_snapshot")
+    case_docs = [docs[case_id] for case_id in all_ids]
+    summary = summary_from_case_docs(result, case_docs, regression=None)
+    regression: dict[str, Any] | None = None
+    if baseline_doc is not None and baseline is not None:
+        regression = compute_regression(baseline_doc, summary, policy, display_path(baseline))
+        summary = summary_from_case_docs(result, case_docs, regression=regression)
+    summary["merge"] = _merge_block(shards, display_path)
+    passed = all(case.passed for case in result.cases) and (
+        regression is None or bool(regression["passed"])
+    )
+
+    run_dir = out / safe_dir_name(result.suite_name) / result.run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    command = command_line or shlex.join(
+        ["trialrun", "merge", *map(str, run_dirs), "--out", str(out)]
+    )
+    _write_receipt(run_dir / "receipt.jsonl", shards, result, command, passed, signer)
+    lines = {case_id: ls for shard in shards for case_id, ls in shard.case_lines.items()}
+    atomic_write_text(run_dir / "run.jsonl", "".join("".join(lines[i]) for i in all_ids))
+    write_json(run_dir / "summary.json", summary)
+    atomic_write_text(run_dir / "junit.xml", merged_junit(shards, result))
+    from trialrun.report.html import render_html
+
+    atomic_write_text(run_dir / "report.html", render_html(result, summary))
+    return MergeOutcome(run_dir, result, summary, regression, passed)
+
+
+def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
+    """The suite's case ids, sorted, once the shards are shown to cover it exactly once."""
+    first = shards[0]
+    for what, value_of in _MUST_AGREE:
+        _agree(shards, what, value_of)
+    _agree(shards, "shard count", lambda s: s.count)
+    _agree(
+        shards, "suite case list (shard.suite_case_ids_sha256)", lambda s: s.suite_case_ids_sha256
+    )
+    commits = {s.summary["run"].get("git_sha") for s in shards} - {None}
+    if len(commits) > 1:
+        raise MergeError(
+            f"expected shards of one commit, found git_sha {', '.join(sorted(commits))}"
+        )
+    by_index: dict[int, ShardArtifacts] = {}
+    for shard in shards:
+        if shard.index in by_index:
+            raise MergeError(
+                f"duplicate shard {shard.index}/{shard.count}: {by_index[shard.index].run_dir} "
+                f"and {shard.run_dir}; expected each shard exactly once"
+            )
+        by_index[shard.index] = shard
+    missing = sorted(set(range(1, first.count + 1)) - by_index.keys())
+    if missing:
+        raise MergeError(
+            f"missing shard(s) {', '.join(f'{i}/{first.count}' for i in missing)}: expected "
+            f"{first.count} shard run directories, found {len(shards)}; a merge without every "
+            "shard would hide the missing cases"
+        )
+    owner: dict[str, ShardArtifacts] = {}
+    for shard in shards:
+        for case_id in shard.case_ids:
+            if case_id in owner:
+                raise MergeError(
+                    f"case {case_id!r} appears in shard {owner[case_id].index} "
+                    f"({owner[case_id].run_dir}) and shard {shard.index} ({shard.run_dir}); "
+                    "expected every case exactly once"
+                )
+            owner[case_id] = shard
+    if case_ids_sha256(owner) != first.suite_case_ids_sha256:
+        raise MergeError(
+            f"the shards hold {len(owner)} cases whose id list does not hash to "
+            f"shard.suite_case_ids_sha256 {first.suite_case_ids_sha256}: some cases are missing"
+        )
+    assignment = assign_shards(owner, first.count)
+    for case_id, shard in owner.items():
+        if assignment[case_id] != shard.index:
+            raise MergeError(
+                f"case {case_id!r} ran in shard {shard.index} ({shard.run_dir}) but belongs to "
+                f"shard {ShardSpec(assignment[case_id], first.count)}: the shards were not cut "
+                "by `trialrun run --shard` from this case list"
+            )
+    return sorted(owner)
+
+
+def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
+    """One ``<testsuite>`` holding every shard's testcases as written, in case id order."""
+    from trialrun.report.junit import XML_DECLARATION, xml_text
+
+    elements = {case_id: el for shard in shards for case_id, el in shard.testcases.items()}
+    ordered = [elements[case.case_id] for case in result.cases]
+    root = ET.Element(
+        "testsuite",
+        {
+            "name": xml_text(result.suite_name),
+            "tests": str(len(ordered)),
+            "failures": str(sum(1 for el in ordered if el.find("failure") is not None)),
+            "errors": str(sum(1 for el in ordered if el.find("error") is not None)),
+            "time": f"{sum(case.run.wall_ms for case in result.cases) / 1000:.3f}",
+        },
+    )
+    root.extend(ordered)
+    return XML_DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _load_baseline(path: Path | None, load: Any) -> dict[str, Any] | None:
+    # Loaded before anything is read or written, so a bad baseline costs nothing.
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ConfigError(
+            "baseline file not found (create one with `trialrun baseline promote`)", file=path
+        )
+    document: dict[str, Any] = load(path)
+    return document
+
+
+def _agree(shards: Sequence[ShardArtifacts], what: str, value_of: Any) -> None:
+    values = [value_of(shard) for shard in shards]
+    if any(value != values[0] for value in values):
+        found = "; ".join(f"{s.run_dir}: {v!r}" for s, v in zip(shards, values, strict=True))
+        raise MergeError(f"expected the shards of one run with the same {what}, found {found}")
+
+
+def _merged_result(shards: Sequence[ShardArtifacts], cases: list[CaseResult]) -> RunResult:
+    runs = [shard.summary["run"] for shard in shards]
+    suite = shards[0].summary["suite"]
+    started = min(_epoch(run.get("started_at")) for run in runs)
+    finished = max(_epoch(run.get("finished_at")) for run in runs)
+    return RunResult(
+        run_id=new_run_id(time.time()),
+        suite_name=str(suite.get("name")),
+        suite_path=str(suite.get("suite_path") or ""),
+        agent_command=[str(part) for part in suite.get("agent_command") or []],
+        mode=str(runs[0].get("mode")),
+        cases=cases,
+        started_at=started,
+        finished_at=finished,
+        git_sha=next((run["git_sha"] for run in runs if run.get("git_sha")), None),
+        regression_policy=shards[0].summary.get("policy_snapshot"),
+    )
+
+
+def _epoch(text: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()  # an older summary without run timestamps
+
+
+def _merge_block(shards: Sequence[ShardArtifacts], display_path: Any) -> dict[str, Any]:
+    return {
+        "shard_count": shards[0].count,
+        "suite_case_ids_sha256": shards[0].suite_case_ids_sha256,
+        "shards": [
+            {
+                "index": shard.index,
+                "run_id": shard.run_id,
+                "run_dir": display_path(shard.run_dir),
+                "receipt_last_hash": shard.receipt.last_hash,
+            }
+            for shard in shards
+        ],
+    }
+
+
+def _write_receipt(
+    path: Path,
+    shards: Sequence[ShardArtifacts],
+    result: RunResult,
+    command_line: str,
+    passed: bool,
+    signer: Ed25519Signer | None,
+) -> None:
+    from trialrun.receipt.writer import ReceiptWriter
+    from trialrun.runner import display_path
+
+    heads = [_run_start(shard) for shard in shards]
+    writer = ReceiptWriter(path, signer=signer)
+    with writer:
+        writer.emit(
+            "run_start",
+            {
+                "goal": result.suite_name,
+                "verifyCommand": command_line,
+                "repoHead": _common(head.get("repoHead") for head in heads),
+                "branch": _common(head.get("branch") for head in heads) or "",
+                "tool": {"name": "trialrun", "version": __version__},
+                "merge": {"shards": len(shards), "runId": result.run_id},
+            },
+        )
+        for shard in shards:
+            statuses = [shard.case_docs[i]["status"] for i in shard.case_ids]
+            writer.emit(
+                "shard",
+                {
+                    "index": shard.index,
+                    "count": shard.count,
+                    "runId": shard.run_id,
+                    "receipt": display_path(shard.receipt_path),
+                    "eventCount": shard.receipt.event_count,
+                    "lastHash": shard.receipt.last_hash,
+                    "signed": shard.receipt.signature.present,
+                    "cases": {s: statuses.count(s) for s in ("pass", "fail", "error")},
+                },
+            )
+        usage = [case.run.usage for case in result.cases]
+        writer.close(
+            {
+                "stopReason": "completed",
+                "verified": passed,
+                "totals": {
+                    "attempts": len(result.cases),
+                    "totalTokens": sum((u.tokens_in or 0) + (u.tokens_out or 0) for u in usage),
+                    "costUsd": sum(u.cost_usd or 0.0 for u in usage),
+                    "filesChanged": 0,
+                },
+                "cases": {
+                    "total": len(result.cases),
+                    "passed": sum(1 for c in result.cases if c.status == "pass"),
+                    "failed": sum(1 for c in result.cases if c.status == "fail"),
+                    "errors": sum(1 for c in result.cases if c.status == "error"),
+                },
+            }
+        )
+
+
+def _run_start(shard: ShardArtifacts) -> dict[str, Any]:
+    import json
+
+    with shard.receipt_path.open(encoding="utf-8") as stream:
+        first = json.loads(stream.readline())
+    data: dict[str, Any] = first.get("data") or {}
+    return data
+
+
+def _common(values: Any) -> Any:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else None
