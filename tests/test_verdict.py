@@ -166,3 +166,12 @@ def test_no_output_and_no_failure_is_an_agent_error() -> None:
     result = judge_case(Case(assertions=[Spy()]), agent_run(None))
     assert result.status == "error"
     assert result.failure is not None and result.failure.kind == "agent_error"
+
+
+def test_a_wall_deadline_kill_is_not_reported_twice() -> None:
+    for wall_ms in (1500, 1503):
+        run = AgentRun(case_id="t1", wall_ms=wall_ms)
+        run.failure = Failure("timeout", "Agent exceeded max_wall_ms=1500", "fail")
+        result = judge_case(Case(budgets=Budgets(max_wall_ms=1500)), run)
+        assert result.failure is not None and result.failure.kind == "timeout"
+        assert [f.type for f in result.check_failures] == []

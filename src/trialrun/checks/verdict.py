@@ -69,6 +69,10 @@ def judge_case(case: JudgedCase, run: AgentRun) -> CaseResult:
 
     if run.failure is not None:
         exceeded = [failure for failure in budget_failures if not is_unverifiable(failure)]
+        if run.failure.kind == "timeout":
+            # The deadline already is the max_wall_ms verdict; whether the kill landed a
+            # millisecond past the limit is scheduling noise, not a second finding.
+            exceeded = [failure for failure in exceeded if failure.type != "budget:max_wall_ms"]
         return verdict(run.failure, exceeded)
     if output is None:
         # The session always sets a failure when no final_output arrived; be safe anyway.

@@ -7,7 +7,6 @@ import dataclasses
 import os
 import shlex
 import signal
-import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +17,7 @@ from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
-    from trialrun.results import CaseResult, RunResult
-
-DEFAULT_OUT_DIR = Path("trialrun_out")
+    from trialrun.recording import Baseline
 
 
 @click.command()
@@ -75,15 +72,9 @@ def run(
     sign_key: Path | None,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
-    from trialrun.artifacts import RunDirectory, new_run_id
-    from trialrun.baseline import compute_regression
     from trialrun.config import load_suite
-    from trialrun.receipt.suite_run import SuiteReceipt
+    from trialrun.recording import RunRecorder
     from trialrun.report.console import format_run
-    from trialrun.report.html import render_html
-    from trialrun.report.junit import build_junit
-    from trialrun.report.summary import build_summary
-    from trialrun.results import RunResult
     from trialrun.runner import RunOptions, RunProgress, display_path, resolve_mode, run_suite
 
     if baseline is not None and no_baseline:
@@ -97,24 +88,16 @@ def run(
         shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
         loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
     run_mode = resolve_mode(loaded, mode)
-    baseline_doc, baseline_file = _baseline_for(loaded.baseline_path, baseline, no_baseline)
-    signer = _signer(sign_key)
-
-    started = time.time()
-    out_dir = out or loaded.output_dir or DEFAULT_OUT_DIR
-    run_dir = RunDirectory(out_dir, loaded.config.suite_name, new_run_id(started))
-    receipt = SuiteReceipt(
-        run_dir.path / "receipt.jsonl",
-        suite_name=loaded.config.suite_name,
-        command_line=shlex.join(["trialrun", *click.get_current_context().find_root().obj["argv"]]),
-        repository=loaded.root,
-        signer=signer,
+    baseline_found = _baseline_for(loaded.baseline_path, baseline, no_baseline)
+    argv = click.get_current_context().find_root().obj["argv"]
+    recorder = RunRecorder(
+        loaded,
+        mode=run_mode,
+        command_line=shlex.join(["trialrun", *argv]),
+        out_dir=out,
+        signer=_signer(sign_key),
     )
     progress = RunProgress()
-
-    def record(result: CaseResult) -> None:
-        receipt.record_case(result, trace_sha256=run_dir.write_case_events(result))
-
     interrupted = False
     try:
         asyncio.run(
@@ -123,43 +106,16 @@ def run(
                     loaded,
                     RunOptions(mode=run_mode, jobs=jobs),
                     progress,
-                    on_case_done=lambda _i, result: record(result),
+                    on_case_done=lambda _index, result: recorder.record(result),
                 )
             )
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
-
-    policy = loaded.config.regression
-    result = RunResult(
-        run_id=run_dir.path.name,
-        suite_name=loaded.config.suite_name,
-        suite_path=display_path(loaded.suite_file),
-        agent_command=[
-            display_path(Path(p)) if os.path.isabs(p) else p for p in loaded.agent_command
-        ],
-        mode=run_mode,
-        cases=progress.ordered(),
-        started_at=started,
-        finished_at=time.time(),
-        interrupted=interrupted,
-        git_sha=os.environ.get("GITHUB_SHA"),
-        regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+    recorded = recorder.finish(
+        progress.ordered(), interrupted=interrupted, baseline=baseline_found, shard=shard_block
     )
-    summary = build_summary(result, regression=None)
-    regression: dict[str, Any] | None = None
-    if shard_block is not None:
-        # A shard's gates mean nothing alone: `trialrun merge` applies them to the whole suite.
-        summary["shard"] = shard_block
-    elif baseline_doc is not None and baseline_file is not None and not interrupted:
-        regression = compute_regression(baseline_doc, summary, policy, display_path(baseline_file))
-        summary = build_summary(result, regression=regression)
-    passed = all(case.passed for case in result.cases) and (
-        regression is None or regression["passed"]
-    )
-    if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
-        receipt.finish(result.cases, verified=passed)
-    run_dir.finish(result, summary, build_junit(result), render_html(result, summary))
+    result, summary, regression = recorded.result, recorded.summary, recorded.regression
 
     click.echo(format_run(result, summary, regression))
     if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -170,14 +126,14 @@ def run(
             result,
             summary,
             regression,
-            artifacts=display_path(run_dir.path),
+            artifacts=display_path(recorded.run_dir),
             case_locations=case_locations(loaded),
         )
-    click.echo(f"Artifacts written to: {display_path(run_dir.path)}")
+    click.echo(f"Artifacts written to: {display_path(recorded.run_dir)}")
     if interrupted:
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
-    return EXIT_OK if passed else EXIT_FAILED
+    return EXIT_OK if recorded.passed else EXIT_FAILED
 
 
 def _signer(sign_key: Path | None) -> Ed25519Signer | None:
@@ -203,13 +159,14 @@ async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
 
 def _baseline_for(
     configured: Path | None, explicit: Path | None, disabled: bool
-) -> tuple[dict[str, Any] | None, Path | None]:
+) -> Baseline | None:
     """Load the baseline before any case runs, so a bad file costs nothing."""
     from trialrun.baseline import load_baseline
     from trialrun.errors import ConfigError
+    from trialrun.recording import Baseline
 
     if disabled:
-        return None, None
+        return None
     if explicit is not None:
         if not explicit.is_file():
             raise ConfigError(
@@ -217,14 +174,14 @@ def _baseline_for(
                 "or pass --no-baseline)",
                 file=explicit,
             )
-        return load_baseline(explicit), explicit
+        return Baseline(load_baseline(explicit), explicit)
     if configured is None:
-        return None, None
+        return None
     if not configured.is_file():
         click.echo(
             f"warning: baseline {configured} does not exist yet; regression checks skipped "
             "(create it with `trialrun baseline promote`).",
             err=True,
         )
-        return None, None
-    return load_baseline(configured), configured
+        return None
+    return Baseline(load_baseline(configured), configured)

@@ -1,0 +1,134 @@
+"""``trialrun diff RUN_A RUN_B``: what changed between two runs, for a person or a program.
+
+Exit 0 when nothing differs, 1 when something does, 2 when either run cannot be read (the
+``ConfigError`` reaches ``run_cli``, which prints ``error: <file>:<line>: <what>``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.diffing import (
+    DEFAULT_WALL_THRESHOLD_MS,
+    DEFAULT_WALL_THRESHOLD_PCT,
+    RunDiff,
+    RunTrace,
+    WallChange,
+    diff_runs,
+    diff_to_json,
+    load_run,
+)
+
+SEQUENCE_MAX_SHOWN = 30
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@click.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(
+    "--wall-threshold-pct",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_WALL_THRESHOLD_PCT,
+    show_default=True,
+    help="Report a wall time change only above this many percent...",
+)
+@click.option(
+    "--wall-threshold-ms",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_WALL_THRESHOLD_MS,
+    show_default=True,
+    help="...and only when it is at least this many milliseconds.",
+)
+def diff(
+    run_a: Path, run_b: Path, as_json: bool, wall_threshold_pct: float, wall_threshold_ms: float
+) -> int:
+    """Compare RUN_A with RUN_B (run directories or their summary.json files)."""
+    result = diff_runs(
+        load_run(run_a),
+        load_run(run_b),
+        wall_threshold_pct=wall_threshold_pct,
+        wall_threshold_ms=wall_threshold_ms,
+    )
+    if as_json:
+        click.echo(json.dumps(diff_to_json(result), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_diff(result))
+    return EXIT_FAILED if result.differs else EXIT_OK
+
+
+def format_diff(diff: RunDiff) -> str:
+    """The human report, grouped by kind of change (no trailing newline)."""
+    lines = [f"trialrun diff: A = {_describe(diff.a)}", f"               B = {_describe(diff.b)}"]
+    lines += [f"note: {note}" for note in diff.notes]
+    if diff.status_changed:
+        lines += ["", f"Status changed ({len(diff.status_changed)}):"]
+        lines += [f"  {_clean(i)}: {a} -> {b}" for i, a, b in diff.status_changed]
+    if diff.tools_changed:
+        lines += ["", f"Tool sequence changed ({len(diff.tools_changed)}):"]
+        for case_id, old, new in diff.tools_changed:
+            lines += [
+                f"  {_clean(case_id)}:",
+                f"    A: {_sequence(old)}",
+                f"    B: {_sequence(new)}",
+            ]
+    if diff.output_changed:
+        lines += ["", f"Final output changed ({len(diff.output_changed)}):"]
+        for case_id, diff_lines in diff.output_changed:
+            lines += [f"  {_clean(case_id)}:", *(f"    {_clean(line)}" for line in diff_lines)]
+    if diff.wall_changed:
+        lines += [
+            "",
+            f"Wall time changed ({len(diff.wall_changed)}; over {diff.wall_threshold_pct:g}% "
+            f"and {diff.wall_threshold_ms:g} ms):",
+        ]
+        lines += [f"  {_clean(c.case_id)}: {_wall(c)}" for c in diff.wall_changed]
+    for title, ids in (("Only in A", diff.only_in_a), ("Only in B", diff.only_in_b)):
+        if ids:
+            lines += ["", f"{title} ({len(ids)}): {', '.join(_clean(i) for i in ids)}"]
+    lines.append("")
+    if diff.differs:
+        changed = {
+            *diff.only_in_a,
+            *diff.only_in_b,
+            *(i for i, _, _ in diff.status_changed),
+            *(i for i, _, _ in diff.tools_changed),
+            *(i for i, _ in diff.output_changed),
+            *(c.case_id for c in diff.wall_changed),
+        }
+        lines.append(f"{len(changed)} case(s) differ ({diff.cases_compared} compared).")
+    else:
+        lines.append(f"No differences ({diff.cases_compared} cases compared).")
+    return "\n".join(lines)
+
+
+def _describe(run: RunTrace) -> str:
+    named = run.run_id is not None and run.run_id not in run.label
+    parts = [f"run {run.run_id}" if named else None, run.suite_name]
+    extra = ", ".join(_clean(p) for p in parts if p)
+    return f"{_clean(run.label)} ({extra})" if extra else _clean(run.label)
+
+
+def _sequence(names: list[str]) -> str:
+    if not names:
+        return "(no tool calls)"
+    shown = ", ".join(_clean(n) for n in names[:SEQUENCE_MAX_SHOWN])
+    hidden = len(names) - SEQUENCE_MAX_SHOWN
+    return f"{shown}, ... (+{hidden} more)" if hidden > 0 else shown
+
+
+def _wall(change: WallChange) -> str:
+    pct = change.delta_pct
+    relative = f", {pct:+.0f}%" if pct is not None else ""
+    return f"{change.a_ms:g} ms -> {change.b_ms:g} ms ({change.delta_ms:+g} ms{relative})"
+
+
+def _clean(text: str) -> str:
+    """Agent-chosen text reaches a terminal: drop control characters (escape sequences)."""
+    return _CONTROL.sub("", text)

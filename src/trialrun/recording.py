@@ -1,0 +1,133 @@
+"""One run's record: its artifacts and receipt, fed case by case and sealed once.
+
+``trialrun run`` and the pytest plugin both record runs through ``RunRecorder`` so the files in
+``<out>/<suite>/<run_id>/`` mean the same thing however the cases were driven. Cases are recorded
+as they finish (run.jsonl and the receipt grow as the run goes); ``finish`` computes the summary
+and the baseline gates and writes the remaining files. An interrupted run is finished too, but
+its receipt is left without ``run_end`` so that it reads as truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun.artifacts import RunDirectory, new_run_id
+from trialrun.receipt.suite_run import SuiteReceipt
+from trialrun.results import CaseResult, RunResult
+
+if TYPE_CHECKING:
+    from trialrun.config import Suite
+    from trialrun.receipt.signing import Ed25519Signer
+
+DEFAULT_OUT_DIR = Path("trialrun_out")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A loaded baseline document and the file it came from."""
+
+    document: dict[str, Any]
+    path: Path
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    result: RunResult
+    summary: dict[str, Any]
+    regression: dict[str, Any] | None
+    run_dir: Path
+
+    @property
+    def passed(self) -> bool:
+        gates_passed = self.regression is None or bool(self.regression["passed"])
+        return gates_passed and all(case.passed for case in self.result.cases)
+
+
+class RunRecorder:
+    def __init__(
+        self,
+        suite: Suite,
+        *,
+        mode: str,
+        command_line: str,
+        out_dir: Path | None = None,
+        signer: Ed25519Signer | None = None,
+        started_at: float | None = None,
+    ) -> None:
+        self.suite = suite
+        self.mode = mode
+        self.started_at = time.time() if started_at is None else started_at
+        out = out_dir or suite.output_dir or DEFAULT_OUT_DIR
+        self._dir = RunDirectory(out, suite.config.suite_name, new_run_id(self.started_at))
+        self._receipt = SuiteReceipt(
+            self._dir.path / "receipt.jsonl",
+            suite_name=suite.config.suite_name,
+            command_line=command_line,
+            repository=suite.root,
+            signer=signer,
+        )
+
+    @property
+    def run_dir(self) -> Path:
+        return self._dir.path
+
+    def record(self, result: CaseResult) -> None:
+        """Append a finished case to run.jsonl and the receipt (call in case order)."""
+        self._receipt.record_case(result, trace_sha256=self._dir.write_case_events(result))
+
+    def finish(
+        self,
+        cases: Sequence[CaseResult],
+        *,
+        interrupted: bool,
+        baseline: Baseline | None,
+        shard: dict[str, Any] | None = None,
+    ) -> RecordedRun:
+        """Summary, gates, JUnit and report; seal the receipt unless the run was interrupted.
+
+        ``shard``: the ``sharding.shard_info`` block of a shard run, which skips the gates:
+        they only mean something over the whole suite, after ``trialrun merge``.
+        """
+        from trialrun.baseline import compute_regression
+        from trialrun.report.html import render_html
+        from trialrun.report.junit import build_junit
+        from trialrun.report.summary import build_summary
+        from trialrun.runner import display_path
+
+        suite = self.suite
+        policy = suite.config.regression
+        result = RunResult(
+            run_id=self._dir.path.name,
+            suite_name=suite.config.suite_name,
+            suite_path=display_path(suite.suite_file),
+            agent_command=[
+                display_path(Path(part)) if os.path.isabs(part) else part
+                for part in suite.agent_command
+            ],
+            mode=self.mode,
+            cases=list(cases),
+            started_at=self.started_at,
+            finished_at=time.time(),
+            interrupted=interrupted,
+            git_sha=os.environ.get("GITHUB_SHA"),
+            regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+        )
+        summary = build_summary(result, regression=None)
+        regression: dict[str, Any] | None = None
+        if shard is not None:
+            summary["shard"] = shard
+        elif baseline is not None and not interrupted:
+            regression = compute_regression(
+                baseline.document, summary, policy, display_path(baseline.path)
+            )
+            summary = build_summary(result, regression=regression)
+        recorded = RecordedRun(result, summary, regression, self._dir.path)
+        if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
+            self._receipt.finish(result.cases, verified=recorded.passed)
+        self._dir.finish(result, summary, build_junit(result), render_html(result, summary))
+        return recorded
