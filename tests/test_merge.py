@@ -1,8 +1,6 @@
 """``trialrun merge``: three shards of a generated 50-case suite give the unsharded verdict.
 
-The shards are real ``trialrun run`` subprocesses. While ``run --shard`` is not wired yet, a shard
-is run with ``--case`` for each of its ids and the summary gets the block ``run --shard`` writes
-(``sharding.shard_info``); the merge cannot tell the difference.
+The shards are real ``trialrun run --shard I/N`` subprocesses.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -88,26 +85,13 @@ def only_run_dir(out: Path) -> Path:
     return run_dir
 
 
-@cache
-def run_supports_shard() -> bool:
-    help_text = trialrun("run", "--help", cwd=Path.cwd()).stdout
-    return "--shard" in help_text
-
-
 def run_shard(suite: Path, spec: ShardSpec, out: Path, case_ids: list[str]) -> Path:
-    if run_supports_shard():
-        proc = trialrun("run", suite, "--shard", str(spec), "--out", out, "-j", "4", cwd=suite)
-    else:
-        chosen = [arg for case_id in shard_case_ids(case_ids, spec) for arg in ("--case", case_id)]
-        proc = trialrun("run", suite, *chosen, "--out", out, "-j", "4", cwd=suite)
+    proc = trialrun("run", suite, "--shard", str(spec), "--out", out, "-j", "4", cwd=suite)
     assert proc.returncode in (0, 1), proc.stderr
     run_dir = only_run_dir(out)
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    if not run_supports_shard():
-        summary["shard"] = shard_info(spec, case_ids)
-        summary_path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["shard"] == shard_info(spec, case_ids)
+    assert sorted(c["id"] for c in summary["cases"]) == sorted(shard_case_ids(case_ids, spec))
     return run_dir
 
 
