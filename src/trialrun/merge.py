@@ -25,7 +25,6 @@ import shlex
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from trialrun import __version__
 from trialrun.artifacts import new_run_id, safe_dir_name
 from trialrun.errors import ConfigError
 from trialrun.fsutil import atomic_write_text, write_json
+from trialrun.recording import RecordedRun
 from trialrun.results import CaseResult, RunResult
 from trialrun.shard_artifacts import MergeError, ShardArtifacts, read_shard, rebuild_case
 from trialrun.sharding import ShardSpec, assign_shards, case_ids_sha256
@@ -41,28 +41,13 @@ from trialrun.sharding import ShardSpec, assign_shards, case_ids_sha256
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
 
-__all__ = ["MergeError", "MergeOutcome", "merge_runs"]
+__all__ = ["MergeError", "merge_runs"]
 
 _MUST_AGREE = (
     ("suite name", lambda s: (s.summary.get("suite") or {}).get("name")),
     ("tool mode", lambda s: (s.summary.get("run") or {}).get("mode")),
     ("regression policy", lambda s: s.summary.get("policy_snapshot")),
 )
-
-
-@dataclass(frozen=True)
-class MergeOutcome:
-    """The merged run: where it was written, and the verdict a single run would give."""
-
-    run_dir: Path
-    result: RunResult
-    summary: dict[str, Any]
-    regression: dict[str, Any] | None
-    passed: bool
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
 
 
 def merge_runs(
@@ -72,7 +57,7 @@ def merge_runs(
     baseline: Path | None,
     signer: Ed25519Signer | None = None,
     command_line: str | None = None,
-) -> MergeOutcome:
+) -> RecordedRun:
     """Check that ``run_dirs`` are the complete shards of one run, and write the merged run."""
     from trialrun.baseline import compute_regression, load_baseline
     from trialrun.report.summary import summary_from_case_docs
@@ -95,16 +80,14 @@ def merge_runs(
         regression = compute_regression(baseline_doc, summary, policy, display_path(baseline))
         summary = summary_from_case_docs(result, case_docs, regression=regression)
     summary["merge"] = _merge_block(shards, display_path)
-    passed = all(case.passed for case in result.cases) and (
-        regression is None or bool(regression["passed"])
-    )
 
     run_dir = out / safe_dir_name(result.suite_name) / result.run_id
     run_dir.mkdir(parents=True, exist_ok=False)
     command = command_line or shlex.join(
         ["trialrun", "merge", *map(str, run_dirs), "--out", str(out)]
     )
-    _write_receipt(run_dir / "receipt.jsonl", shards, result, command, passed, signer)
+    merged = RecordedRun(result, summary, regression, run_dir)
+    _write_receipt(run_dir / "receipt.jsonl", shards, result, command, merged.passed, signer)
     lines = {case_id: ls for shard in shards for case_id, ls in shard.case_lines.items()}
     atomic_write_text(run_dir / "run.jsonl", "".join("".join(lines[i]) for i in all_ids))
     write_json(run_dir / "summary.json", summary)
@@ -112,7 +95,7 @@ def merge_runs(
     from trialrun.report.html import render_html
 
     atomic_write_text(run_dir / "report.html", render_html(result, summary))
-    return MergeOutcome(run_dir, result, summary, regression, passed)
+    return merged
 
 
 def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:

@@ -37,6 +37,8 @@ class Baseline:
 
 @dataclass(frozen=True)
 class RecordedRun:
+    """A finished run as written to ``run_dir`` (by ``RunRecorder`` or ``trialrun merge``)."""
+
     result: RunResult
     summary: dict[str, Any]
     regression: dict[str, Any] | None
