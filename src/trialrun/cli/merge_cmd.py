@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.signing_option import load_signer, sign_key_option
 
 
 @click.command()
@@ -27,12 +28,7 @@ from trialrun.cli import EXIT_FAILED, EXIT_OK
     type=click.Path(path_type=Path),
     help="Apply the regression gates of this baseline file to the merged results.",
 )
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path),
-    envvar="TRIALRUN_SIGN_KEY",
-    help="Ed25519 private key (PEM) that signs the merged receipt [env: TRIALRUN_SIGN_KEY].",
-)
+@sign_key_option("the merged receipt")
 def merge(
     run_dirs: tuple[Path, ...], out: Path, baseline: Path | None, sign_key: Path | None
 ) -> int:
@@ -46,11 +42,7 @@ def merge(
     from trialrun.report.console import format_run
     from trialrun.runner import display_path
 
-    signer = None
-    if sign_key is not None:
-        from trialrun.receipt.signing import load_private_key
-
-        signer = load_private_key(sign_key)
+    signer = load_signer(sign_key)
     argv = click.get_current_context().find_root().obj["argv"]
     outcome = merge_runs(
         list(run_dirs),

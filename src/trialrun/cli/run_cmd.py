@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
-    from trialrun.receipt.signing import Ed25519Signer
     from trialrun.recording import Baseline
 
 
@@ -54,12 +54,7 @@ if TYPE_CHECKING:
     metavar="I/N",
     help="Run only shard I of N (1-based); `trialrun merge` joins the shards' runs.",
 )
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path),
-    envvar="TRIALRUN_SIGN_KEY",
-    help="Ed25519 private key (PEM) that signs the run's receipt [env: TRIALRUN_SIGN_KEY].",
-)
+@sign_key_option("the run's receipt")
 def run(
     suite: Path,
     mode: str | None,
@@ -95,7 +90,7 @@ def run(
         mode=run_mode,
         command_line=shlex.join(["trialrun", *argv]),
         out_dir=out,
-        signer=_signer(sign_key),
+        signer=load_signer(sign_key),
     )
     progress = RunProgress()
     interrupted = False
@@ -134,15 +129,6 @@ def run(
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
     return EXIT_OK if recorded.passed else EXIT_FAILED
-
-
-def _signer(sign_key: Path | None) -> Ed25519Signer | None:
-    """Load the signing key before any case runs, so a bad key costs nothing."""
-    if sign_key is None:
-        return None
-    from trialrun.receipt.signing import load_private_key
-
-    return load_private_key(sign_key)
 
 
 async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
