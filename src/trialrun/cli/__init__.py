@@ -32,6 +32,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
     "merge": ("trialrun.cli.merge_cmd", "merge", "Merge shard runs into one run and verdict."),
     "receipt": ("trialrun.cli.receipt_cmd", "receipt", "Verify, sign and view run receipts."),
+    "attempt": (
+        "trialrun.cli.attempt_cmd",
+        "attempt",
+        "Let a coding agent work on a goal under a verifier, with rollback and a receipt.",
+    ),
 }
 
 

@@ -1,0 +1,1 @@
+"""``trialrun attempt``: a coding agent works on a goal under a verifier, with rollback."""

@@ -1,0 +1,387 @@
+"""Exact snapshots of a workspace, so a worse attempt can be rolled back and changes reported.
+
+``Workspace(root).snapshot()`` copies every regular file and symlink under ``root`` into a private
+temporary directory and remembers modes and directories. ``.gitignore`` is not honoured: an agent
+may touch ignored files too, and an exact rollback means everything. Any entry named ``.git``
+(the repository, a submodule's git file) is never read, copied, deleted or rewritten; neither are
+sockets, FIFOs and device files (copying a FIFO would block).
+
+Safety of ``restore``: files are never written in place. A path that must change is unlinked and
+created afresh with ``O_EXCL | O_NOFOLLOW``, so a symlink or hard link the agent planted cannot
+redirect the write outside the workspace, and removing a symlink removes the link, never what it
+points to. Restored files get a fresh modification time (build tools then rebuild them).
+
+``changes_since`` reports files and symlinks only (directories carry no content). Diffs are
+git-style unified diffs with ``a/`` and ``b/`` headers (``old mode`` / ``new mode`` lines first
+when the mode changed). ``diff_sha256`` is always present: the SHA-256 of the full UTF-8 diff text
+even when the text itself is omitted for size, or, for binary files (a NUL byte, or not UTF-8),
+of the new bytes (the empty string's hash for a deleted file). A symlink's content is its target.
+Secrets are NOT redacted here: the harness redacts diffs before they enter a receipt.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from trialrun.errors import TrialrunError
+
+__all__ = [
+    "DEFAULT_MAX_DIFF_BYTES",
+    "FileChange",
+    "Snapshot",
+    "SnapshotError",
+    "Workspace",
+]
+
+DEFAULT_MAX_DIFF_BYTES = 64 * 1024
+_GIT_NAME = ".git"
+_COPY_CHUNK = 1024 * 1024
+
+Kind = Literal["file", "symlink", "dir"]
+ChangeKind = Literal["added", "modified", "deleted"]
+_RECEIPT_STATUS: dict[ChangeKind, str] = {
+    "added": "created",
+    "modified": "modified",
+    "deleted": "deleted",
+}
+
+
+class SnapshotError(TrialrunError):
+    """A workspace could not be snapshotted or restored (the message names the path)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file that differs between a snapshot and the workspace now."""
+
+    path: str  # posix, relative to the workspace root
+    change: ChangeKind
+    diff: str | None  # None for binary files and for diffs past max_diff_bytes
+    diff_sha256: str
+    binary: bool
+    truncated: bool
+    before_sha256: str | None = None  # content hash in the snapshot; None when added
+    after_sha256: str | None = None  # content hash now; None when deleted
+
+    def receipt_data(self) -> dict[str, Any]:
+        """The ``file_change`` event members of the receipt format (status ``created`` etc.)."""
+        data: dict[str, Any] = {
+            "path": self.path,
+            "status": _RECEIPT_STATUS[self.change],
+            "beforeSha256": self.before_sha256,
+            "afterSha256": self.after_sha256,
+            "diffSha256": self.diff_sha256,
+        }
+        if self.diff is not None:
+            data["diff"] = self.diff
+        if self.truncated:
+            data["diffTruncated"] = True
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    kind: Kind
+    mode: int  # permission bits (stat.S_IMODE)
+    size: int
+    stored: str | None = None  # file name inside the snapshot's store (files only)
+    target: str | None = None  # link text (symlinks only)
+
+
+class Snapshot:
+    """The saved state of a workspace; owns a temporary directory until ``discard()``."""
+
+    def __init__(self, root: Path, store: Path, entries: dict[str, _Entry]) -> None:
+        self.root = root
+        self._store = store
+        self._entries = entries
+        self._finalizer = weakref.finalize(self, shutil.rmtree, store, ignore_errors=True)
+
+    @property
+    def discarded(self) -> bool:
+        return not self._finalizer.alive
+
+    @property
+    def paths(self) -> list[str]:
+        """Sorted relative paths of the saved files and symlinks."""
+        return sorted(rel for rel, entry in self._entries.items() if entry.kind != "dir")
+
+    def discard(self) -> None:
+        """Delete the saved copies; the snapshot can no longer be restored. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.discard()
+
+    def _content(self, rel: str) -> bytes:
+        entry = self._entries[rel]
+        if entry.kind == "symlink":
+            return os.fsencode(entry.target or "")
+        return (self._store / (entry.stored or "")).read_bytes()
+
+    def _stored_path(self, entry: _Entry) -> Path:
+        return self._store / (entry.stored or "")
+
+
+class Workspace:
+    """A directory whose state can be saved, compared and restored exactly."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise SnapshotError(f"workspace: expected a directory, found {root!s}")
+
+    def snapshot(self) -> Snapshot:
+        store = Path(tempfile.mkdtemp(prefix="trialrun-snapshot-"))
+        entries: dict[str, _Entry] = {}
+        try:
+            for index, (rel, kind, st) in enumerate(_walk(self.root)):
+                mode = stat.S_IMODE(st.st_mode)
+                if kind == "file":
+                    stored = f"{index:07d}"
+                    # The store is our own fresh 0o700 directory: nothing can be planted there.
+                    shutil.copyfile(self.root / rel, store / stored, follow_symlinks=False)
+                    entries[rel] = _Entry(kind, mode, st.st_size, stored=stored)
+                elif kind == "symlink":
+                    target = os.readlink(self.root / rel)
+                    entries[rel] = _Entry(kind, mode, st.st_size, target=target)
+                else:
+                    entries[rel] = _Entry(kind, mode, 0)
+        except OSError as exc:
+            shutil.rmtree(store, ignore_errors=True)
+            raise SnapshotError(
+                f"snapshot of {self.root}: cannot save {exc.filename}: {exc}"
+            ) from exc
+        except BaseException:
+            shutil.rmtree(store, ignore_errors=True)
+            raise
+        return Snapshot(self.root, store, entries)
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Make the workspace (outside ``.git``) exactly as it was when ``snapshot`` was taken."""
+        self._check_usable(snapshot)
+        saved = snapshot._entries
+        current = {rel: (kind, st) for rel, kind, st in _walk(self.root)}
+        try:
+            self._remove_extra(saved, current)
+            rewrite = [rel for rel in sorted(saved) if not self._matches(snapshot, rel, current)]
+            for rel in rewrite:
+                self._recreate(snapshot, rel)
+            for rel in sorted(saved, reverse=True):
+                entry = saved[rel]
+                # Directories last and deepest first: a read-only mode must not block children.
+                if entry.kind != "symlink":
+                    path = self.root / rel
+                    if stat.S_IMODE(path.lstat().st_mode) != entry.mode:
+                        os.chmod(path, entry.mode)
+        except OSError as exc:
+            raise SnapshotError(f"restore of {self.root}: failed at {exc.filename}: {exc}") from exc
+
+    def changes_since(
+        self, snapshot: Snapshot, *, max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
+    ) -> list[FileChange]:
+        """Files and symlinks that differ from ``snapshot``, sorted by path."""
+        self._check_usable(snapshot)
+        saved = {rel: e for rel, e in snapshot._entries.items() if e.kind != "dir"}
+        current = {rel: (kind, st) for rel, kind, st in _walk(self.root) if kind != "dir"}
+        changes: list[FileChange] = []
+        for rel in sorted(saved.keys() | current.keys()):
+            before = saved.get(rel)
+            old = (snapshot._content(rel), _git_mode(before.kind, before.mode)) if before else None
+            now = current.get(rel)
+            new = None
+            if now is not None:
+                kind, st = now
+                new = (self._read_content(rel, kind), _git_mode(kind, stat.S_IMODE(st.st_mode)))
+            if old != new:
+                changes.append(_describe(rel, old, new, max_diff_bytes))
+        return changes
+
+    def _check_usable(self, snapshot: Snapshot) -> None:
+        if snapshot.root != self.root:
+            raise SnapshotError(
+                f"snapshot belongs to workspace {snapshot.root}, not to {self.root}"
+            )
+        if snapshot.discarded:
+            raise SnapshotError(f"snapshot of {self.root} was discarded; it cannot be used")
+
+    def _read_content(self, rel: str, kind: Kind) -> bytes:
+        path = self.root / rel
+        return os.fsencode(os.readlink(path)) if kind == "symlink" else path.read_bytes()
+
+    def _remove_extra(
+        self, saved: dict[str, _Entry], current: dict[str, tuple[Kind, os.stat_result]]
+    ) -> None:
+        # Children sort after their parent, so reverse order removes contents before directories.
+        for rel in sorted(current, reverse=True):
+            kind = current[rel][0]
+            entry = saved.get(rel)
+            if entry is not None and entry.kind == kind:
+                continue
+            path = self.root / rel
+            if kind != "dir":
+                path.unlink()
+                continue
+            try:
+                path.rmdir()
+            except OSError as exc:
+                # Only entries we never touch (a nested .git, a socket) can keep it non-empty.
+                if entry is not None:
+                    raise SnapshotError(
+                        f"restore of {self.root}: {rel} must become a {entry.kind} but is a "
+                        f"directory that still holds untouchable entries ({exc})"
+                    ) from exc
+
+    def _matches(
+        self, snapshot: Snapshot, rel: str, current: dict[str, tuple[Kind, os.stat_result]]
+    ) -> bool:
+        entry = snapshot._entries[rel]
+        now = current.get(rel)
+        if now is None or now[0] != entry.kind:
+            return False
+        path = self.root / rel
+        if entry.kind == "dir":
+            return True
+        if entry.kind == "symlink":
+            return os.readlink(path) == entry.target
+        return now[1].st_size == entry.size and _same_bytes(path, snapshot._stored_path(entry))
+
+    def _recreate(self, snapshot: Snapshot, rel: str) -> None:
+        entry = snapshot._entries[rel]
+        path = self.root / rel
+        self._assert_real_parents(rel)
+        if os.path.lexists(path):
+            path.unlink()  # a stale file or link: never write through it
+        if entry.kind == "dir":
+            path.mkdir(mode=0o700)
+        elif entry.kind == "symlink":
+            os.symlink(entry.target or "", path)
+        else:
+            _copy_exclusive(snapshot._stored_path(entry), path, entry.mode)
+
+    def _assert_real_parents(self, rel: str) -> None:
+        parent = self.root
+        for part in rel.split("/")[:-1]:
+            parent = parent / part
+            if not stat.S_ISDIR(parent.lstat().st_mode):
+                raise SnapshotError(
+                    f"restore of {self.root}: expected a real directory at {parent}, "
+                    "found a symlink or file; refusing to write through it"
+                )
+
+
+def _walk(root: Path) -> Iterator[tuple[str, Kind, os.stat_result]]:
+    """Every directory, regular file and symlink under ``root``, never entering symlinks."""
+    pending: list[tuple[str, str]] = [("", os.fspath(root))]
+    while pending:
+        rel_dir, abs_dir = pending.pop()
+        with os.scandir(abs_dir) as entries:
+            for dir_entry in entries:
+                if dir_entry.name == _GIT_NAME:
+                    continue
+                rel = f"{rel_dir}/{dir_entry.name}" if rel_dir else dir_entry.name
+                try:
+                    st = dir_entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # vanished while we looked
+                if stat.S_ISDIR(st.st_mode):
+                    yield rel, "dir", st
+                    pending.append((rel, dir_entry.path))
+                elif stat.S_ISLNK(st.st_mode):
+                    yield rel, "symlink", st
+                elif stat.S_ISREG(st.st_mode):
+                    yield rel, "file", st
+
+
+def _copy_exclusive(source: Path, target: Path, mode: int) -> None:
+    """Copy into a path that must not exist yet; a planted link there makes this fail."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    with open(source, "rb") as reader:
+        fd = os.open(target, flags, 0o600)
+        with os.fdopen(fd, "wb") as writer:
+            shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+    os.chmod(target, mode)
+
+
+def _same_bytes(left: Path, right: Path) -> bool:
+    with open(left, "rb") as a, open(right, "rb") as b:
+        while True:
+            chunk_a = a.read(_COPY_CHUNK)
+            if chunk_a != b.read(_COPY_CHUNK):
+                return False
+            if not chunk_a:
+                return True
+
+
+def _git_mode(kind: Kind, mode: int) -> str:
+    return "120000" if kind == "symlink" else f"{stat.S_IFREG | mode:06o}"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _as_text(data: bytes) -> str | None:
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _describe(
+    rel: str,
+    old: tuple[bytes, str] | None,
+    new: tuple[bytes, str] | None,
+    max_diff_bytes: int,
+) -> FileChange:
+    change: ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
+    old_bytes = old[0] if old else b""
+    new_bytes = new[0] if new else b""
+    before = _sha256(old_bytes) if old else None
+    after = _sha256(new_bytes) if new else None
+    old_text, new_text = _as_text(old_bytes), _as_text(new_bytes)
+    if old_text is None or new_text is None:
+        return FileChange(rel, change, None, _sha256(new_bytes), True, False, before, after)
+    header = ""
+    if old and new and old[1] != new[1]:
+        header = f"old mode {old[1]}\nnew mode {new[1]}\n"
+    text = header + _unified_diff(rel, old_text, new_text)
+    digest = _sha256(text.encode("utf-8", "surrogateescape"))
+    if len(text.encode("utf-8", "surrogateescape")) > max_diff_bytes:
+        return FileChange(rel, change, None, digest, False, True, before, after)
+    return FileChange(rel, change, text, digest, False, False, before, after)
+
+
+def _unified_diff(rel: str, old_text: str, new_text: str) -> str:
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile=f"a/{rel}",
+        tofile=f"b/{rel}",
+    )
+    # A last line without a newline gets git's marker, so the diff stays line-structured.
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )

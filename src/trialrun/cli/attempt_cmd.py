@@ -1,0 +1,140 @@
+"""``trialrun attempt``: hand a coding agent a goal under a verifier; get back a receipt.
+
+Exit codes: 0 the verifier passed, 1 it never did, 2 bad input (``error: ...``), 130 interrupted
+(Ctrl-C or SIGTERM: the workspace is restored to the last kept state and the receipt ends with
+stopReason ``interrupted``). docs/attempt.md describes the loop and the receipt.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
+
+
+@click.command()
+@click.option("--goal", required=True, help="What the agent should achieve (TRIALRUN_GOAL).")
+@click.option(
+    "--verify",
+    "verify_command",
+    required=True,
+    metavar="CMD",
+    help="Shell command that judges the workspace (run with bash -c); exit 0 means done.",
+)
+@click.option(
+    "--agent",
+    "agent_command",
+    required=True,
+    metavar="CMD",
+    help="Shell command that runs the agent in the workspace (bash -c), once per attempt.",
+)
+@click.option(
+    "--attempts",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="How many times the agent may try.",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The directory the agent works in (snapshotted, diffed and rolled back).",
+)
+@click.option(
+    "--receipt",
+    "receipt_path",
+    type=click.Path(path_type=Path),
+    help="Where to write the receipt [default: trialrun_out/attempt/<run_id>/receipt.jsonl "
+    "under the current directory]. Never inside the workspace.",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    envvar="TRIALRUN_SIGN_KEY",
+    help="Ed25519 private key (PEM) that signs the receipt [env: TRIALRUN_SIGN_KEY].",
+)
+@click.option(
+    "--timeout",
+    "agent_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds one agent run may take before its process group is killed.",
+)
+@click.option(
+    "--verify-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds one verify run may take before its process group is killed.",
+)
+def attempt(
+    goal: str,
+    verify_command: str,
+    agent_command: str,
+    attempts: int,
+    workspace: Path,
+    receipt_path: Path | None,
+    sign_key: Path | None,
+    agent_timeout: float,
+    verify_timeout: float,
+) -> int:
+    """Let AGENT work on GOAL in WORKSPACE until VERIFY passes, rolling back worse attempts."""
+    from trialrun.artifacts import new_run_id
+    from trialrun.attempt.harness import AttemptOptions, run_attempts
+
+    signer = None
+    if sign_key is not None:
+        from trialrun.receipt.signing import load_private_key
+
+        signer = load_private_key(sign_key)
+    if receipt_path is None:
+        receipt_path = DEFAULT_OUT_DIR / new_run_id() / "receipt.jsonl"
+    options = AttemptOptions(
+        goal=goal,
+        verify_command=verify_command,
+        agent_command=agent_command,
+        workspace=workspace,
+        receipt_path=receipt_path,
+        attempts=attempts,
+        agent_timeout_s=agent_timeout,
+        verify_timeout_s=verify_timeout,
+        signer=signer,
+    )
+    with _sigterm_as_interrupt():
+        report = run_attempts(options, progress=lambda line: click.echo(line, err=True))
+    scores = [record.failure_score for record in report.attempts]
+    click.echo(
+        f"{report.stop_reason}: verified {str(report.verified).lower()} after "
+        f"{len(report.attempts)} attempt(s); failureScore baseline {report.baseline_score}, "
+        f"attempts {', '.join('-' if s is None else str(s) for s in scores) or '-'}; "
+        f"{report.files_changed} file(s) changed"
+    )
+    click.echo(f"Receipt: {report.receipt_path}")
+    if report.stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if report.verified else EXIT_FAILED
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job being cancelled) ends the run like Ctrl-C: restored, receipt closed."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
