@@ -116,6 +116,7 @@ class _Session:
         self._deadline: float | None = None
         self._decided = False
         self._line_no = 0
+        self._exit_watch: asyncio.Future[bool] | None = None
 
     async def run(
         self,
@@ -164,6 +165,8 @@ class _Session:
             await agent.terminate(0.0)
             raise
         finally:
+            if self._exit_watch is not None and not self._exit_watch.done():
+                self._exit_watch.cancel()
             agent.close()
             self._run.exit_code = agent.returncode
             self._run.stderr_tail = agent.stderr_tail()
@@ -246,9 +249,9 @@ class _Session:
         if self._deadline is None:
             return await self._tools.call(call.name, call.args)
         try:
-            return await asyncio.wait_for(
-                self._tools.call(call.name, call.args), max(0.0, self._deadline - time.monotonic())
-            )
+            # asyncio.timeout, unlike wait_for on Python 3.11, starts no task per call.
+            async with asyncio.timeout_at(self._loop_deadline()):
+                return await self._tools.call(call.name, call.args)
         except TimeoutError:
             if time.monotonic() < self._deadline:
                 raise  # the backend's own timeout escaped it: a backend bug, not our deadline
@@ -282,7 +285,8 @@ class _Session:
     async def _bounded(self, work: Awaitable[_T], activity: str) -> _T:
         timeout, is_wall = self._budget()
         try:
-            return await asyncio.wait_for(work, timeout)
+            async with asyncio.timeout(timeout):
+                return await work
         except TimeoutError:
             if is_wall:
                 self._wall_exceeded()
@@ -310,17 +314,20 @@ class _Session:
         """The next stdout line, racing the deadlines and the agent's own exit."""
         timeout, is_wall = self._budget()
         read = asyncio.ensure_future(agent.read_line())
-        exit_wait = asyncio.ensure_future(agent.wait_exited())
+        if self._exit_watch is None:  # one watcher per conversation, not one task per line
+            self._exit_watch = asyncio.ensure_future(agent.wait_exited())
+        exit_wait = self._exit_watch
         try:
+            racing: set[asyncio.Future[Any]] = {read, exit_wait}
             done, _ = await asyncio.wait(
-                {read, exit_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                racing, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if read in done:
                 return read.result()
             if exit_wait in done:
                 # Whatever the agent wrote before exiting is already in the pipe.
-                done, _ = await asyncio.wait({read}, timeout=_EXIT_DRAIN_S)
-                if read in done:
+                drained, _ = await asyncio.wait({read}, timeout=_EXIT_DRAIN_S)
+                if read in drained:
                     return read.result()
                 self._fail(
                     "agent_crashed",
@@ -332,9 +339,8 @@ class _Session:
                 self._wall_exceeded()
             self._idle_exceeded("to send its next message")
         finally:
-            for task in (read, exit_wait):
-                if not task.done():
-                    task.cancel()
+            if not read.done():
+                read.cancel()
 
     async def _stdout_closed(self, agent: AgentProcess) -> NoReturn:
         self._decide()
@@ -343,6 +349,12 @@ class _Session:
         else:
             problem = "Agent closed its stdout before sending final_output (it was still running)"
         self._fail("agent_crashed", problem, "error")
+
+    def _loop_deadline(self) -> float:
+        """The wall deadline on the event loop's clock (asyncio.timeout_at needs that clock)."""
+        assert self._deadline is not None
+        remaining = self._deadline - time.monotonic()
+        return asyncio.get_running_loop().time() + remaining
 
     def _budget(self) -> tuple[float, bool]:
         """Seconds the next wait may take, and whether the wall deadline is the one that ends it."""
