@@ -39,12 +39,17 @@ _NOT_HASHED: Final = ("hash", SIGNATURE_KEY)
 def format_ts(epoch: float) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC, as JavaScript's ``Date.toISOString`` writes it.
 
-    Milliseconds are truncated like a JavaScript ``Date``; the epoch is first rounded to the
-    microsecond so that float noise (``1.001 * 1000 == 1000.9999999999999``) does not lose one.
+    Milliseconds are truncated like a JavaScript ``Date``, except that an epoch within float noise
+    of a whole millisecond counts as that millisecond, so that noise cannot lose one.
     """
     if not math.isfinite(epoch):
         raise ValueError(f"timestamp must be a finite number of seconds, found {epoch!r}")
-    millis = math.floor(round(epoch * 1000, 3))
+    # A float epoch near a whole millisecond may sit a few ulps below it (1.001 * 1000 ==
+    # 1000.9999999999999); within that float noise it is the millisecond, else truncate.
+    exact = epoch * 1000
+    nearest = round(exact)
+    noise = 4 * math.ulp(epoch) * 1000
+    millis = nearest if abs(exact - nearest) <= noise else math.floor(exact)
     seconds, ms = divmod(millis, 1000)
     try:
         t = time.gmtime(seconds)
