@@ -116,14 +116,14 @@ def test_run_start_names_the_suite_and_the_command_line(
 
 
 def test_run_start_records_the_commit_and_branch(tmp_path: Path) -> None:
-    from trialrun.receipt.suite_run import _git_state
+    from trialrun.gitinfo import git_state
 
     repo = tmp_path / "repo"
     repo.mkdir()
-    assert _git_state(repo) == (None, "")  # not a repository
+    assert git_state(repo) == (None, "")  # not a repository
     git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
     subprocess.run([*git, "init", "-q", "-b", "feature"], check=True)
-    assert _git_state(repo) == (None, "")  # a repository without a commit yet
+    assert git_state(repo) == (None, "")  # a repository without a commit yet
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert _git_state(repo) == (head.strip(), "feature")
+    assert git_state(repo) == (head.strip(), "feature")

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from trialrun import __version__
-from trialrun.attempt.process import CommandResult, git_state, run_shell
+from trialrun.attempt.process import CommandResult, run_shell
 from trialrun.attempt.score import failure_score
 from trialrun.attempt.snapshot import FileChange, Snapshot, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
 from trialrun.errors import TrialrunError
+from trialrun.gitinfo import git_state
 from trialrun.receipt.writer import ReceiptWriter
 from trialrun.redact import redact_text
 

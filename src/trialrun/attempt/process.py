@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-__all__ = ["CommandResult", "git_state", "run_shell"]
+__all__ = ["CommandResult", "run_shell"]
 
 STDERR_TAIL_LINES = 200
 _READER_JOIN_S = 2.0
@@ -113,24 +113,6 @@ def run_shell(
         lines=list(lines),
         stderr_tail="\n".join(tail),
     )
-
-
-def git_state(root: Path) -> tuple[str | None, str]:
-    """The commit and branch the workspace is on; (None, "") outside git or before a commit."""
-
-    def ask(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
-
-    head = ask("rev-parse", "--verify", "--quiet", "HEAD")
-    if head is None:
-        return None, ""
-    return head, ask("rev-parse", "--abbrev-ref", "HEAD") or ""
 
 
 def _start_reader(stream: IO[bytes], sink: Callable[[str], None]) -> threading.Thread:

@@ -16,6 +16,7 @@ from types import FrameType
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.signing_option import load_signer, sign_key_option
 
 DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
 
@@ -57,12 +58,7 @@ DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
     help="Where to write the receipt [default: trialrun_out/attempt/<run_id>/receipt.jsonl "
     "under the current directory]. Never inside the workspace.",
 )
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path),
-    envvar="TRIALRUN_SIGN_KEY",
-    help="Ed25519 private key (PEM) that signs the receipt [env: TRIALRUN_SIGN_KEY].",
-)
+@sign_key_option("the receipt")
 @click.option(
     "--timeout",
     "agent_timeout",
@@ -93,11 +89,7 @@ def attempt(
     from trialrun.artifacts import new_run_id
     from trialrun.attempt.harness import AttemptOptions, run_attempts
 
-    signer = None
-    if sign_key is not None:
-        from trialrun.receipt.signing import load_private_key
-
-        signer = load_private_key(sign_key)
+    signer = load_signer(sign_key)
     if receipt_path is None:
         receipt_path = DEFAULT_OUT_DIR / new_run_id() / "receipt.jsonl"
     options = AttemptOptions(

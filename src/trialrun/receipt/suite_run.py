@@ -10,12 +10,12 @@ custom event types.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__, canonjson
+from trialrun.gitinfo import git_state
 from trialrun.results import CaseResult
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class SuiteReceipt:
         from trialrun.receipt.writer import ReceiptWriter
 
         self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
-        head, branch = _git_state(repository)
+        head, branch = git_state(repository)
         self._writer.emit(
             "run_start",
             {
@@ -127,21 +127,3 @@ class SuiteReceipt:
 def _summary(args: Any) -> str:
     text = canonjson.dumps(args)
     return text if len(text) <= ARGS_SUMMARY_CHARS else text[: ARGS_SUMMARY_CHARS - 3] + "..."
-
-
-def _git_state(repository: Path) -> tuple[str | None, str]:
-    """The commit and branch the run started from; (None, "") outside a repository."""
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
-            cwd=repository,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None, ""
-    lines = proc.stdout.split()
-    if proc.returncode != 0 or len(lines) != 2:
-        return None, ""  # no repository, or one without a commit yet
-    return lines[0], lines[1]
