@@ -34,8 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trialrun import canonjson
-from trialrun.redact import redact_changed
+from trialrun.receipt.args_summary import SUMMARY_LIMIT, summarize_args
 
 __all__ = [
     "SUMMARY_LIMIT",
@@ -48,8 +47,6 @@ __all__ = [
     "usage_from_transcript",
 ]
 
-SUMMARY_LIMIT = 200
-_ELLIPSIS = "…"
 _TOKEN_MEMBERS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 
 TimedLine = tuple[float, str]
@@ -278,18 +275,6 @@ def _tool_use(call_id: str, block: dict[str, Any], line: _Line, result: _Result 
         call_id=call_id,
         redacted=redacted,
     )
-
-
-def summarize_args(args: Any) -> tuple[str, bool]:
-    """Canonical JSON of ``args``, redacted, cut to ``SUMMARY_LIMIT`` characters."""
-    clean, redacted = redact_changed({} if args is None else args)
-    try:
-        text = canonjson.dumps(clean)
-    except (TypeError, ValueError, RecursionError):
-        text = json.dumps(clean, ensure_ascii=False, sort_keys=True, default=repr)
-    if len(text) > SUMMARY_LIMIT:
-        text = text[: SUMMARY_LIMIT - len(_ELLIPSIS)] + _ELLIPSIS
-    return text, redacted
 
 
 def _finite_ms(seconds: float) -> float:

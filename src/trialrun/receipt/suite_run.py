@@ -14,15 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun import __version__, canonjson
+from trialrun import __version__
 from trialrun.gitinfo import git_state
+from trialrun.receipt.args_summary import summarize_args
 from trialrun.results import CaseResult
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
     from trialrun.receipt.writer import ReceiptWriter
-
-ARGS_SUMMARY_CHARS = 200
 
 
 class SuiteReceipt:
@@ -58,13 +57,15 @@ class SuiteReceipt:
         case = result.case_id
         self._writer.emit("case_start", {"case": case})
         for call in run.tool_calls:
+            summary, redacted = summarize_args(call.args)
             self._writer.emit(
                 "tool_call",
                 {
                     "attempt": 1,
                     "case": case,
                     "name": call.name,
-                    "argsSummary": _summary(call.args),
+                    "argsSummary": summary,
+                    "redacted": redacted,
                     "durationMs": round(call.duration_ms, 3),
                     "ok": call.ok,
                 },
@@ -122,8 +123,3 @@ class SuiteReceipt:
                 },
             }
         )
-
-
-def _summary(args: Any) -> str:
-    text = canonjson.dumps(args)
-    return text if len(text) <= ARGS_SUMMARY_CHARS else text[: ARGS_SUMMARY_CHARS - 3] + "..."
