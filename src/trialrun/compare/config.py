@@ -1,0 +1,395 @@
+"""Load a subject's eval assets (``<subject>/evals/``) and report every problem at once.
+
+Files: ``compare.yaml`` (required), ``cases/<name>.yaml`` (one case each, sorted by file name),
+``session.yaml`` (one agent session per arm, many scored sub-cases) and ``triggers.yaml``. As in
+``trialrun.config.loader``, each check works from the raw YAML and keeps going after a failure; the
+typed result is built only when nothing failed, and otherwise ``ConfigErrors`` lists every problem
+as ``file:line: message``, ordered by file and line.
+
+Choices made here: a check is a single-key mapping (``file_exists: out.txt``); a bare string is
+refused rather than guessed at. Paths a case writes or checks (``files`` keys, ``file_exists`` /
+``file_absent``, ``agent.stage``) must be relative and stay inside the sandbox; ``files`` may not
+write under ``.claude/``, where arms stage the subject. ``fixture`` is relative to the file naming
+it and must stay inside the subject; ``arms.incumbent.path`` is relative to ``evals/``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
+from trialrun.config.messages import validation_errors
+from trialrun.config.paths import display_path
+from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
+from trialrun.errors import ConfigError, ConfigErrors
+from trialrun.suggest import did_you_mean
+
+COMPARE_FILE = "compare.yaml"
+SESSION_FILE = "session.yaml"
+TRIGGERS_FILE = "triggers.yaml"
+CASES_DIR = "cases"
+COMMAND_PLACEHOLDERS = ("task", "sandbox", "evals", "name")
+STAGE_PLACEHOLDERS = ("name",)
+SESSION_ONLY_KEYS = ("task", "judge", "files", "fixture", "setup", "bucket")
+"""Keys a session sub-case may not carry: they belong to the one shared session."""
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_REQUIREMENT = re.compile(r"[A-Za-z0-9_.+-]+|python3:[A-Za-z_][A-Za-z0-9_.]*")
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentSection(_Strict):
+    command: list[StrictStr] = Field(min_length=1)
+    stage: StrictStr = ".claude/skills/{name}"
+    transcript: Literal["stream-json", "text"] = "stream-json"
+    timeout_minutes: StrictInt = Field(default=120, ge=1, le=120)
+
+
+class IncumbentArm(_Strict):
+    path: StrictStr | None = None
+    version: StrictStr | None = None
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_number_as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class ArmsSection(_Strict):
+    incumbent: IncumbentArm | None = None
+
+
+class JudgeSection(_Strict):
+    command: list[StrictStr] = Field(min_length=1)
+    escalate_command: list[StrictStr] | None = Field(default=None, min_length=1)
+
+
+class CompareConfig(_Strict):
+    name: StrictStr
+    agent: AgentSection
+    arms: ArmsSection = ArmsSection()
+    k: StrictInt = Field(default=1, ge=1)
+    judge: JudgeSection | None = None
+    seed: StrictInt = 0
+
+
+class _Sandboxed(_Strict):
+    """What seeds a sandbox: shared by cases and the session."""
+
+    files: dict[StrictStr, StrictStr] = {}
+    fixture: StrictStr | None = None
+    setup: StrictStr | None = None
+    requires: list[StrictStr] = []
+    timeout_minutes: StrictInt = Field(default=120, ge=1, le=120)
+    max_turns: StrictInt = Field(default=200, ge=1)
+
+    @field_validator("requires", mode="before")
+    @classmethod
+    def _one_requirement_as_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class CaseConfig(_Sandboxed):
+    task: StrictStr = Field(min_length=1)
+    checks: list[Any] = []
+    """Validated and compiled by the loader into ``CompareCase.checks``."""
+    judge: StrictStr | None = None
+    """The rubric; the judge is asked only when the arms tie on checks."""
+    bucket: Literal["explicit", "implicit", "contextual", "negative", "adversarial"] | None = None
+
+
+class SubCaseConfig(_Strict):
+    name: StrictStr = Field(min_length=1)
+    checks: list[Any] = Field(min_length=1)
+
+
+class SessionConfig(_Sandboxed):
+    task: StrictStr = Field(min_length=1)
+    cases: list[SubCaseConfig] = Field(min_length=1)
+
+
+class TriggersConfig(_Strict):
+    should_trigger: list[StrictStr] = []
+    should_not_trigger: list[StrictStr] = []
+
+    @field_validator("should_trigger", "should_not_trigger", mode="before")
+    @classmethod
+    def _scalars_as_text(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [
+            str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value
+        ]
+
+
+@dataclass(frozen=True)
+class CompareCase:
+    name: str
+    """The case file's stem."""
+    file: Path
+    config: CaseConfig
+    checks: tuple[Check, ...]
+    fixture: Path | None
+
+
+@dataclass(frozen=True)
+class SessionSubCase:
+    name: str
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True)
+class CompareSession:
+    file: Path
+    config: SessionConfig
+    cases: tuple[SessionSubCase, ...]
+    fixture: Path | None
+
+
+@dataclass(frozen=True)
+class EvalAssets:
+    subject: Path
+    """Absolute, symlinks resolved."""
+    evals_dir: Path
+    config: CompareConfig
+    cases: tuple[CompareCase, ...]
+    session: CompareSession | None
+    triggers: TriggersConfig | None
+    incumbent_path: Path | None
+
+
+def load_eval_assets(subject: str | Path) -> EvalAssets:
+    """Load and validate ``<subject>/evals/``. Raises ConfigErrors listing every problem."""
+    root = Path(subject).resolve()
+    evals_dir = root / "evals"
+    if not (evals_dir / COMPARE_FILE).is_file():
+        shown = display_path(evals_dir / COMPARE_FILE)
+        raise ConfigErrors([ConfigError(f"no {COMPARE_FILE} for subject {root}: expected {shown}")])
+    return _AssetsLoader(root, evals_dir).load()
+
+
+class _AssetsLoader:
+    def __init__(self, subject: Path, evals_dir: Path) -> None:
+        self._subject = subject
+        self._evals = evals_dir
+        self._errors: list[tuple[int, ConfigError]] = []
+        self._file_rank: dict[str | None, int] = {}
+
+    def load(self) -> EvalAssets:
+        doc = self._read(self._evals / COMPARE_FILE)
+        config = self._validate(doc, CompareConfig, "compare.yaml") if doc else None
+        incumbent = self._check_compare(doc) if doc else None
+        cases = [self._load_case(f) for f in sorted((self._evals / CASES_DIR).glob("*.yaml"))]
+        session = self._load_session(self._evals / SESSION_FILE, {c.name for c in cases if c})
+        triggers_file = self._evals / TRIGGERS_FILE
+        triggers_doc = self._read(triggers_file) if triggers_file.exists() else None
+        triggers = (
+            self._validate(triggers_doc, TriggersConfig, "triggers") if triggers_doc else None
+        )
+        if doc and not cases and session is None and not (self._evals / SESSION_FILE).exists():
+            self._add(doc.error(f"nothing to compare: no {CASES_DIR}/*.yaml and no {SESSION_FILE}"))
+        if self._errors or config is None or None in cases:
+            ordered = sorted(self._errors, key=lambda item: (item[0], item[1].line or 0))
+            raise ConfigErrors([error for _, error in ordered])
+        return EvalAssets(
+            subject=self._subject,
+            evals_dir=self._evals,
+            config=config,
+            cases=tuple(c for c in cases if c is not None),
+            session=session,
+            triggers=triggers,
+            incumbent_path=incumbent,
+        )
+
+    def _add(self, error: ConfigError) -> None:
+        self._errors.append((self._file_rank.setdefault(error.file, len(self._file_rank)), error))
+
+    def _read(self, file: Path) -> LoadedYaml | None:
+        shown = display_path(file)
+        self._file_rank.setdefault(shown, len(self._file_rank))
+        try:
+            return load_yaml_file(file, display=shown)
+        except ConfigError as exc:
+            for single in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
+                self._add(single)
+            return None
+
+    def _validate(self, doc: LoadedYaml, model: type[_Model], what: str) -> _Model | None:
+        try:
+            return model.model_validate(doc.data)
+        except ValidationError as exc:
+            for error in validation_errors(exc, doc, model, what):
+                self._add(error)
+            return None
+
+    # -- compare.yaml -------------------------------------------------------------------------
+
+    def _check_compare(self, doc: LoadedYaml) -> Path | None:
+        name = doc.data.get("name")
+        if isinstance(name, str) and not _PLAIN_NAME.fullmatch(name):
+            message = f"'name' must be a plain name (letters, digits, . _ -), found {name!r}"
+            self._add(doc.error(message, ("name",), "name"))
+        agent = doc.data.get("agent")
+        agent = agent if isinstance(agent, dict) else {}
+        command = agent.get("command")
+        for index, part in enumerate(command if isinstance(command, list) else []):
+            if isinstance(part, str):
+                self._check_placeholders(
+                    doc, ("agent", "command", index), part, COMMAND_PLACEHOLDERS
+                )
+        stage = agent.get("stage")
+        if isinstance(stage, str) and self._check_placeholders(
+            doc, ("agent", "stage"), stage, STAGE_PLACEHOLDERS
+        ):
+            problem = sandbox_path_problem(stage.replace("{name}", "subject"))
+            if problem is not None:
+                self._add(doc.error(f"'stage': {problem}", ("agent", "stage"), "stage"))
+        arms = doc.data.get("arms")
+        incumbent = arms.get("incumbent") if isinstance(arms, dict) else None
+        if not isinstance(incumbent, dict):
+            return None
+        at: tuple[PathElement, ...] = ("arms", "incumbent")
+        if ("path" in incumbent) == ("version" in incumbent):
+            message = "'incumbent' needs exactly one of 'path' or 'version'"
+            self._add(doc.error(message, at, "incumbent"))
+            return None
+        raw = incumbent.get("path")
+        if not isinstance(raw, str):
+            return None
+        path = (self._evals / raw.replace("\\", "/")).resolve()
+        if not path.is_dir():
+            message = f"incumbent path '{raw}' is not a directory ({display_path(path)})"
+            self._add(doc.error(message, (*at, "path"), "path"))
+            return None
+        return path
+
+    def _check_placeholders(
+        self, doc: LoadedYaml, at: tuple[PathElement, ...], text: str, allowed: tuple[str, ...]
+    ) -> bool:
+        good = True
+        for found in _PLACEHOLDER.findall(text):
+            if found not in allowed:
+                known = ", ".join("{" + a + "}" for a in allowed)
+                hint = did_you_mean(found, allowed)
+                message = f"unknown placeholder '{{{found}}}'{hint}; known: {known}"
+                self._add(doc.error(message, at, str(at[-1])))
+                good = False
+        return good
+
+    # -- cases and session --------------------------------------------------------------------
+
+    def _load_case(self, file: Path) -> CompareCase | None:
+        doc = self._read(file)
+        if doc is None:
+            return None
+        config = self._validate(doc, CaseConfig, "case")
+        checks = self._checks(doc, ("checks",), doc.data.get("checks"))
+        fixture = self._check_sandbox_inputs(doc, file)
+        if config is None or checks is None:
+            return None
+        return CompareCase(file.stem, file, config, checks, fixture)
+
+    def _load_session(self, file: Path, case_names: set[str]) -> CompareSession | None:
+        doc = self._read(file) if file.exists() else None
+        if doc is None:
+            return None
+        data = dict(doc.data)
+        raw_cases = data.get("cases")
+        if isinstance(raw_cases, list):
+            data["cases"] = [self._strip_session_keys(doc, i, c) for i, c in enumerate(raw_cases)]
+        try:
+            config: SessionConfig | None = SessionConfig.model_validate(data)
+        except ValidationError as exc:
+            config = None
+            for error in validation_errors(exc, doc, SessionConfig, "session"):
+                self._add(error)
+        fixture = self._check_sandbox_inputs(doc, file)
+        sub_cases: list[SessionSubCase] = []
+        first_line: dict[str, int] = {}
+        for index, entry in enumerate(raw_cases if isinstance(raw_cases, list) else []):
+            name = entry.get("name") if isinstance(entry, dict) else None
+            checks = self._checks(doc, ("cases", index, "checks"), entry.get("checks"))
+            if not isinstance(name, str) or checks is None:
+                continue
+            at = ("cases", index, "name")
+            if name in first_line:
+                message = f"duplicate sub-case name '{name}' (first at line {first_line[name]})"
+                self._add(doc.error(message, at, "name"))
+            elif name in case_names:
+                message = f"sub-case name '{name}' collides with {CASES_DIR}/{name}.yaml"
+                self._add(doc.error(message, at, "name"))
+            first_line.setdefault(name, doc.line_of(at))
+            sub_cases.append(SessionSubCase(name, checks))
+        return CompareSession(file, config, tuple(sub_cases), fixture) if config else None
+
+    def _strip_session_keys(self, doc: LoadedYaml, index: int, entry: Any) -> Any:
+        if not isinstance(entry, dict):
+            return entry
+        for key in SESSION_ONLY_KEYS:
+            if key in entry:
+                message = (
+                    f"a session sub-case cannot carry '{key}': it belongs to the session, "
+                    "whose one agent run all sub-cases share (sessions are never judged)"
+                )
+                self._add(doc.error(message, ("cases", index, key), key))
+        return {k: v for k, v in entry.items() if k not in SESSION_ONLY_KEYS}
+
+    def _check_sandbox_inputs(self, doc: LoadedYaml, file: Path) -> Path | None:
+        files = doc.data.get("files")
+        for key in files if isinstance(files, dict) else {}:
+            if not isinstance(key, str):
+                continue
+            problem = sandbox_path_problem(key)
+            normal = posixpath.normpath(key.replace("\\", "/"))
+            if problem is None and (normal == ".claude" or normal.startswith(".claude/")):
+                problem = f"path '{key}' is under .claude/, where the arms stage the subject"
+            if problem is not None:
+                self._add(doc.error(f"'files': {problem}", ("files", key), "files"))
+        for key in ("requires",):
+            raw = doc.data.get(key)
+            for index, item in enumerate([raw] if isinstance(raw, str) else raw or []):
+                if isinstance(item, str) and not _REQUIREMENT.fullmatch(item):
+                    at = (key, index) if isinstance(raw, list) else (key,)
+                    message = (
+                        f"'requires' entries are a program name or python3:<module>, found {item!r}"
+                    )
+                    self._add(doc.error(message, at, key))
+        fixture = doc.data.get("fixture")
+        if not isinstance(fixture, str):
+            return None
+        path = (file.parent / fixture.replace("\\", "/")).resolve()
+        if not path.is_relative_to(self._subject):
+            problem = f"fixture '{fixture}' resolves outside the subject ({self._subject})"
+        elif not path.is_dir():
+            problem = f"fixture '{fixture}' is not a directory ({display_path(path)})"
+        else:
+            return path
+        self._add(doc.error(problem, ("fixture",), "fixture"))
+        return None
+
+    def _checks(
+        self, doc: LoadedYaml, at: tuple[PathElement, ...], raw: Any
+    ) -> tuple[Check, ...] | None:
+        checks, errors = compile_checks(doc, at, raw)
+        for error in errors:
+            self._add(error)
+        return checks
