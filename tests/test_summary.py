@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from trialrun import __version__
 from trialrun.baseline import compute_regression, load_baseline
+from trialrun.config.paths import display_path
 from trialrun.report.summary import (
     STDERR_TAIL_MAX_CHARS,
     build_summary,
-    display_path,
     exit_status,
     metric_stats,
     nearest_rank,

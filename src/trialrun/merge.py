@@ -60,8 +60,8 @@ def merge_runs(
 ) -> RecordedRun:
     """Check that ``run_dirs`` are the complete shards of one run, and write the merged run."""
     from trialrun.baseline import compute_regression, load_baseline
+    from trialrun.config.paths import display_path
     from trialrun.report.summary import summary_from_case_docs
-    from trialrun.runner import display_path
 
     if not run_dirs:
         raise MergeError("expected at least one shard run directory to merge, found none")
@@ -242,8 +242,8 @@ def _write_receipt(
     passed: bool,
     signer: Ed25519Signer | None,
 ) -> None:
+    from trialrun.config.paths import display_path
     from trialrun.receipt.writer import ReceiptWriter
-    from trialrun.runner import display_path
 
     heads = [_run_start(shard) for shard in shards]
     writer = ReceiptWriter(path, signer=signer)

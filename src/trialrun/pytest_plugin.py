@@ -138,7 +138,8 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         import asyncio
 
-        from trialrun.runner import RunOptions, display_path, resolve_mode, run_case
+        from trialrun.config.paths import display_path
+        from trialrun.runner import RunOptions, resolve_mode, run_case
 
         mode = resolve_mode(self.suite, self.config.getoption("trialrun_mode"))
         self.result = asyncio.run(run_case(self.suite, self.case, RunOptions(mode=mode)))
@@ -245,9 +246,10 @@ class TrialrunSession:
         """One run directory for the suite, recorded as ``trialrun run`` records it."""
         from trialrun.baseline import load_baseline
         from trialrun.config import load_suite
+        from trialrun.config.paths import display_path
         from trialrun.recording import Baseline, RunRecorder
         from trialrun.report.console import gate_failures
-        from trialrun.runner import display_path, resolve_mode
+        from trialrun.runner import resolve_mode
 
         suite = load_suite(suite_file)
         by_id = self.results[str(suite_file)]

@@ -96,10 +96,10 @@ class RunRecorder:
         they only mean something over the whole suite, after ``trialrun merge``.
         """
         from trialrun.baseline import compute_regression
+        from trialrun.config.paths import display_path
         from trialrun.report.html import render_html
         from trialrun.report.junit import build_junit
         from trialrun.report.summary import build_summary
-        from trialrun.runner import display_path
 
         suite = self.suite
         policy = suite.config.regression

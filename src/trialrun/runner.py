@@ -13,9 +13,8 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from trialrun.checks.verdict import judge_case
@@ -182,20 +181,7 @@ def _describe_cassette(result: CaseResult, case: Case, mode: Mode) -> None:
         result.cassette_sha256 = None
 
 
-def select_cases(cases: Sequence[Case], ids: Sequence[str]) -> list[Case]:
-    wanted = set(ids)
-    return [case for case in cases if case.config.id in wanted] if wanted else list(cases)
-
-
 def resolve_mode(suite: Suite, override: str | None) -> Mode:
     mode = override or suite.config.mode
     assert mode in ("replay", "record", "live")
     return mode  # type: ignore[return-value]
-
-
-def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when inside it, with forward slashes."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

@@ -26,7 +26,7 @@ import click
 @click.option("--force", is_flag=True, help="Overwrite files written by an earlier init.")
 def init(language: str, path: Path, force: bool) -> int:
     """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""
-    from trialrun.runner import display_path
+    from trialrun.config.paths import display_path
     from trialrun.scaffold import init_project
 
     report = init_project(path, language="node" if language == "node" else "python", force=force)

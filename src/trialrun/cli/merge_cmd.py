@@ -38,9 +38,9 @@ def merge(
     otherwise, 2 when the shards do not make up one complete run.
     """
     from trialrun.cli.github_report import report_to_github
+    from trialrun.config.paths import display_path
     from trialrun.merge import merge_runs
     from trialrun.report.console import format_run
-    from trialrun.runner import display_path
 
     signer = load_signer(sign_key)
     argv = click.get_current_context().find_root().obj["argv"]

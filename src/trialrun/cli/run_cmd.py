@@ -68,9 +68,10 @@ def run(
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
     from trialrun.config import load_suite
+    from trialrun.config.paths import display_path
     from trialrun.recording import RunRecorder
     from trialrun.report.console import format_run
-    from trialrun.runner import RunOptions, RunProgress, display_path, resolve_mode, run_suite
+    from trialrun.runner import RunOptions, RunProgress, resolve_mode, run_suite
 
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")

@@ -31,15 +31,24 @@ def with_forward_slashes(raw: str) -> str:
     return raw.replace("\\", "/")
 
 
-def display_path(path: Path, cwd: Path | None = None) -> str:
-    """``path`` relative to ``cwd`` (absolute, resolved; default: the working directory) when
-    inside it, else absolute: how files are named in messages."""
-    base = cwd if cwd is not None else Path.cwd().resolve()
-    absolute = path if path.is_absolute() else base / path
-    try:
-        return str(absolute.relative_to(base))
-    except ValueError:
-        return str(absolute)
+def display_path(path: str | Path, cwd: Path | None = None) -> str:
+    """How trialrun names a file to a person, in messages and artifacts alike.
+
+    An absolute path inside ``cwd`` (default: the working directory) becomes relative to it,
+    symlinks in either one resolved if that is what it takes; anything else stays as it is.
+    Separators are always ``/``.
+    """
+    text = str(path)
+    if not text or not Path(text).is_absolute():
+        return text.replace("\\", "/")
+    absolute = Path(text)
+    base = (cwd if cwd is not None else Path.cwd()).resolve()
+    for candidate in (absolute, absolute.resolve()):
+        try:
+            return candidate.relative_to(base).as_posix() or "."
+        except ValueError:
+            continue
+    return absolute.as_posix()
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
+from trialrun.config.paths import display_path
 from trialrun.redact import redact
 from trialrun.results import CaseResult, CheckFailure, RunResult
 
@@ -159,17 +160,6 @@ def bound_tail(text: str) -> str:
     lines = text.splitlines()[-STDERR_TAIL_MAX_LINES:]
     tail = "\n".join(lines)
     return tail[-STDERR_TAIL_MAX_CHARS:]
-
-
-def display_path(path: str, cwd: Path) -> str:
-    """``path`` relative to ``cwd`` with ``/`` when it lies inside it; otherwise unchanged."""
-    if not path or not os.path.isabs(path):
-        return path.replace("\\", "/") if path else path
-    try:
-        relative = Path(path).resolve().relative_to(cwd.resolve())
-    except ValueError:
-        return path
-    return relative.as_posix() or "."
 
 
 def nearest_rank(sorted_values: Sequence[float], percent: int) -> float:
