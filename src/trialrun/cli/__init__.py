@@ -28,6 +28,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Write a demo suite, its agent, a baseline and a CI workflow.",
     ),
     "run": ("trialrun.cli.run_cmd", "run", "Run a suite: replay, record or live."),
+    "compare": (
+        "trialrun.cli.compare_cmd",
+        "compare",
+        "Compare a subject against the baseline and incumbent: rows, verdict, receipt.",
+    ),
     "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
     "merge": ("trialrun.cli.merge_cmd", "merge", "Merge shard runs into one run and verdict."),

@@ -1,0 +1,99 @@
+"""``trialrun compare SUBJECT``: is the candidate better than the baseline (and the incumbent)?
+
+Exit codes: 0 the run finished (whatever the verdict), 1 with ``--gate`` when the verdict is
+FAIL, 2 bad input, 130 interrupted (after the partial receipt is written and the report printed:
+the arms that finished were paid for, so their rows are kept). docs/compare.md has the details.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.errors import ConfigError
+
+
+@click.command()
+@click.argument("subject", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--k", "k", type=click.IntRange(min=1), help="Repetitions per case [compare.yaml].")
+@click.option(
+    "--case",
+    "case_names",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this case (repeatable); the session is then left out.",
+)
+@click.option(
+    "--judge-command",
+    metavar="CMD",
+    help="The judge command line (split like a shell would) [compare.yaml judge.command].",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Arms (and judge calls) run at once.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the receipt instead of the report.")
+@click.option("--gate", is_flag=True, help="Exit 1 when the verdict is FAIL.")
+@click.option("--seed", type=int, help="Seed of the arm order shuffle [compare.yaml].")
+@click.option(
+    "--rescore",
+    metavar="RUN",
+    help="Re-decide a stored run (its id or directory) with today's checks and judge; "
+    "no arm runs again.",
+)
+def compare(
+    subject: Path,
+    k: int | None,
+    case_names: tuple[str, ...],
+    judge_command: str | None,
+    jobs: int,
+    as_json: bool,
+    gate: bool,
+    seed: int | None,
+    rescore: str | None,
+) -> int:
+    """Run SUBJECT's eval cases with and without it, decide every row, print the verdict."""
+    from trialrun.compare.engine import CompareOptions, run_compare
+    from trialrun.compare.report import format_report
+    from trialrun.fsutil import dumps_json
+
+    options = CompareOptions(
+        subject=subject,
+        k=k,
+        case_names=case_names,
+        judge_command=_judge_argv(judge_command),
+        jobs=jobs,
+        seed=seed,
+        rescore=rescore,
+    )
+    result = run_compare(options)
+    if as_json:
+        click.echo(dumps_json(result.receipt))
+    else:
+        click.echo(format_report(result.outcome))
+    click.echo(f"receipt: {result.run_dir.receipt}", err=True)
+    if result.interrupted:
+        click.echo("Interrupted: the receipt records a partial run.", err=True)
+        return EXIT_INTERRUPTED
+    if gate and result.outcome.verdict == "FAIL":
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _judge_argv(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"--judge-command: cannot split {text!r} ({exc})") from None
+    if not argv:
+        raise ConfigError("--judge-command: expected a command line, found an empty string")
+    return argv

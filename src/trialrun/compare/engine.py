@@ -1,0 +1,386 @@
+"""``trialrun compare`` from end to end: load, plan, run the arms, score, decide, report, store.
+
+The stages, cheap refusals first: the eval assets are loaded and every input checked (a case
+named with ``--case`` that does not exist, a rubric with no judge to read it) before any agent
+runs. Then every (case, rep, arm) runs in its own sandbox (``trialrun.compare.arms``); each
+finished arm is written to the store at once (transcript file and an ``arm_sample`` event in
+``run.jsonl``), so an interrupted run keeps everything it paid for. Scoring reads only those
+arm runs, which is what makes ``--rescore`` possible: it rebuilds them from a stored run and
+re-decides every row with today's checks and judge, running no agent.
+
+Interruption (Ctrl-C): the running arms are killed, the finished ones are scored, and the receipt
+says ``execution_status: partial`` and names each (case, rep) that never ran as a hole; it is never
+counted as a zero. Judge calls run concurrently up to ``-j``; rows keep plan order whatever
+finished first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trialrun import __version__
+from trialrun.compare.arms import (
+    SESSION_RUN_NAME,
+    ArmRun,
+    ArmSpec,
+    PlannedRun,
+    RunUnit,
+    arm_specs,
+    plan_runs,
+    run_all,
+)
+from trialrun.compare.config import CompareCase, EvalAssets, load_eval_assets
+from trialrun.compare.digest import content_digest
+from trialrun.compare.evaluate import efficiency_of, evaluate_checks
+from trialrun.compare.judge import JudgeDecision, ask_both_orders
+from trialrun.compare.outcome import (
+    ArmSampleResult,
+    CompareOutcome,
+    CompareRow,
+    SampleEfficiency,
+    build_outcome,
+)
+from trialrun.compare.receipt_doc import build_receipt
+from trialrun.compare.rows import ArmResult, decide_row
+from trialrun.compare.store import (
+    RunDir,
+    copy_arm_runs,
+    create_run_dir,
+    find_run_dir,
+    log_arm_run,
+    new_run_id,
+    read_run_log,
+    row_event,
+    sample_event,
+)
+from trialrun.errors import ConfigError
+from trialrun.fsutil import write_json
+from trialrun.receipt.envelope import format_ts
+from trialrun.receipt.writer import ReceiptWriter
+
+__all__ = ["CompareOptions", "CompareResult", "run_compare"]
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """What the command line asked for; None means "as compare.yaml says"."""
+
+    subject: Path
+    k: int | None = None
+    case_names: tuple[str, ...] = ()
+    judge_command: tuple[str, ...] | None = None
+    jobs: int = 1
+    seed: int | None = None
+    rescore: str | None = None
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    outcome: CompareOutcome
+    receipt: dict[str, Any]
+    run_dir: RunDir
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class _Plan:
+    assets: EvalAssets
+    units: tuple[RunUnit, ...]
+    arms: tuple[ArmSpec, ...]
+    planned: tuple[PlannedRun, ...]
+    k: int
+    seed: int
+    judge_command: tuple[str, ...] | None
+
+
+def run_compare(options: CompareOptions) -> CompareResult:
+    """Run (or with ``rescore`` re-decide) one compare; write its store entry and receipt."""
+    plan = _make_plan(options)
+    if options.rescore is not None:
+        source = find_run_dir(options.rescore)
+        digest = _stored_digest(source)
+    else:
+        source = None
+        digest = content_digest(plan.assets.subject)
+    run_dir = create_run_dir(digest, new_run_id())
+    meta = _run_meta(plan, options, digest, source)
+    with ReceiptWriter(run_dir.run_log) as log:
+        log.emit("run_start", meta)
+        if source is None:
+            arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log)
+        else:
+            arm_runs, interrupted = copy_arm_runs(source, run_dir, log), False
+        outcome = _score(plan, arm_runs, options.jobs, log)
+        provenance = {
+            "runner_handle": "local",
+            "engine_version": __version__,
+            "k": plan.k,
+            "seed": plan.seed,
+            "cases": list(outcome.cases),
+            "judge_command": list(plan.judge_command) if plan.judge_command else None,
+            "arm_orders": [
+                {"case": run.case, "rep": run.rep, "order": list(run.arm_order)}
+                for run in plan.planned
+            ],
+            "rescored_from": source.run_id if source is not None else None,
+            "timestamp": meta["started_at"],
+        }
+        receipt = build_receipt(
+            outcome,
+            assets=plan.assets,
+            subject=plan.assets.subject,
+            run_id=run_dir.run_id,
+            provenance=provenance,
+        )
+        receipt["content_digest"] = digest
+        write_json(run_dir.receipt, receipt)
+        log.close(
+            {
+                "verdict": outcome.verdict,
+                "execution_status": outcome.execution_status,
+                "expected_rows": outcome.expected_rows,
+                "scored_rows": outcome.scored_rows,
+                "interrupted": interrupted,
+            }
+        )
+    return CompareResult(outcome, receipt, run_dir, interrupted)
+
+
+# ---- planning --------------------------------------------------------------------------------
+
+
+def _make_plan(options: CompareOptions) -> _Plan:
+    assets = load_eval_assets(options.subject)
+    cases = _selected_cases(assets, options.case_names)
+    # --case narrows to named cases; the session is one shared run, so it goes with them.
+    units: list[RunUnit] = list(cases)
+    if assets.session is not None and not options.case_names:
+        units.append(assets.session)
+    judge = assets.config.judge
+    judge_command = options.judge_command or (tuple(judge.command) if judge else None)
+    unjudged = [case.name for case in cases if case.config.judge and not judge_command]
+    if unjudged:
+        raise ConfigError(
+            f"cases {unjudged} have a judge rubric but no judge command is set: expected "
+            "judge.command in compare.yaml or --judge-command",
+            file=assets.evals_dir / "compare.yaml",
+        )
+    k = options.k if options.k is not None else assets.config.k
+    seed = options.seed if options.seed is not None else assets.config.seed
+    arms = tuple(arm_specs(assets, assets.subject))
+    planned = tuple(plan_runs(units, k, arms, seed))
+    return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command)
+
+
+def _selected_cases(assets: EvalAssets, names: Sequence[str]) -> list[CompareCase]:
+    if not names:
+        return list(assets.cases)
+    by_name = {case.name: case for case in assets.cases}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        known = ", ".join(sorted(by_name)) or "none"
+        raise ConfigError(
+            f"--case {unknown[0]}: no such case in {assets.evals_dir}; known: {known}"
+        )
+    return [by_name[name] for name in dict.fromkeys(names)]
+
+
+def _opponents(plan: _Plan) -> list[str]:
+    return [arm.name for arm in plan.arms if arm.name != "candidate"]
+
+
+def _scored_units(plan: _Plan) -> list[tuple[str, int]]:
+    """Every (case, rep) that gives one row per opponent; a session gives one per sub-case."""
+    keys: list[tuple[str, int]] = []
+    for run in plan.planned:
+        if run.case == SESSION_RUN_NAME and plan.assets.session is not None:
+            keys.extend((sub.name, run.rep) for sub in plan.assets.session.cases)
+        else:
+            keys.append((run.case, run.rep))
+    return keys
+
+
+def _run_meta(
+    plan: _Plan, options: CompareOptions, digest: str, source: RunDir | None
+) -> dict[str, Any]:
+    return {
+        "command": "trialrun compare",
+        "subject": str(plan.assets.subject),
+        "content_digest": digest,
+        "k": plan.k,
+        "seed": plan.seed,
+        "jobs": options.jobs,
+        "arms": [arm.name for arm in plan.arms],
+        "expected_rows": len(_scored_units(plan)) * len(_opponents(plan)),
+        "plan": [
+            {"case": run.case, "rep": run.rep, "arm_order": list(run.arm_order)}
+            for run in plan.planned
+        ],
+        "rescored_from": str(source.path) if source is not None else None,
+        "started_at": format_ts(time.time()),
+    }
+
+
+def _stored_digest(source: RunDir) -> str:
+    for kind, data in read_run_log(source):
+        if kind == "run_start" and isinstance(data.get("content_digest"), str):
+            return str(data["content_digest"])
+    raise ConfigError(f"{source.run_log}: expected a run_start event naming its content_digest")
+
+
+# ---- running the arms ------------------------------------------------------------------------
+
+
+def _run_arms(
+    plan: _Plan, jobs: int, run_dir: RunDir, log: ReceiptWriter
+) -> tuple[list[ArmRun], bool]:
+    """Run every planned arm; on Ctrl-C keep the finished ones and say it was interrupted."""
+    finished: list[ArmRun] = []
+    transcript_format = plan.assets.config.agent.transcript
+
+    def on_done(run: ArmRun) -> None:
+        finished.append(run)
+        log_arm_run(run, run_dir, log, transcript_format)
+
+    work = run_all(
+        plan.planned,
+        plan.arms,
+        plan.assets,
+        jobs=jobs,
+        workdir=run_dir.sandboxes,
+        on_done=on_done,
+    )
+    try:
+        asyncio.run(work)
+    except KeyboardInterrupt:
+        return finished, True
+    return finished, False
+
+
+# ---- scoring ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One arm's run of one scored unit (a case, or one session sub-case)."""
+
+    sample: ArmSampleResult
+    result: ArmResult | None
+    """None for a dead arm: a hole in every row it is part of."""
+    transcript: str
+
+
+def _score(
+    plan: _Plan, arm_runs: Sequence[ArmRun], jobs: int, log: ReceiptWriter
+) -> CompareOutcome:
+    units = {run.case: run.unit for run in plan.planned}
+    scored: dict[tuple[str, int, str], _Scored] = {}
+    for run in arm_runs:
+        unit = units.get(run.case)
+        if unit is None:
+            continue  # a rescore with fewer cases than the stored run
+        for entry in _score_arm_run(run, unit, plan):
+            scored[(entry.sample.case, entry.sample.rep, entry.sample.arm)] = entry
+            log.emit("sample_checks", sample_event(entry.sample))
+    decisions: list[Callable[[], CompareRow]] = []
+    for case, rep in _scored_units(plan):
+        candidate = scored.get((case, rep, "candidate"))
+        for opponent in _opponents(plan):
+            other = scored.get((case, rep, opponent))
+            if candidate is None or other is None:
+                continue  # never ran (interrupted): build_outcome names it as a hole
+            # A session sub-case is not a key of ``units``: it gets no judge, as sessions never do.
+            judge = _judge_for(plan, units.get(case), candidate, other)
+            decisions.append(_decider(case, rep, opponent, candidate, other, judge))
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        rows = list(pool.map(lambda decide: decide(), decisions))
+    for row in rows:
+        log.emit("row", row_event(row))
+    session = plan.assets.session
+    return build_outcome(
+        samples=[entry.sample for entry in scored.values()],
+        rows=rows,
+        opponents=_opponents(plan),
+        planned=_scored_units(plan),
+        session_cases=[sub.name for sub in session.cases] if session is not None else (),
+        seed=plan.seed,
+    )
+
+
+def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
+    if isinstance(unit, CompareCase):
+        checked = [(unit.name, unit.checks)]
+    else:
+        checked = [(sub.name, sub.checks) for sub in unit.cases]
+    transcript_format = plan.assets.config.agent.transcript
+    efficiency = efficiency_of(run.transcript, transcript_format) if run.status == "ok" else None
+    entries: list[_Scored] = []
+    for index, (name, checks) in enumerate(checked):
+        if run.status != "ok":
+            sample = ArmSampleResult(name, run.rep, run.arm, run.status, attempts=run.attempts)
+            entries.append(_Scored(sample, None, run.transcript))
+            continue
+        passed, total, outcomes = evaluate_checks(
+            checks,
+            transcript=run.transcript,
+            transcript_format=transcript_format,
+            sandbox=run.sandbox,
+        )
+        # A shared session is counted once in the efficiency means: on its first sub-case.
+        reported = efficiency if index == 0 and efficiency is not None else None
+        sample = ArmSampleResult(
+            case=name,
+            rep=run.rep,
+            arm=run.arm,
+            status="ok",
+            checks=tuple((outcome.name, outcome.passed) for outcome in outcomes),
+            efficiency=SampleEfficiency(
+                turns=reported.turns,
+                duration_ms=reported.duration_ms,
+                cost_usd=reported.cost_usd,
+                tokens=reported.tokens,
+            )
+            if reported is not None
+            else None,
+            attempts=run.attempts,
+        )
+        entries.append(_Scored(sample, ArmResult(run.arm, passed, total), run.transcript))
+    return entries
+
+
+def _judge_for(
+    plan: _Plan, unit: RunUnit | None, candidate: _Scored, opponent: _Scored
+) -> Callable[[], JudgeDecision] | None:
+    """The judge thunk of a case with a rubric; None for no rubric and for session sub-cases."""
+    if not isinstance(unit, CompareCase) or unit.config.judge is None or not plan.judge_command:
+        return None
+    command, rubric, task = plan.judge_command, unit.config.judge, unit.config.task
+    judge_section = plan.assets.config.judge
+    escalate = judge_section.escalate_command if judge_section is not None else None
+    return lambda: ask_both_orders(
+        command,
+        task=task,
+        rubric=rubric,
+        candidate_transcript=candidate.transcript,
+        opponent_transcript=opponent.transcript,
+        escalate_command=escalate,
+    )
+
+
+def _decider(
+    case: str,
+    rep: int,
+    opponent: str,
+    candidate: _Scored,
+    other: _Scored,
+    judge: Callable[[], JudgeDecision] | None,
+) -> Callable[[], CompareRow]:
+    return lambda: CompareRow(
+        case, rep, opponent, decide_row(candidate.result, other.result, judge)
+    )

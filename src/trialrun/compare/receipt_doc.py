@@ -1,0 +1,198 @@
+"""The ``receipt.json`` document of one ``trialrun compare`` run.
+
+The seed's fields (``schema_version``, ``verdict``, ``attribution``, ``execution_status``,
+``expected_rows``, ``scored_rows``, ``comparisons``, ``arm_scores``, ``case_runs``, ``triggers``,
+``efficiency``, ``content_digest``, ``version``, ``provenance``) plus what makes two receipts
+comparable and recomputable: ``eval_assets_digest``, ``case_digests``, ``holes``, ``per_case``
+(every row with its ``decided_by``) and the statistics beyond the seed under each comparison.
+
+Everything in the document is a pure function of the outcome, the assets, the run id and the
+provenance the caller passes, and every list is in a fixed order; written with sorted keys
+(``fsutil.write_json``), two runs with the same seed give the same bytes apart from ``run_id``
+and the provenance's timestamps. Free text (the ``why`` line, check names, row reasons, hole
+details, trigger prompts and errors, provenance) goes through ``redact`` first; transcripts and
+sandboxes stay on the machine and are never copied here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trialrun.compare.config import EvalAssets
+from trialrun.compare.digest import case_digest, content_digest, eval_assets_digest
+from trialrun.compare.outcome import CompareOutcome, TriggerOutcome, comparison_name
+from trialrun.compare.stats import ComparisonStats, Interval
+from trialrun.redact import redact, redact_text
+
+__all__ = ["SCHEMA_VERSION", "STATS_VERSION", "build_receipt"]
+
+SCHEMA_VERSION = 2
+"""The seed's receipt schema; ours only adds fields, as its readers pass unknown ones through."""
+STATS_VERSION = 1
+"""Bumped whenever a statistic below is computed differently, so old receipts stay readable."""
+
+
+def build_receipt(
+    outcome: CompareOutcome,
+    *,
+    assets: EvalAssets,
+    subject: Path,
+    run_id: str,
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The receipt as a JSON-ready dict (write it with ``fsutil.write_json``)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "stats_version": STATS_VERSION,
+        "skill_name": redact_text(assets.config.name),
+        "version": None,  # a local run evaluates bytes that have no version number yet
+        "content_digest": content_digest(subject),
+        "eval_assets_digest": eval_assets_digest(assets.evals_dir),
+        "case_digests": _case_digests(outcome, assets),
+        "run_id": run_id,
+        "seed": outcome.seed,
+        "verdict": outcome.verdict,
+        "attribution": redact_text(outcome.why),
+        "execution_status": outcome.execution_status,
+        "expected_rows": outcome.expected_rows,
+        "scored_rows": outcome.scored_rows,
+        "holes": [
+            {
+                "case": hole.case,
+                "rep": hole.rep,
+                "kind": hole.kind,
+                "arm": hole.arm,
+                "detail": redact_text(hole.detail),
+            }
+            for hole in outcome.holes
+        ],
+        "comparisons": {
+            comparison_name(opponent): _comparison(stats)
+            for opponent, stats in outcome.comparisons.items()
+        },
+        "sign_p_pinned": outcome.session_ran,
+        "arm_scores": dict(outcome.arm_scores),
+        "case_runs": {
+            arm: {"passed": tally.passed, "total": tally.total, "ci95": _pair(tally.interval())}
+            for arm, tally in outcome.case_runs.items()
+        },
+        "triggers": _triggers(outcome.triggers),
+        "efficiency": {
+            arm: {
+                "turns": eff.turns,
+                "duration_ms": eff.duration_ms,
+                "cost_usd": eff.cost_usd,
+                "tokens": eff.tokens,
+                "samples": eff.samples,
+            }
+            for arm, eff in outcome.efficiency.items()
+        },
+        "per_case": _per_case(outcome),
+        "provenance": redact(dict(provenance)),
+    }
+
+
+def _case_digests(outcome: CompareOutcome, assets: EvalAssets) -> dict[str, str]:
+    """Each planned case's digest; a session's sub-cases share the session's digest (its file
+    and fixture), because they are judged from one shared session."""
+    digests: dict[str, str] = {}
+    for case in assets.cases:
+        if case.name in outcome.cases:
+            digests[case.name] = case_digest(case.file)
+    session = assets.session
+    if session is not None and any(sub.name in outcome.cases for sub in session.cases):
+        session_digest = case_digest(session.file)
+        for sub in session.cases:
+            if sub.name in outcome.cases:
+                digests[sub.name] = session_digest
+    return digests
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval.low, interval.high]
+
+
+def _comparison(stats: ComparisonStats) -> dict[str, Any]:
+    record, judge, level = stats.record, stats.judge, stats.case_level
+    return {
+        "win": record.wins,
+        "loss": record.losses,
+        "tie": record.ties,
+        "net_lift": stats.net_lift,
+        "sign_p": stats.sign_p,
+        "row_sign_p": stats.row_sign_p,
+        "net_lift_ci95": _pair(stats.net_lift_interval),
+        "case_level": None
+        if level is None
+        else {
+            "clusters": level.clusters,
+            "p_value": level.p_value,
+            "min_attainable_p": level.min_attainable_p,
+            "method": level.method,
+            "draws": level.draws,
+        },
+        "judge": {
+            "judged": judge.judged,
+            "agreed": judge.agreed,
+            "split": judge.split,
+            "split_rate": judge.split_rate(),
+            "split_ci95": _pair(judge.split_interval()),
+            "failures": dict(judge.failures),
+        },
+    }
+
+
+def _triggers(triggers: TriggerOutcome | None) -> dict[str, Any] | None:
+    if triggers is None:
+        return None
+    return {
+        "recall": triggers.recall,
+        "precision": triggers.precision,
+        "tp": triggers.tp,
+        "fn": triggers.fn,
+        "fp": triggers.fp,
+        "tn": triggers.tn,
+        "errored": triggers.errored,
+        "prompts": [
+            {
+                "prompt": redact_text(probe.prompt),
+                "should_trigger": probe.should_trigger,
+                "fired": probe.fired,
+                "error": None if probe.error is None else redact_text(probe.error),
+            }
+            for probe in triggers.probes
+        ],
+    }
+
+
+def _per_case(outcome: CompareOutcome) -> list[dict[str, Any]]:
+    """One entry per (case, rep) in plan order: each arm's checks and each row's decision."""
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def entry(case: str, rep: int) -> dict[str, Any]:
+        return entries.setdefault(
+            (case, rep), {"case": case, "rep": rep, "arms": {}, "outcomes": {}}
+        )
+
+    for sample in outcome.samples:
+        entry(sample.case, sample.rep)["arms"][sample.arm] = {
+            "status": sample.status,
+            "attempts": sample.attempts,
+            "passed": sample.passed_all,
+            "checks": [[redact_text(name), passed] for name, passed in sample.checks],
+        }
+    for row in outcome.rows:
+        entry(row.case, row.rep)["outcomes"][comparison_name(row.opponent)] = {
+            "outcome": row.row.outcome,
+            "decided_by": row.row.decided_by,
+            "scored": row.row.scored,
+            "reason": redact_text(row.row.reason),
+            "judge_escalated": None if row.row.judge is None else row.row.judge.escalated,
+        }
+    position = {case: index for index, case in enumerate(outcome.cases)}
+    return [
+        entries[key]
+        for key in sorted(entries, key=lambda k: (position.get(k[0], len(position)), k[0], k[1]))
+    ]

@@ -1,0 +1,268 @@
+"""The local store of compare runs: ``$TRIALRUN_HOME/evals/local/<digest>/<run_id>/``.
+
+One directory per run, keyed by the bytes evaluated (the hex of the subject's content digest) so
+a receipt can later be matched to exact bytes whatever team or version they end up in:
+
+* ``receipt.json``: the run's receipt (written last, atomically);
+* ``run.jsonl``: a Run Receipt v0 chain of every arm sample and every row (``ReceiptWriter``);
+* ``transcripts/<case>.<arm>.<rep>.<ext>``: each arm's raw transcript, unredacted: the store is
+  the user's own machine, and ``--rescore`` must see what the agent really printed;
+* ``sandboxes/``: the arms' sandboxes, kept for inspection (mode 0700, never cleaned up).
+
+Run ids are UTC ``YYYYMMDDTHHMMSSZ`` so that lexicographic order is chronological; two runs in the
+same second get ``-2``, ``-3`` ... rather than sharing a directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trialrun.compare.arms import ArmRun
+from trialrun.compare.digest import DIGEST_PREFIX
+from trialrun.compare.outcome import ArmSampleResult, CompareRow
+from trialrun.errors import ConfigError
+from trialrun.receipt.writer import ReceiptWriter
+
+__all__ = [
+    "ARM_SAMPLE_EVENT",
+    "HOME_ENV",
+    "RunDir",
+    "arm_run_record",
+    "copy_arm_runs",
+    "create_run_dir",
+    "find_run_dir",
+    "log_arm_run",
+    "new_run_id",
+    "read_run_log",
+    "row_event",
+    "sample_event",
+    "store_root",
+    "stored_arm_runs",
+    "transcript_name",
+]
+
+HOME_ENV = "TRIALRUN_HOME"
+RECEIPT_FILE = "receipt.json"
+RUN_LOG_FILE = "run.jsonl"
+TRANSCRIPTS_DIR = "transcripts"
+SANDBOXES_DIR = "sandboxes"
+ARM_SAMPLE_EVENT = "arm_sample"
+
+
+def trialrun_home() -> Path:
+    """``$TRIALRUN_HOME``, or ``~/.trialrun`` when it is unset or empty."""
+    configured = os.environ.get(HOME_ENV, "")
+    return Path(configured).expanduser() if configured else Path.home() / ".trialrun"
+
+
+def store_root() -> Path:
+    """Where local compare runs live: ``<home>/evals/local``."""
+    return trialrun_home() / "evals" / "local"
+
+
+def new_run_id(now: float | None = None) -> str:
+    """The UTC second as ``YYYYMMDDTHHMMSSZ``."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's directory and the files in it."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def receipt(self) -> Path:
+        return self.path / RECEIPT_FILE
+
+    @property
+    def run_log(self) -> Path:
+        return self.path / RUN_LOG_FILE
+
+    @property
+    def transcripts(self) -> Path:
+        return self.path / TRANSCRIPTS_DIR
+
+    @property
+    def sandboxes(self) -> Path:
+        return self.path / SANDBOXES_DIR
+
+
+def create_run_dir(content_digest: str, run_id: str, *, root: Path | None = None) -> RunDir:
+    """Make a fresh run directory (never reusing one); the id gains ``-N`` on a collision."""
+    base = (root or store_root()) / content_digest.removeprefix(DIGEST_PREFIX)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, 1000):
+            candidate = base / (run_id if attempt == 1 else f"{run_id}-{attempt}")
+            try:
+                candidate.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            run = RunDir(candidate)
+            run.transcripts.mkdir()
+            run.sandboxes.mkdir(mode=0o700)
+            return run
+    except OSError as exc:
+        raise ConfigError(f"cannot create a run directory under {base}: {exc}") from None
+    raise ConfigError(f"cannot create a run directory under {base}: 999 runs share id {run_id}")
+
+
+def find_run_dir(reference: str, *, root: Path | None = None) -> RunDir:
+    """A stored run named by its directory path, or by its run id anywhere in the store."""
+    as_path = Path(reference).expanduser()
+    if (as_path / RUN_LOG_FILE).is_file():
+        return RunDir(as_path.resolve())
+    base = root or store_root()
+    found = sorted(base.glob(f"*/{reference}")) if "/" not in reference else []
+    found = [path for path in found if (path / RUN_LOG_FILE).is_file()]
+    if len(found) == 1:
+        return RunDir(found[0])
+    if not found:
+        raise ConfigError(
+            f"--rescore {reference}: expected a run directory or a run id stored under {base}, "
+            "found neither"
+        )
+    listed = ", ".join(str(path) for path in found)
+    raise ConfigError(f"--rescore {reference}: the run id is ambiguous, found {listed}")
+
+
+def transcript_name(case: str, arm: str, rep: int, transcript_format: str) -> str:
+    """``<case>.<arm>.<rep>.jsonl`` for stream-json, ``.txt`` for text."""
+    extension = "jsonl" if transcript_format == "stream-json" else "txt"
+    return f"{case}.{arm}.{rep}.{extension}"
+
+
+def arm_run_record(run: ArmRun, transcript_file: str) -> dict[str, Any]:
+    """What ``run.jsonl`` keeps of one arm run: enough for ``--rescore`` to rebuild it."""
+    return {
+        "case": run.case,
+        "rep": run.rep,
+        "arm": run.arm,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "attempts": run.attempts,
+        "duration_s": run.duration_s,
+        "error": run.error,
+        "sandbox": str(run.sandbox),
+        "transcript_file": transcript_file,
+    }
+
+
+def read_run_log(run: RunDir) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(type, data)`` of each event of a stored ``run.jsonl``; a torn last line is skipped."""
+    try:
+        lines = run.run_log.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {run.run_log}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, start=1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                return  # an interrupted write; every complete line before it still counts
+            raise ConfigError(
+                f"{run.run_log}:{number}: expected one JSON event a line, found {line[:80]!r}"
+            ) from None
+        if isinstance(event, dict) and isinstance(event.get("data"), dict):
+            yield str(event.get("type")), event["data"]
+
+
+def stored_arm_runs(run: RunDir) -> list[ArmRun]:
+    """Every arm run a stored run finished, transcripts read back from ``transcripts/``."""
+    arm_runs: list[ArmRun] = []
+    for kind, data in read_run_log(run):
+        if kind != ARM_SAMPLE_EVENT:
+            continue
+        try:
+            name = str(data["transcript_file"])
+            transcript = (run.transcripts / name).read_text(encoding="utf-8")
+            arm_runs.append(
+                ArmRun(
+                    case=str(data["case"]),
+                    rep=int(data["rep"]),
+                    arm=data["arm"],
+                    status=data["status"],
+                    transcript=transcript,
+                    sandbox=Path(str(data["sandbox"])),
+                    exit_code=data["exit_code"],
+                    attempts=int(data["attempts"]),
+                    duration_s=float(data["duration_s"]),
+                    error=data.get("error"),
+                )
+            )
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            raise ConfigError(
+                f"{run.run_log}: an {ARM_SAMPLE_EVENT} event cannot be read back ({exc!r}); "
+                "expected the fields trialrun compare writes"
+            ) from None
+    return arm_runs
+
+
+def log_arm_run(run: ArmRun, run_dir: RunDir, log: ReceiptWriter, transcript_format: str) -> None:
+    """Keep one finished arm: its transcript file and its ``arm_sample`` event."""
+    name = transcript_name(run.case, run.arm, run.rep, transcript_format)
+    (run_dir.transcripts / name).write_text(run.transcript, encoding="utf-8")
+    log.emit(ARM_SAMPLE_EVENT, arm_run_record(run, name))
+
+
+def copy_arm_runs(source: RunDir, run_dir: RunDir, log: ReceiptWriter) -> list[ArmRun]:
+    """A stored run's arm runs, logged again so the rescored run can itself be rescored.
+
+    Sandboxes are not copied: checks read the original ones, which the store keeps.
+    """
+    arm_runs = stored_arm_runs(source)
+    for kind, data in read_run_log(source):
+        if kind == ARM_SAMPLE_EVENT:
+            name = str(data["transcript_file"])
+            shutil.copyfile(source.transcripts / name, run_dir.transcripts / name)
+            log.emit(ARM_SAMPLE_EVENT, data)
+    return arm_runs
+
+
+def sample_event(sample: ArmSampleResult) -> dict[str, Any]:
+    """The ``sample_checks`` event: one scored arm sample and each check's result."""
+    return {
+        "case": sample.case,
+        "rep": sample.rep,
+        "arm": sample.arm,
+        "status": sample.status,
+        "checks": [[name, passed] for name, passed in sample.checks],
+    }
+
+
+def row_event(row: CompareRow) -> dict[str, Any]:
+    """The ``row`` event: one decided row with its reason and the judge's audit trail."""
+    decision = row.row
+    judge = decision.judge
+    return {
+        "case": row.case,
+        "rep": row.rep,
+        "opponent": row.opponent,
+        "outcome": decision.outcome,
+        "decided_by": decision.decided_by,
+        "scored": decision.scored,
+        "reason": decision.reason,
+        "judge": None
+        if judge is None
+        else {
+            "winner": judge.winner,
+            "cause": judge.cause,
+            "agreed": judge.agreed,
+            "split": judge.split,
+            "escalated": judge.escalated,
+            "errors": list(judge.errors),
+            "raw_answers": list(judge.raw_answers),
+        },
+    }
