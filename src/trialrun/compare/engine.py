@@ -44,6 +44,7 @@ from trialrun.compare.outcome import (
     CompareOutcome,
     CompareRow,
     SampleEfficiency,
+    TriggerOutcome,
     build_outcome,
 )
 from trialrun.compare.receipt_doc import build_receipt
@@ -59,6 +60,7 @@ from trialrun.compare.store import (
     row_event,
     sample_event,
 )
+from trialrun.compare.triggers import evaluate_triggers
 from trialrun.errors import ConfigError
 from trialrun.fsutil import write_json
 from trialrun.receipt.envelope import format_ts
@@ -116,7 +118,12 @@ def run_compare(options: CompareOptions) -> CompareResult:
             arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log)
         else:
             arm_runs, interrupted = copy_arm_runs(source, run_dir, log), False
-        outcome = _score(plan, arm_runs, options.jobs, log)
+        triggers = None  # like the session, the trigger eval is skipped when --case narrows
+        if not interrupted and not options.case_names:
+            triggers, interrupted = evaluate_triggers(
+                plan.assets, plan.arms, run_dir, log, jobs=options.jobs, source=source
+            )
+        outcome = _score(plan, arm_runs, options.jobs, log, triggers)
         provenance = {
             "runner_handle": "local",
             "engine_version": __version__,
@@ -277,7 +284,11 @@ class _Scored:
 
 
 def _score(
-    plan: _Plan, arm_runs: Sequence[ArmRun], jobs: int, log: ReceiptWriter
+    plan: _Plan,
+    arm_runs: Sequence[ArmRun],
+    jobs: int,
+    log: ReceiptWriter,
+    triggers: TriggerOutcome | None = None,
 ) -> CompareOutcome:
     units = {run.case: run.unit for run in plan.planned}
     scored: dict[tuple[str, int, str], _Scored] = {}
@@ -309,6 +320,7 @@ def _score(
         opponents=_opponents(plan),
         planned=_scored_units(plan),
         session_cases=[sub.name for sub in session.cases] if session is not None else (),
+        triggers=triggers,
         seed=plan.seed,
     )
 
