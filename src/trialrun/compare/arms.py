@@ -9,9 +9,12 @@
   efficiency comparison through drift, rate limits and prompt caching).
 * One arm runs in ``workdir/<case>/<rep>/<arm>/``: fixture, ``files``, the staged subject,
   ``setup`` (``/bin/sh -ce``, 60 s; a failure makes the arm ``failed``, never retried, as it is
-  the case that is broken), then the agent command with ``{task}``, ``{sandbox}``, ``{evals}``
-  and ``{name}`` substituted in one pass, so text of the task is never substituted again. The
-  command runs without a shell: a task with spaces or quotes stays one argument.
+  the case that is broken), then the agent command with ``{task}``, ``{sandbox}``, ``{evals}``,
+  ``{name}`` and ``{max_turns}`` substituted in one pass, so text of the task is never
+  substituted again. The command runs without a shell: a task with spaces or quotes stays one
+  argument. The env has ``TRIALRUN_REP`` and ``TRIALRUN_MAX_TURNS`` (the case's or session's
+  ``max_turns``, default 200): the seed engine passes it as ``--max-turns``, which only the agent
+  command can do, so the command decides how to use it.
 * A non-zero exit gets ONE retry in a fresh sandbox (``<arm>.retry/``); a timeout gets none, as
   it would most likely time out again at the full cost. Either way a dead arm is a hole for the
   caller, never a zero.
@@ -57,7 +60,7 @@ ARM_NAMES: tuple[ArmName, ...] = ("baseline", "candidate", "incumbent")
 SESSION_RUN_NAME = "session"
 SETUP_TIMEOUT_S = 60.0
 RETRY_SUFFIX = ".retry"
-_PLACEHOLDER = re.compile(r"\{(task|sandbox|evals|name)\}")
+_PLACEHOLDER = re.compile(r"\{(task|sandbox|evals|name|max_turns)\}")
 
 RunUnit = CompareCase | CompareSession
 
@@ -142,7 +145,7 @@ def plan_runs(
 
 
 def substitute_placeholders(part: str, values: dict[str, str]) -> str:
-    """Replace ``{task}``, ``{sandbox}``, ``{evals}``, ``{name}`` in one pass."""
+    """Replace ``{task}``, ``{sandbox}``, ``{evals}``, ``{name}``, ``{max_turns}`` in one pass."""
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], part)
 
 
@@ -229,7 +232,9 @@ async def _attempt(
 ) -> ArmRun:
     config = assets.config
     stage = Path(config.agent.stage.replace("{name}", config.name))
+    max_turns = str(run.unit.config.max_turns)
     env = dict(os.environ, TRIALRUN_REP=str(run.rep), CLAUDE_PROJECT_DIR=str(sandbox.resolve()))
+    env["TRIALRUN_MAX_TURNS"] = max_turns
 
     def dead(error: str, outcome: CommandOutcome | None = None) -> ArmRun:
         tail = outcome.stderr_tail if outcome else ""
@@ -259,6 +264,7 @@ async def _attempt(
         "sandbox": str(sandbox.resolve()),
         "evals": str(assets.evals_dir),
         "name": config.name,
+        "max_turns": max_turns,
     }
     argv = [substitute_placeholders(part, values) for part in config.agent.command]
     done = await run_command(argv, cwd=sandbox, env=env, timeout_s=timeout)

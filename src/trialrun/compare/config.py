@@ -42,7 +42,7 @@ COMPARE_FILE = "compare.yaml"
 SESSION_FILE = "session.yaml"
 TRIGGERS_FILE = "triggers.yaml"
 CASES_DIR = "cases"
-COMMAND_PLACEHOLDERS = ("task", "sandbox", "evals", "name")
+COMMAND_PLACEHOLDERS = ("task", "sandbox", "evals", "name", "max_turns")
 STAGE_PLACEHOLDERS = ("name",)
 SESSION_ONLY_KEYS = ("task", "judge", "files", "fixture", "setup", "bucket")
 """Keys a session sub-case may not carry: they belong to the one shared session."""

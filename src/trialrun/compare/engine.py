@@ -1,12 +1,12 @@
 """``trialrun compare`` from end to end: load, plan, run the arms, score, decide, report, store.
 
-The stages, cheap refusals first: the eval assets are loaded and every input checked (a case
-named with ``--case`` that does not exist, a rubric with no judge to read it) before any agent
-runs. Then every (case, rep, arm) runs in its own sandbox (``trialrun.compare.arms``); each
-finished arm is written to the store at once (transcript file and an ``arm_sample`` event in
-``run.jsonl``), so an interrupted run keeps everything it paid for. Scoring reads only those
-arm runs, which is what makes ``--rescore`` possible: it rebuilds them from a stored run and
-re-decides every row with today's checks and judge, running no agent.
+The stages, cheap refusals first: the eval assets are loaded and every input checked (an unknown
+``--case``, a rubric with no judge to read it) before any agent runs, and cases whose ``requires``
+is unmet are skipped (``compare.requires``). Then every (case, rep, arm) runs in its own sandbox
+(``trialrun.compare.arms``); each finished arm is written to the store at once (transcript file
+and an ``arm_sample`` event in ``run.jsonl``), so an interrupted run keeps everything it paid for.
+Scoring reads only those arm runs, which is what makes ``--rescore`` possible: it rebuilds them
+from a stored run and re-decides every row with today's checks and judge, running no agent.
 
 Interruption (Ctrl-C): the running arms are killed, the finished ones are scored, and the receipt
 says ``execution_status: partial`` and names each (case, rep) that never ran as a hole; it is never
@@ -43,11 +43,13 @@ from trialrun.compare.outcome import (
     ArmSampleResult,
     CompareOutcome,
     CompareRow,
+    Hole,
     SampleEfficiency,
     TriggerOutcome,
     build_outcome,
 )
 from trialrun.compare.receipt_doc import build_receipt
+from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
 from trialrun.compare.store import (
     RunDir,
@@ -99,6 +101,7 @@ class _Plan:
     k: int
     seed: int
     judge_command: tuple[str, ...] | None
+    skipped: tuple[Hole, ...] = ()  # unmet ``requires``: named as holes, never planned
 
 
 def run_compare(options: CompareOptions) -> CompareResult:
@@ -148,13 +151,9 @@ def run_compare(options: CompareOptions) -> CompareResult:
         receipt["content_digest"] = digest
         write_json(run_dir.receipt, receipt)
         log.close(
-            {
-                "verdict": outcome.verdict,
-                "execution_status": outcome.execution_status,
-                "expected_rows": outcome.expected_rows,
-                "scored_rows": outcome.scored_rows,
-                "interrupted": interrupted,
-            }
+            {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
+            | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
+            | {"interrupted": interrupted}
         )
     return CompareResult(outcome, receipt, run_dir, interrupted)
 
@@ -181,8 +180,9 @@ def _make_plan(options: CompareOptions) -> _Plan:
     k = options.k if options.k is not None else assets.config.k
     seed = options.seed if options.seed is not None else assets.config.seed
     arms = tuple(arm_specs(assets, assets.subject))
+    units, skipped = apply_requirements(units)
     planned = tuple(plan_runs(units, k, arms, seed))
-    return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command)
+    return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command, tuple(skipped))
 
 
 def _selected_cases(assets: EvalAssets, names: Sequence[str]) -> list[CompareCase]:
@@ -320,6 +320,7 @@ def _score(
         opponents=_opponents(plan),
         planned=_scored_units(plan),
         session_cases=[sub.name for sub in session.cases] if session is not None else (),
+        skipped=plan.skipped,
         triggers=triggers,
         seed=plan.seed,
     )
