@@ -182,3 +182,43 @@ def test_a_probe_that_never_finished_is_errored_not_a_miss(tmp_path: Path) -> No
     assert never.fired is None and never.error is not None and "interrupted" in never.error
     assert dead.fired is None and dead.error == "the agent run ended as timeout"
     assert answered.fired is True and answered.error is None
+
+
+SELECTOR = Path(__file__).parent / "compare_agents" / "selector.py"
+
+
+def test_a_selector_command_decides_the_prompts_through_the_cli_and_rescore_replays_it(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subject = make_subject(
+        tmp_path, {"should_trigger": ["deploy it", "ship it"], "should_not_trigger": ["rename x"]}
+    )
+    config = subject / "evals" / "compare.yaml"
+    selector = json.dumps([sys.executable, str(SELECTOR)])
+    config.write_text(config.read_text() + f"triggers:\n  command: {selector}\n")
+    plan = {
+        "deploy it": {"select": ["my-skill"]},
+        "ship it": {"select": [], "by_rep": {"1": {"raw": "no idea"}}},
+        "rename x": {"select": ["my-skill"], "by_rep": {"1": {"select": []}}},
+    }
+    monkeypatch.setenv("SELECTOR_PLAN", json.dumps(plan))
+
+    code = run_cli(["compare", str(subject), "--triggers-k", "2"])
+    out, err = capsys.readouterr()
+
+    assert code == 0, err
+    lines = out.splitlines()
+    # deploy it x2 hits, ship it: one miss and one garbage answer, rename x: one false fire.
+    start = lines.index("triggers: recall=0.67 precision=0.67 (tp=2 fn=1 fp=1 tn=1 errored=1)")
+    assert lines[start + 1] == '  MISS: "ship it"'
+    assert lines[start + 2].startswith('  ERROR: "ship it"')
+    assert lines[start + 3] == '  FALSE-FIRE: "rename x"'
+    [first] = receipts(home)
+    assert json.loads(first.read_text())["triggers"]["errored"] == 1
+
+    # Rescoring re-decides rows, never the selector: its stored decisions are replayed as made.
+    monkeypatch.setenv("SELECTOR_PLAN", "{}")
+    again = run_compare(CompareOptions(subject, rescore=first.parent.name))
+    triggers = again.outcome.triggers
+    assert triggers is not None
+    assert (triggers.tp, triggers.fn, triggers.fp, triggers.tn, triggers.errored) == (2, 1, 1, 1, 1)

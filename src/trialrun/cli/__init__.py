@@ -34,9 +34,19 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Compare a subject against the baseline and incumbent: rows, verdict, receipt.",
     ),
     "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
+    "publish": (
+        "trialrun.cli.publish_cmd",
+        "publish",
+        "Publish a subject's bytes as a team version and attach its local receipts.",
+    ),
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
     "merge": ("trialrun.cli.merge_cmd", "merge", "Merge shard runs into one run and verdict."),
     "receipt": ("trialrun.cli.receipt_cmd", "receipt", "Verify, sign and view run receipts."),
+    "scores": (
+        "trialrun.cli.scores_cmd",
+        "scores",
+        "Show the score of a subject's current bytes, or of every subject in a team.",
+    ),
     "attempt": (
         "trialrun.cli.attempt_cmd",
         "attempt",

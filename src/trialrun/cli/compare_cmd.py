@@ -48,6 +48,17 @@ from trialrun.errors import ConfigError
     help="Re-decide a stored run (its id or directory) with today's checks and judge; "
     "no arm runs again.",
 )
+@click.option("--team", metavar="REPO", help="The team store [config.toml team].")
+@click.option(
+    "--no-commit", is_flag=True, help="Keep the receipt local even when the bytes are published."
+)
+@click.option(
+    "--triggers-k",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many times the trigger selector (compare.yaml triggers.command) sees each prompt.",
+)
 def compare(
     subject: Path,
     k: int | None,
@@ -58,6 +69,9 @@ def compare(
     gate: bool,
     seed: int | None,
     rescore: str | None,
+    triggers_k: int,
+    team: str | None,
+    no_commit: bool,
 ) -> int:
     """Run SUBJECT's eval cases with and without it, decide every row, print the verdict."""
     from trialrun.compare.engine import CompareOptions, run_compare
@@ -72,6 +86,7 @@ def compare(
         jobs=jobs,
         seed=seed,
         rescore=rescore,
+        triggers_k=triggers_k,
     )
     result = run_compare(options)
     if as_json:
@@ -79,6 +94,13 @@ def compare(
     else:
         click.echo(format_report(result.outcome))
     click.echo(f"receipt: {result.run_dir.receipt}", err=True)
+    if not result.interrupted and rescore is None:
+        from trialrun.team.publish import commit_after_compare
+
+        message = commit_after_compare(
+            result.receipt, result.run_dir.receipt, subject, team=team, no_commit=no_commit
+        )
+        click.echo(message, err=True)
     if result.interrupted:
         click.echo("Interrupted: the receipt records a partial run.", err=True)
         return EXIT_INTERRUPTED

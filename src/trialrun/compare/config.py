@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
+from trialrun.compare.selector import SelectorSection
 from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
@@ -85,11 +86,14 @@ class JudgeSection(_Strict):
 
 class CompareConfig(_Strict):
     name: StrictStr
+    id: StrictStr | None = None
+    """The subject's id in a team store; kept here because eval assets are outside the digest."""
     agent: AgentSection
     arms: ArmsSection = ArmsSection()
     k: StrictInt = Field(default=1, ge=1)
     judge: JudgeSection | None = None
     seed: StrictInt = 0
+    triggers: SelectorSection | None = None
 
 
 class _Sandboxed(_Strict):

@@ -82,6 +82,7 @@ class CompareOptions:
     jobs: int = 1
     seed: int | None = None
     rescore: str | None = None
+    triggers_k: int = 1
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,13 @@ def run_compare(options: CompareOptions) -> CompareResult:
         triggers = None  # like the session, the trigger eval is skipped when --case narrows
         if not interrupted and not options.case_names:
             triggers, interrupted = evaluate_triggers(
-                plan.assets, plan.arms, run_dir, log, jobs=options.jobs, source=source
+                plan.assets,
+                plan.arms,
+                run_dir,
+                log,
+                jobs=options.jobs,
+                source=source,
+                selector_k=options.triggers_k,
             )
         outcome = _score(plan, arm_runs, options.jobs, log, triggers)
         provenance = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from trialrun.compare.arms import SESSION_RUN_NAME, ArmRun, ArmSpec, PlannedRun, run_all
@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 TRIGGER_PROBE_EVENT = "trigger_probe"
+SELECTION_EVENT = "trigger_selection"
 PROBE_REP = 0
 _NOT_RUN = "not run: the compare was interrupted before this probe finished"
 
@@ -141,6 +142,28 @@ def run_probes(
     return probes, interrupted
 
 
+def replay_selections(source: RunDir, log: ReceiptWriter) -> list[TriggerProbe]:
+    """A stored run's selector decisions, as made: rescoring re-decides rows, not the selector."""
+    probes: list[TriggerProbe] = []
+    for kind, data in read_run_log(source):
+        if kind != SELECTION_EVENT:
+            continue
+        try:
+            probe = TriggerProbe(
+                prompt=str(data["prompt"]),
+                should_trigger=bool(data["should_trigger"]),
+                fired=None if data["fired"] is None else bool(data["fired"]),
+                error=None if data.get("error") is None else str(data["error"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"{source.run_log}: a {SELECTION_EVENT} event cannot be read back ({exc!r})"
+            ) from None
+        log.emit(SELECTION_EVENT, asdict(probe))
+        probes.append(probe)
+    return probes
+
+
 def rescore_probes(
     source: RunDir, run_dir: RunDir, log: ReceiptWriter, assets: EvalAssets
 ) -> list[TriggerProbe]:
@@ -181,15 +204,27 @@ def evaluate_triggers(
     *,
     jobs: int,
     source: RunDir | None,
+    selector_k: int = 1,
 ) -> tuple[TriggerOutcome | None, bool]:
     """The trigger eval of one compare: run (or, from ``source``, re-decide) every probe.
 
-    None when there is nothing to probe (no ``triggers.yaml``, no prompts, or a rescored run that
-    stored none). The flag says the run was interrupted.
+    With ``triggers.command`` in compare.yaml the selector decides each prompt (``selector_k``
+    times); otherwise the candidate agent runs once per prompt. None when there is nothing to
+    probe (no ``triggers.yaml``, no prompts, or a rescored run that stored none). The flag says
+    the run was interrupted.
     """
     if source is not None:
         stored = rescore_probes(source, run_dir, log, assets)
+        stored += replay_selections(source, log)
         return (trigger_outcome(stored) if stored else None), False
+    if assets.config.triggers is not None:
+        from trialrun.compare.selector import evaluate_with_selector
+
+        timeout_s = assets.config.agent.timeout_minutes * 60
+        selected = evaluate_with_selector(assets, assets.subject, k=selector_k, timeout_s=timeout_s)
+        for probe in selected:
+            log.emit(SELECTION_EVENT, asdict(probe))
+        return (trigger_outcome(selected) if selected else None), False
     plans = plan_probes(assets, {case.name for case in assets.cases})
     candidate = next((arm for arm in arms if arm.name == "candidate"), None)
     if not plans or candidate is None:

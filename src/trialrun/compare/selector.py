@@ -1,0 +1,238 @@
+"""Trigger evaluation by selector: ask a ``triggers.command`` which subjects a prompt calls for.
+
+When compare.yaml has ``triggers: {command: [argv...]}``, each prompt of ``triggers.yaml`` is not
+run through the candidate agent; instead the selector reads one JSON document on stdin,
+
+    {"catalog": [{"name": ..., "description": ...}, ...], "prompt": ...}
+
+and prints ``{"selected": [names]}``. The subject fired when its name (compare.yaml ``name``, the
+name it is staged under) is among the selected. The catalog is every subject beside the one
+evaluated, as the seed sent the Library root's ``- name: description`` lines: each sibling folder
+with a ``SKILL.md`` (its frontmatter ``name`` and ``description``; the folder name when the
+frontmatter has none), plus the evaluated subject itself, sorted by name so the order never
+depends on the file system.
+
+Each call runs in its own process group with a timeout; the whole group is killed afterwards, so
+a helper left in the background cannot outlive its call. A call that cannot start, exits non-zero,
+times out or prints anything but the expected answer is an errored probe (``fired`` None): it
+counts in neither cell of its row and is named in the report, whichever way the prompt should go.
+
+``k`` repeats every prompt; each call is its own probe, so recall and precision are rates over
+calls and a prompt that went the wrong way twice is listed twice. The environment variable
+``TRIALRUN_REP`` (0-based) tells the selector which repetition it is answering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from trialrun.compare.outcome import TriggerProbe
+from trialrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    # config.py imports SelectorSection from here; the assets are only annotations here.
+    from trialrun.compare.config import EvalAssets
+
+__all__ = [
+    "SKILL_FILE",
+    "CatalogEntry",
+    "SelectorCallError",
+    "SelectorSection",
+    "build_catalog",
+    "evaluate_with_selector",
+    "parse_selection",
+    "read_description",
+    "selection_payload",
+]
+
+SKILL_FILE = "SKILL.md"
+_REAP_S = 5.0
+_FRONTMATTER_FENCE = "---"
+
+
+class SelectorSection(BaseModel):
+    """compare.yaml's ``triggers`` section: the selector's argv (no placeholders)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: list[StrictStr] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    description: str
+
+
+class SelectorCallError(Exception):
+    """One selector call gave no usable answer; the message is what the report shows."""
+
+
+def read_description(folder: Path) -> tuple[str | None, str]:
+    """The frontmatter ``name`` (None when absent) and ``description`` ("" when absent) of
+    ``folder/SKILL.md``. Unreadable or malformed frontmatter reads as neither: a sibling's bad
+    file must not stop the evaluation of this subject."""
+    try:
+        text = (folder / SKILL_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, ""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != _FRONTMATTER_FENCE:
+        return None, ""
+    try:
+        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == _FRONTMATTER_FENCE)
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except (StopIteration, yaml.YAMLError):
+        return None, ""
+    if not isinstance(data, dict):
+        return None, ""
+    name = data.get("name")
+    description = data.get("description")
+    return (
+        name.strip() if isinstance(name, str) and name.strip() else None,
+        description.strip() if isinstance(description, str) else "",
+    )
+
+
+def build_catalog(subject: Path, name: str) -> list[CatalogEntry]:
+    """The evaluated subject (as ``name``) and every sibling folder holding a SKILL.md, by name.
+
+    A sibling whose name equals an entry already taken (the subject's first) is left out: two
+    entries of one name would make a selection of that name ambiguous.
+    """
+    root = subject.resolve()
+    entries = {name: CatalogEntry(name, read_description(root)[1])}
+    for folder in sorted(root.parent.iterdir(), key=lambda path: path.name):
+        if folder.name.startswith(".") or not (folder / SKILL_FILE).is_file():
+            continue
+        if folder.resolve() == root:
+            continue
+        own_name, description = read_description(folder)
+        entry = CatalogEntry(own_name or folder.name, description)
+        entries.setdefault(entry.name, entry)
+    return sorted(entries.values(), key=lambda entry: entry.name)
+
+
+def selection_payload(catalog: list[CatalogEntry], prompt: str) -> str:
+    items = [{"name": entry.name, "description": entry.description} for entry in catalog]
+    return json.dumps({"catalog": items, "prompt": prompt}, ensure_ascii=False)
+
+
+def parse_selection(stdout: str) -> list[str]:
+    """The names of a ``{"selected": [names]}`` answer: the whole output, or its last non-empty
+    line (a selector may log before answering). Raises SelectorCallError saying what was found."""
+    candidates = [stdout.strip()]
+    # Only newlines end a line: json.dumps leaves U+0085 / U+2028 raw inside strings.
+    lines = [line.strip() for line in stdout.split("\n") if line.strip()]
+    if lines:
+        candidates.append(lines[-1])
+    for text in candidates:
+        try:
+            answer: Any = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        selected = answer.get("selected") if isinstance(answer, dict) else None
+        if isinstance(selected, list) and all(isinstance(item, str) for item in selected):
+            return list(selected)
+    raise SelectorCallError(
+        f'expected {{"selected": [names]}} on stdout, found {_preview(stdout) or "nothing"}'
+    )
+
+
+def evaluate_with_selector(
+    assets: EvalAssets, subject: Path, *, k: int, timeout_s: float
+) -> list[TriggerProbe]:
+    """Ask ``triggers.command`` about every prompt of ``triggers.yaml``, ``k`` times each.
+
+    ``subject`` is the folder evaluated (its siblings form the catalog). Probes come
+    should-trigger prompts first, in file order, each prompt's repetitions together. Empty when
+    there is no triggers.yaml. Raises ConfigError when compare.yaml names no ``triggers.command``
+    or ``k`` is below 1.
+    """
+    section = assets.config.triggers
+    if section is None:
+        raise ConfigError(
+            f"{assets.evals_dir / 'compare.yaml'}: expected a 'triggers.command' to evaluate "
+            "triggers by selector, found no 'triggers' section"
+        )
+    if k < 1:
+        raise ConfigError(f"--triggers-k: expected a whole number >= 1, found {k}")
+    if assets.triggers is None:
+        return []
+    prompts = [(prompt, True) for prompt in assets.triggers.should_trigger]
+    prompts += [(prompt, False) for prompt in assets.triggers.should_not_trigger]
+    catalog = build_catalog(subject, assets.config.name)
+    probes: list[TriggerProbe] = []
+    for prompt, should in prompts:
+        payload = selection_payload(catalog, prompt)
+        for rep in range(k):
+            try:
+                selected = _ask(list(section.command), payload, rep, timeout_s)
+            except SelectorCallError as error:
+                probes.append(TriggerProbe(prompt, should, None, str(error)))
+                continue
+            probes.append(TriggerProbe(prompt, should, assets.config.name in selected))
+    return probes
+
+
+def _ask(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]:
+    env = {**os.environ, "TRIALRUN_REP": str(rep)}
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise SelectorCallError(
+            f"cannot start selector {argv[0]!r}: {error.strerror or error}"
+        ) from None
+    try:
+        out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise SelectorCallError(
+            f"selector gave no answer within {timeout_s:g}s (its process group was killed)"
+        ) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        _signal_group(proc.pid)
+    if proc.returncode != 0:
+        stderr = _preview(err.decode("utf-8", "replace"))
+        raise SelectorCallError(
+            f"selector exited with code {proc.returncode}, expected 0"
+            + (f" (stderr: {stderr})" if stderr else "")
+        )
+    return parse_selection(out.decode("utf-8", "replace"))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    _signal_group(proc.pid)
+    # A grandchild that left the group may still hold the pipes; do not wait on it forever.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=_REAP_S)
+
+
+def _signal_group(pgid: int) -> None:
+    # Started with start_new_session, the selector's pid is its process group's id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _preview(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -1,0 +1,208 @@
+"""What ``trialrun publish`` decides, and the commit that follows a compare.
+
+A receipt reaches the team only for bytes that are exactly a published version: it is stamped
+with that version, so a score can never be shown against bytes it did not evaluate. Anything
+else waits in the local store until ``trialrun publish`` mints those bytes as a version and
+attaches every local receipt of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trialrun.compare.digest import DIGEST_PREFIX, content_digest
+from trialrun.compare.store import RECEIPT_FILE, store_root, trialrun_home
+from trialrun.config.yamlload import load_yaml_file
+from trialrun.errors import ConfigError
+from trialrun.team.store import TeamError, TeamStore, check_plain_id
+
+__all__ = [
+    "HANDLE_ENV",
+    "LocalReceipt",
+    "PublishResult",
+    "commit_after_compare",
+    "ensure_subject_id",
+    "handle",
+    "local_receipts",
+    "publish_subject",
+    "subject_identity",
+    "team_from_config",
+]
+
+HANDLE_ENV = "TRIALRUN_HANDLE"
+CONFIG_FILE = "config.toml"
+COMPARE_FILE = Path("evals") / "compare.yaml"
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/]+@[^/:]+:")
+
+
+def team_from_config(explicit: str | None) -> str | None:
+    """``--team`` when given, else ``team = "..."`` from ``$TRIALRUN_HOME/config.toml``.
+
+    A local path is made absolute so that every spelling of it shares one clone.
+    """
+    team = explicit
+    if team is None:
+        config = trialrun_home() / CONFIG_FILE
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {config}: {exc}") from None
+        value = data.get("team")
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{config}: 'team' must be a non-empty string, found {value!r}")
+        team = value
+    if not _URL_LIKE.match(team) and Path(team).expanduser().exists():
+        return str(Path(team).expanduser().resolve())
+    return team
+
+
+def handle() -> str | None:
+    """Who runs this: ``$TRIALRUN_HANDLE``, else git's ``user.name``, else None."""
+    configured = os.environ.get(HANDLE_ENV, "").strip()
+    if configured:
+        return configured
+    try:
+        done = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return None
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name else None
+
+
+def subject_identity(subject: Path) -> tuple[str, str | None]:
+    """``(name, id)`` from ``evals/compare.yaml``; the id is None until publish assigns one."""
+    compare_file = subject / COMPARE_FILE
+    if not compare_file.is_file():
+        raise ConfigError(f"{subject}: expected {COMPARE_FILE}, found none")
+    data = load_yaml_file(compare_file).data
+    name, subject_id = data.get("name"), data.get("id")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{compare_file}: expected a string 'name', found {name!r}")
+    if subject_id is None:
+        return name, None
+    if not isinstance(subject_id, str):
+        raise ConfigError(f"{compare_file}: expected a string 'id', found {subject_id!r}")
+    try:
+        return name, check_plain_id(subject_id, f"{compare_file}: id")
+    except TeamError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def ensure_subject_id(subject: Path) -> str:
+    """The subject's id, appending a fresh ``id:`` to compare.yaml when it has none.
+
+    compare.yaml is an eval asset, outside the content digest, so this changes no digest.
+    """
+    name, subject_id = subject_identity(subject)
+    if subject_id is not None:
+        return subject_id
+    compare_file = subject / COMPARE_FILE
+    text = compare_file.read_text(encoding="utf-8")
+    new_id = str(uuid.uuid4())
+    separator = "" if text.endswith("\n") or not text else "\n"
+    compare_file.write_text(f"{text}{separator}id: {new_id}\n", encoding="utf-8")
+    if subject_identity(subject) != (name, new_id):
+        compare_file.write_text(text, encoding="utf-8")
+        raise ConfigError(f"{compare_file}: cannot add 'id: {new_id}'; add an 'id:' key by hand")
+    return new_id
+
+
+@dataclass(frozen=True)
+class LocalReceipt:
+    path: Path
+    run_id: str
+    verdict: str | None
+
+
+def local_receipts(digest: str) -> list[LocalReceipt]:
+    """Every readable local receipt whose ``content_digest`` is ``digest``, oldest first."""
+    folder = store_root() / digest.removeprefix(DIGEST_PREFIX)
+    found: list[LocalReceipt] = []
+    for run_dir in sorted(folder.iterdir()) if folder.is_dir() else []:
+        try:
+            receipt: Any = json.loads((run_dir / RECEIPT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a run still going, or interrupted before its receipt: nothing to share
+        if isinstance(receipt, dict) and receipt.get("content_digest") == digest:
+            verdict = receipt.get("verdict")
+            run_id = str(receipt.get("run_id", run_dir.name))
+            found.append(
+                LocalReceipt(
+                    run_dir / RECEIPT_FILE, run_id, verdict if isinstance(verdict, str) else None
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    name: str
+    version: int
+    minted: bool
+    attached: int
+    """Receipts newly filed under the version (already filed ones are not counted)."""
+
+
+def publish_subject(subject: Path, team: str) -> PublishResult:
+    """Mint the subject's bytes as a version when they differ from the latest, then attach
+    every local receipt of these bytes. The caller asks about a FAIL receipt first."""
+    name, _ = subject_identity(subject)
+    subject_id = ensure_subject_id(subject)
+    store = TeamStore(team)
+    before = store.versions(subject_id)
+    version = store.publish_bytes(subject_id, subject)
+    receipts = [receipt.path for receipt in local_receipts(content_digest(subject))]
+    attached = store.add_receipts(subject_id, version, receipts) if receipts else 0
+    return PublishResult(name, version, version not in before, attached)
+
+
+def commit_after_compare(
+    receipt: dict[str, Any],
+    receipt_path: Path,
+    subject: Path,
+    *,
+    team: str | None,
+    no_commit: bool,
+) -> str:
+    """Commit a fresh compare receipt to the team when its bytes are a published version.
+
+    Returns the line to print: where it went, or why it waits locally and how to share it.
+    A team that cannot be reached is reported the same way; the local receipt is already safe.
+    """
+    hint = f"Run `trialrun publish {subject}` to share these bytes and their receipts."
+    if no_commit:
+        return f"Not committed (--no-commit); the receipt waits locally. {hint}"
+    team = team_from_config(team)
+    if team is None:
+        return "No team configured (--team or team in config.toml); the receipt waits locally."
+    if handle() is None:
+        return f"No handle ({HANDLE_ENV} or git user.name); the receipt waits locally."
+    name, subject_id = subject_identity(subject)
+    if subject_id is None:
+        return f"{name} has no id yet; the receipt waits locally. {hint}"
+    digest = receipt.get("content_digest")
+    if not isinstance(digest, str):
+        return "The receipt has no content_digest; it waits locally."
+    try:
+        store = TeamStore(team)
+        version = store.version_for_digest(subject_id, digest)
+        if version is None:
+            return f"These bytes of {name} are not a published version on {team}. {hint}"
+        store.add_receipt(subject_id, version, receipt_path)
+    except TeamError as exc:
+        return f"Could not publish this receipt ({exc}); it waits locally. {hint}"
+    return f"Published this receipt to {team} for Version {version} of {name}."
