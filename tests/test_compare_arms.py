@@ -109,7 +109,10 @@ def test_plan_names_the_session_and_refuses_a_clash(tmp_path: Path) -> None:
         plan_runs(assets.cases, 0, ARMS3, seed=0)
 
 
-def test_arm_specs_two_or_three_arms_and_version_refused(tmp_path: Path) -> None:
+def test_arm_specs_two_or_three_arms_and_version_without_a_team(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "home"))
     assets = _assets(tmp_path / "a", {"alpha": _case({})})
     assert [(s.name, s.subject) for s in arm_specs(assets, assets.subject)] == [
         ("baseline", None),
@@ -127,7 +130,7 @@ def test_arm_specs_two_or_three_arms_and_version_refused(tmp_path: Path) -> None
     by_version = _assets(
         tmp_path / "c", {"alpha": _case({})}, x="arms:\n  incumbent:\n    version: 3\n"
     )
-    with pytest.raises(ConfigError, match=r"version '3' needs a team store.*'path:'"):
+    with pytest.raises(ConfigError, match=r"version '3' is looked up in the team store.*an id"):
         arm_specs(by_version, by_version.subject)
 
 

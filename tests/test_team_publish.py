@@ -420,3 +420,33 @@ def test_a_real_compare_on_published_bytes_commits_and_on_edited_bytes_waits(
     assert run_cli(["compare", str(subject), "--team", team]) == 0
     assert "trialrun publish" in capsys.readouterr().err
     assert len(team_files(team, tmp_path, "evals")) == 1  # nothing committed for unpublished bytes
+
+
+def test_an_incumbent_version_stages_the_published_bytes(tmp_path: Path, team: str) -> None:
+    from trialrun.compare.arms import arm_specs
+    from trialrun.compare.config import load_eval_assets
+
+    subject = make_subject(tmp_path / "skill")
+    case = {"task": "say done", "checks": [{"transcript_mentions": "done"}]}
+    (subject / "evals" / "cases" / "one.yaml").write_text(json.dumps(case), encoding="utf-8")
+    assert publish(subject, team) == 0  # v1, and an id in compare.yaml
+    (subject / "SKILL.md").write_text("v2 body\n", encoding="utf-8")
+    assert publish(subject, team) == 0  # v2
+    config = subject / "evals" / "compare.yaml"
+    (tmp_path / "home" / "config.toml").write_text(f'team = "{team}"\n', encoding="utf-8")
+    for version, body in (("1", "v1 body\n"), ("v2", "v2 body\n"), ("latest", "v2 body\n")):
+        text = config.read_text(encoding="utf-8").split("arms:")[0]
+        config.write_text(
+            text + f"arms:\n  incumbent:\n    version: '{version}'\n", encoding="utf-8"
+        )
+        assets = load_eval_assets(subject)
+        incumbent = arm_specs(assets, subject)[-1]
+        assert incumbent.name == "incumbent" and incumbent.subject is not None
+        assert (incumbent.subject / "SKILL.md").read_text(encoding="utf-8") == body
+    config.write_text(
+        config.read_text(encoding="utf-8").split("arms:")[0]
+        + "arms:\n  incumbent:\n    version: 9\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="no version 9"):
+        arm_specs(load_eval_assets(subject), subject)

@@ -1,8 +1,8 @@
 """The arms of a compare run: which exist, in what order they run, and running one.
 
 * ``baseline`` stages nothing; ``candidate`` stages the subject as it is on disk; ``incumbent``
-  stages ``arms.incumbent.path`` (a ``version:`` needs a team store, which trialrun has not, so
-  it is refused with a message saying so).
+  stages ``arms.incumbent.path``, or the published ``arms.incumbent.version`` from the team
+  store.
 * The plan is every (case, rep) in case order, reps inside; the session, when there is one, is
   planned like a case named ``session``. Within each (case, rep) the arm order is shuffled by
   ``random.Random(seed)`` and recorded (reference §1.10 item 4: a fixed order can bias the
@@ -109,16 +109,38 @@ def arm_specs(assets: EvalAssets, subject: Path) -> list[ArmSpec]:
     specs = [ArmSpec("baseline", None), ArmSpec("candidate", Path(subject).resolve())]
     incumbent = assets.config.arms.incumbent
     if incumbent is not None and incumbent.version is not None:
-        raise ConfigError(
-            f"arms.incumbent.version '{incumbent.version}' needs a team store of published "
-            "versions, which trialrun does not have; give the incumbent as 'path:' (relative "
-            "to evals/) instead",
-            file=assets.evals_dir / "compare.yaml",
-            key="incumbent",
-        )
-    if assets.incumbent_path is not None:
+        specs.append(ArmSpec("incumbent", _published_version(assets, incumbent.version)))
+    elif assets.incumbent_path is not None:
         specs.append(ArmSpec("incumbent", assets.incumbent_path))
     return specs
+
+
+def _published_version(assets: EvalAssets, version: str) -> Path:
+    """``arms.incumbent.version`` (``3``, ``v3`` or ``latest``) from the team store."""
+    from trialrun.team.publish import team_from_config
+    from trialrun.team.store import TeamError, TeamStore
+
+    where = assets.evals_dir / "compare.yaml"
+    team, subject_id = team_from_config(None), assets.config.id
+    if team is None or subject_id is None:
+        raise ConfigError(
+            f"arms.incumbent.version '{version}' is looked up in the team store: it needs a "
+            "team (config.toml) and an id in compare.yaml (`trialrun publish` assigns one)",
+            file=where,
+            key="incumbent",
+        )
+    store = TeamStore(team)
+    try:
+        published = store.versions(subject_id)
+        wanted = published[-1] if version == "latest" and published else version.removeprefix("v")
+        number = int(wanted)
+        if number not in published:
+            raise TeamError(
+                f"{team}: no version {version} of {subject_id} (published: {published})"
+            )
+        return store.version_dir(subject_id, number)
+    except (TeamError, ValueError) as exc:
+        raise ConfigError(f"arms.incumbent.version: {exc}", file=where, key="incumbent") from None
 
 
 def plan_runs(

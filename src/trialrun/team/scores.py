@@ -140,7 +140,7 @@ class TeamReader:
 
     def root(self) -> Path:
         # TeamStore fetches its clone once, on its first read; listing needs that same fresh tree.
-        self.store._refresh_once()
+        self.store.refresh()
         return self.store.checkout
 
     def subject_ids(self) -> list[str]:

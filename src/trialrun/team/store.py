@@ -74,11 +74,15 @@ class TeamStore:
 
     def version_digest(self, subject_id: str, version: int) -> str:
         """The content digest of ``subjects/<id>/v<N>/``."""
+        return content_digest(self.version_dir(subject_id, version))
+
+    def version_dir(self, subject_id: str, version: int) -> Path:
+        """The published bytes of ``subjects/<id>/v<N>/`` in the fresh checkout."""
         self._refresh_once()
         folder = self._subject_dir(self.checkout, subject_id, version)
         if not folder.is_dir():
             raise TeamError(f"{self.url}: expected subjects/{subject_id}/v{version}, found none")
-        return content_digest(folder)
+        return folder
 
     def version_for_digest(self, subject_id: str, digest: str) -> int | None:
         """The newest version whose bytes have ``digest``, or None when none has."""
@@ -155,6 +159,10 @@ class TeamStore:
 
     def _subject_dir(self, root: Path, subject_id: str, version: int) -> Path:
         return root / "subjects" / check_plain_id(subject_id, "subject id") / f"v{version}"
+
+    def refresh(self) -> None:
+        """Fetch the team once per store object; later reads use that checkout."""
+        self._refresh_once()
 
     def _refresh_once(self) -> None:
         if not self._fresh:
