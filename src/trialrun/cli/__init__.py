@@ -34,10 +34,16 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Compare a subject against the baseline and incumbent: rows, verdict, receipt.",
     ),
     "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
+    "doctor": ("trialrun.cli.doctor_cmd", "doctor", "Check a suite's setup."),
     "publish": (
         "trialrun.cli.publish_cmd",
         "publish",
         "Publish a subject's bytes as a team version and attach its local receipts.",
+    ),
+    "scenario": (
+        "trialrun.cli.scenario_cmd",
+        "scenario",
+        "Write or verify an action-scenario pack.",
     ),
     "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
     "merge": ("trialrun.cli.merge_cmd", "merge", "Merge shard runs into one run and verdict."),
@@ -52,6 +58,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "attempt",
         "Let a coding agent work on a goal under a verifier, with rollback and a receipt.",
     ),
+    "verify": ("trialrun.cli.verify_cmd", "verify", "Prove the gate catches planted regressions."),
 }
 
 

@@ -1,0 +1,32 @@
+"""``trialrun doctor SUITE [--probe]``: check a suite's setup before CI does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_OK
+
+
+@click.command()
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Also replay the first case (this starts the agent) and report unused recordings.",
+)
+def doctor(suite: Path, probe: bool) -> int:
+    """Check SUITE's files without running the agent; exit 1 when any check fails."""
+    from trialrun import doctor as doctor_checks
+
+    loaded, checks = doctor_checks.diagnose(suite)
+    for check in checks:
+        click.echo(check.line())
+    if probe and loaded is not None:
+        probed = doctor_checks.probe(loaded)
+        for check in probed:
+            click.echo(check.line())
+        click.echo(doctor_checks.REPLAY_CAVEAT)
+        checks = [*checks, *probed]
+    return EXIT_FAILED if doctor_checks.failed(checks) else EXIT_OK

@@ -1,0 +1,134 @@
+"""``trialrun verify PLAN``: prove the gate catches the breakages a plan plants.
+
+Exit 0 only when every check held, 1 when one did not, 2 for an invalid plan (or suite). The
+evidence CI keeps lands in ``--out`` (default ``trialrun_out/verify/<id>/``): summary.json,
+junit.xml with one testcase per check, and report.md for humans.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.config.paths import display_path
+from trialrun.fsutil import atomic_write_text, dumps_json
+from trialrun.report.junit import XML_DECLARATION, xml_text
+from trialrun.verify_plan import VerifyPlan, load_plan
+from trialrun.verify_run import Check, VerifyResult, run_plan
+
+SCHEMA = "trialrun.verify/1"
+
+
+@click.command()
+@click.argument("plan", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Evidence directory (default: trialrun_out/verify/<id>/).",
+)
+def verify(plan: Path, out: Path | None) -> int:
+    """Check that a suite passes repeatably and fails on each planted regression."""
+    loaded = load_plan(plan)
+    verify_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    out_dir = out if out is not None else Path("trialrun_out") / "verify" / verify_id
+    result = run_plan(loaded, on_check=_echo_check)
+    write_evidence(out_dir, verify_id, loaded, result)
+    verdict = "PASS" if result.passed else "FAIL"
+    held = sum(1 for check in result.checks if check.passed)
+    click.echo(
+        f"verify {verdict}: {held}/{len(result.checks)} checks held in {result.seconds:.1f}s; "
+        f"evidence in {display_path(out_dir)}"
+    )
+    return EXIT_OK if result.passed else EXIT_FAILED
+
+
+def _echo_check(check: Check) -> None:
+    click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name} ({check.seconds:.1f}s)")
+    for problem in check.problems:
+        click.echo(f"       {problem}")
+
+
+def write_evidence(out_dir: Path, verify_id: str, plan: VerifyPlan, result: VerifyResult) -> None:
+    """summary.json, junit.xml and report.md for ``result``, each written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(verify_id, plan, result)
+    atomic_write_text(out_dir / "summary.json", dumps_json(summary) + "\n")
+    atomic_write_text(out_dir / "junit.xml", build_junit(plan, result))
+    atomic_write_text(out_dir / "report.md", build_report(summary))
+
+
+def build_summary(verify_id: str, plan: VerifyPlan, result: VerifyResult) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "id": verify_id,
+        "plan": display_path(plan.plan_file),
+        "suite": plan.suite.config.suite_name,
+        "passed": result.passed,
+        "seconds": round(result.seconds, 3),
+        "checks": [
+            {
+                "name": check.name,
+                "passed": check.passed,
+                "problems": check.problems,
+                "seconds": round(check.seconds, 3),
+            }
+            for check in result.checks
+        ],
+    }
+
+
+def build_junit(plan: VerifyPlan, result: VerifyResult) -> str:
+    failed = sum(1 for check in result.checks if not check.passed)
+    root = ET.Element(
+        "testsuite",
+        {
+            "name": xml_text(f"verify {plan.suite.config.suite_name}"),
+            "tests": str(len(result.checks)),
+            "failures": str(failed),
+            "errors": "0",
+            "time": f"{result.seconds:.3f}",
+        },
+    )
+    for check in result.checks:
+        case = ET.SubElement(
+            root,
+            "testcase",
+            {"classname": "verify", "name": xml_text(check.name), "time": f"{check.seconds:.3f}"},
+        )
+        if not check.passed:
+            failure = ET.SubElement(
+                case, "failure", {"message": xml_text(check.problems[0]), "type": "verify"}
+            )
+            failure.text = xml_text("\n".join(check.problems))
+    ET.indent(root)
+    return XML_DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def build_report(summary: dict[str, Any]) -> str:
+    verdict = "PASS" if summary["passed"] else "FAIL"
+    lines = [
+        f"# trialrun verify: {verdict}",
+        "",
+        f"Plan `{summary['plan']}`, suite `{summary['suite']}`, {summary['seconds']:.1f}s.",
+        "",
+        "| check | result | seconds |",
+        "| --- | --- | --- |",
+    ]
+    for check in summary["checks"]:
+        shown = "held" if check["passed"] else "**failed**"
+        lines.append(f"| `{check['name']}` | {shown} | {check['seconds']:.1f} |")
+    problems = [check for check in summary["checks"] if check["problems"]]
+    if problems:
+        lines += ["", "## Problems"]
+        for check in problems:
+            lines += ["", f"### `{check['name']}`", ""]
+            lines += ["- " + problem.replace("|", "\\|") for problem in check["problems"]]
+    return "\n".join(lines) + "\n"

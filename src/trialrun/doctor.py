@@ -1,0 +1,272 @@
+"""``trialrun doctor``: static setup checks of a suite, and an optional replay probe.
+
+Without the probe nothing of the agent runs: every check reads files only. Each check is one
+line ``ok|warn|fail <name>: <what> (<how to fix>)``; warnings never fail the doctor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from trialrun import __version__
+from trialrun.config import Suite, load_suite
+from trialrun.config.loader import find_suite_file
+from trialrun.config.paths import display_path
+from trialrun.errors import CassetteError, ConfigError, ConfigErrors
+from trialrun.redact import redact_changed
+
+Level = Literal["ok", "warn", "fail"]
+
+REPLAY_CAVEAT = (
+    "note: replay answers tool calls only; it does not isolate model or network calls the agent "
+    "makes on its own."
+)
+_PACKAGES = ("click", "pydantic", "PyYAML", "jsonschema")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One diagnosis: its level, the check's name, what was found and how to fix it."""
+
+    level: Level
+    name: str
+    what: str
+    fix: str = ""
+
+    def line(self) -> str:
+        return f"{self.level} {self.name}: {self.what}" + (f" ({self.fix})" if self.fix else "")
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(check.level == "fail" for check in checks)
+
+
+def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
+    """Every static check of the suite at ``path``; the suite is None when it did not load.
+
+    Raises ``ConfigError`` when ``path`` is not a suite at all (no suite file there).
+    """
+    find_suite_file(path)
+    checks: list[Check] = []
+    try:
+        suite = load_suite(path)
+    except ConfigErrors as exc:
+        checks.extend(
+            Check("fail", "suite", str(error), "fix the file at that line") for error in exc.errors
+        )
+        checks.append(_versions())
+        return None, checks
+    checks.append(Check("ok", "suite", f"{display_path(suite.suite_file)} and its cases load"))
+    checks.append(Check("ok", "schemas", "suite and case files match their schemas"))
+    checks.append(_agent_command(suite))
+    checks.extend(_cassettes(suite))
+    checks.extend(_secrets(suite))
+    checks.extend(_baseline(suite))
+    checks.append(_ci_workflow(suite))
+    checks.append(_versions())
+    return suite, checks
+
+
+def _agent_command(suite: Suite) -> Check:
+    from trialrun.agent import AgentStartError, resolve_command
+
+    try:
+        program = resolve_command(suite.agent_command, os.environ.get("PATH"))[0]
+    except AgentStartError as exc:
+        return Check("fail", "agent", str(exc), "set agent_command in suite.yaml")
+    found = shutil.which(program) or (program if Path(program).is_file() else None)
+    if found is None:
+        return Check(
+            "fail",
+            "agent",
+            f"agent_command program {program!r} is not on PATH and is not an existing file",
+            "install it or set agent_command in suite.yaml to its full path",
+        )
+    return Check("ok", "agent", f"agent_command resolves to {found}")
+
+
+def _cassette_paths(suite: Suite) -> list[Path]:
+    return sorted({case.cassette_path for case in suite.cases})
+
+
+def _cassettes(suite: Suite) -> Iterator[Check]:
+    from trialrun.tools.cassette import Cassette
+
+    if suite.config.mode != "replay":
+        yield Check("ok", "cassettes", f"not read in {suite.config.mode} mode")
+        return
+    allowed = set(suite.config.tool_registry)
+    for path in _cassette_paths(suite):
+        shown = display_path(path)
+        try:
+            cassette = Cassette.load(path)
+        except CassetteError as exc:
+            yield Check("fail", "cassette", str(exc), "record it with `trialrun run --mode record`")
+            continue
+        outside = [entry for entry in cassette.entries if entry.tool not in allowed]
+        for entry in outside:
+            yield Check(
+                "warn",
+                "cassette",
+                f"{shown}:{entry.line}: tool {entry.tool!r} is not in tool_registry, "
+                "so no call can use this recording",
+                "add the tool to tool_registry or delete the line",
+            )
+        if not outside:
+            yield Check("ok", "cassette", f"{shown}: {len(cassette.entries)} recording(s) parse")
+
+
+def _secrets(suite: Suite) -> Iterator[Check]:
+    """Redaction must find nothing in a cassette: whatever it would mask is a leaked secret."""
+    from trialrun.tools.cassette import Cassette
+
+    clean = True
+    for path in _cassette_paths(suite):
+        try:
+            cassette = Cassette.load(path)
+        except CassetteError:
+            continue  # already reported by the cassette check
+        for entry in cassette.entries:
+            _, changed = redact_changed(
+                {"args": entry.args, "result": entry.result, "error": entry.error}
+            )
+            if changed:
+                clean = False
+                yield Check(
+                    "fail",
+                    "secrets",
+                    f"{display_path(path)}:{entry.line}: recording holds a value redaction masks",
+                    "replace the secret with [REDACTED] and rotate it",
+                )
+    if clean:
+        yield Check("ok", "secrets", "redaction finds no secret in the cassettes")
+
+
+def _baseline(suite: Suite) -> Iterator[Check]:
+    from trialrun.baseline import load_baseline
+
+    if suite.baseline_path is None:
+        yield Check(
+            "warn", "baseline", "no baseline_path in suite.yaml", "run `trialrun baseline promote`"
+        )
+        return
+    shown = display_path(suite.baseline_path)
+    if not suite.baseline_path.is_file():
+        yield Check(
+            "warn", "baseline", f"{shown} does not exist", "run `trialrun baseline promote`"
+        )
+        return
+    try:
+        document = load_baseline(suite.baseline_path)
+    except ConfigError as exc:
+        yield Check("fail", "baseline", str(exc), "promote a fresh baseline")
+        return
+    recorded = {str(case.get("id")) for case in document.get("cases", [])}
+    current = {case.config.id for case in suite.cases}
+    missing, extra = sorted(current - recorded), sorted(recorded - current)
+    if missing:
+        yield Check(
+            "warn",
+            "baseline",
+            f"{shown} has no entry for case(s) {', '.join(missing)}",
+            "promote a baseline from a run of the whole suite",
+        )
+    if extra:
+        yield Check(
+            "warn",
+            "baseline",
+            f"{shown} holds case(s) the suite no longer has: {', '.join(extra)}",
+            "promote a baseline from a run of the whole suite",
+        )
+    if not missing and not extra:
+        yield Check("ok", "baseline", f"{shown} covers the suite's {len(current)} case(s)")
+
+
+def _ci_workflow(suite: Suite) -> Check:
+    # Without a git repository the suite directory is the root; `trialrun init` then wrote the
+    # workflow beside the suite's parent, where CI starts, so the working directory counts too.
+    roots = list(dict.fromkeys([suite.root, Path.cwd().resolve()]))
+    for root in roots:
+        workflows = root / ".github" / "workflows"
+        names = {_relative(suite.suite_dir, root), _relative(suite.suite_file, root)}
+        for file in sorted([*workflows.glob("*.yml"), *workflows.glob("*.yaml")]):
+            try:
+                text = file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "trialrun run" in text and any(name in text for name in names):
+                return Check("ok", "ci", f"{display_path(file)} runs this suite")
+    return Check(
+        "warn",
+        "ci",
+        f"no workflow in {display_path(suite.root / '.github' / 'workflows')} runs "
+        f"`trialrun run` on {_relative(suite.suite_dir, suite.root)}",
+        "run `trialrun init` for a workflow template",
+    )
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _versions() -> Check:
+    parts = [f"python {platform.python_version()}", f"trialrun {__version__}"]
+    for package in _PACKAGES:
+        try:
+            parts.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{package} missing")
+    return Check("ok", "versions", ", ".join(parts))
+
+
+def probe(suite: Suite) -> list[Check]:
+    """Replay the first case and report what happened; this does start the agent."""
+    from trialrun.runner import RunOptions, run_case
+
+    if not suite.cases:
+        return [Check("warn", "probe", "the suite has no case to replay", "add a case file")]
+    case = suite.cases[0]
+    result = asyncio.run(run_case(suite, case, RunOptions(mode="replay")))
+    calls = len(result.run.tool_calls)
+    checks: list[Check] = []
+    if result.passed:
+        checks.append(
+            Check(
+                "ok", "probe", f"case {case.config.id} passed in replay with {calls} tool call(s)"
+            )
+        )
+    else:
+        reason = result.failure_reason or "; ".join(f.message for f in result.check_failures)
+        checks.append(
+            Check(
+                "fail",
+                "probe",
+                f"case {case.config.id} {result.status} in replay with {calls} tool call(s): "
+                f"{reason}",
+                "run `trialrun run` on this case to see the full report",
+            )
+        )
+    unused = result.run.unused_recordings
+    if unused:
+        checks.append(
+            Check(
+                "warn",
+                "probe",
+                f"{unused} recording(s) of {display_path(case.cassette_path)} were not used",
+                "re-record the cassette or delete the stale lines",
+            )
+        )
+    else:
+        checks.append(Check("ok", "probe", "every recording of the cassette was used"))
+    return checks
