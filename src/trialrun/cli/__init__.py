@@ -58,6 +58,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "attempt",
         "Let a coding agent work on a goal under a verifier, with rollback and a receipt.",
     ),
+    "incident": (
+        "trialrun.cli.incident_cmd",
+        "incident",
+        "Import a production trace; inspect, promote or replay it as a regression case.",
+    ),
     "verify": ("trialrun.cli.verify_cmd", "verify", "Prove the gate catches planted regressions."),
 }
 

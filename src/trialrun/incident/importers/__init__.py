@@ -1,0 +1,130 @@
+"""Read a production trace export into a redacted ``Incident``, whatever its format.
+
+``import_export`` detects the format from the content (never the file name), so a renamed
+export still imports. The file is a JSON document or JSON lines. Redaction happens here,
+before any caller can write anything: ``trialrun.redact`` for secrets, then each
+``redact_paths`` entry (``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches
+every list item or object member, a number an item) replaced by ``[REDACTED]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from trialrun.config.paths import display_path
+from trialrun.errors import ConfigError
+from trialrun.incident.importers import langfuse, langsmith, openai_agents, otlp, run_jsonl
+from trialrun.incident.model import Incident
+from trialrun.redact import REDACTED, redact
+
+__all__ = ["FORMATS", "apply_redact_paths", "import_export", "read_records"]
+
+_Detect = Callable[[list[Any]], bool]
+_Convert = Callable[[list[Any], str], Incident]
+
+# Most specific first: a run.jsonl event also has a ``type``, like a Langfuse observation.
+FORMATS: tuple[tuple[str, _Detect, _Convert], ...] = (
+    ("otlp", otlp.detect, otlp.to_incident),
+    ("openai-agents", openai_agents.detect, openai_agents.to_incident),
+    ("langsmith", langsmith.detect, langsmith.to_incident),
+    ("run-jsonl", run_jsonl.detect, run_jsonl.to_incident),
+    ("langfuse", langfuse.detect, langfuse.to_incident),
+)
+
+
+def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Incident:
+    """The normalized, redacted incident in the export at ``path``; ``ConfigError`` if unusable."""
+    shown = display_path(path)
+    patterns = [_parse_redact_path(p) for p in redact_paths]
+    records = read_records(path)
+    for _, detect, convert in FORMATS:
+        if detect(records):
+            incident = convert(records, shown)
+            break
+    else:
+        raise ConfigError(
+            "unrecognized export format: expected trialrun/RunLedger run.jsonl, OTLP/JSON "
+            "(resourceSpans), an OpenAI Agents SDK span export, LangSmith runs or a Langfuse "
+            "trace/observations export",
+            file=shown,
+        )
+    document = apply_redact_paths(redact(incident.to_json()), patterns)
+    return Incident.from_json(document)
+
+
+def read_records(path: str | Path) -> list[Any]:
+    """One JSON document as ``[document]``, or JSON lines as one record per non-blank line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read export: {exc}", file=display_path(path)) from exc
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    records: list[Any] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"expected a JSON document or JSON lines, found invalid JSON ({exc.msg}, "
+                f"column {exc.colno})",
+                file=display_path(path),
+                line=number,
+            ) from exc
+    if not records:
+        raise ConfigError("export is empty", file=display_path(path))
+    return records
+
+
+def apply_redact_paths(document: Any, paths: Iterable[str | list[str]]) -> Any:
+    """A copy of ``document`` with every value at each dotted path set to ``[REDACTED]``.
+
+    A path that matches nothing is not an error: a field is often present in some calls only.
+    Null values stay null, as in ``redact``: they show that nothing was there.
+    """
+    result = json.loads(json.dumps(document))
+    for path in paths:
+        segments = _parse_redact_path(path) if isinstance(path, str) else path
+        _redact_at(result, segments)
+    return result
+
+
+def _parse_redact_path(path: str) -> list[str]:
+    segments = path.split(".")
+    if not path or any(not s for s in segments):
+        raise ConfigError(
+            f"--redact-path {path!r}: expected dotted names such as calls.*.args.card_number "
+            "(no empty segment)"
+        )
+    return segments
+
+
+def _redact_at(node: Any, segments: list[str]) -> None:
+    head, rest = segments[0], segments[1:]
+    if isinstance(node, dict):
+        keys = list(node) if head == "*" else [head] if head in node else []
+        for key in keys:
+            _replace_or_descend(node, key, rest)
+    elif isinstance(node, list):
+        if head == "*":
+            indexes = list(range(len(node)))
+        elif head.isdigit() and int(head) < len(node):
+            indexes = [int(head)]
+        else:
+            indexes = []
+        for index in indexes:
+            _replace_or_descend(node, index, rest)
+
+
+def _replace_or_descend(container: Any, key: Any, rest: list[str]) -> None:
+    if rest:
+        _redact_at(container[key], rest)
+    elif container[key] is not None:
+        container[key] = REDACTED

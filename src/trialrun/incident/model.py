@@ -1,0 +1,189 @@
+"""The normalized incident every trace format imports to, and its ``incident.json`` file.
+
+Decisions:
+
+* ``args is None`` means the source did not capture the arguments and ``ok is None`` means it
+  did not capture the outcome; both make the incident inconclusive, as does anything listed in
+  ``missing`` (``"input"``, ``"calls[2].result (issue_refund)"``, ...). Absent evidence must
+  never read as a pass.
+* ``write_incident`` redacts once more on the way out: the importers redact already, and
+  redaction is idempotent, so a hand-built incident cannot leak a secret either.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trialrun.errors import ConfigError
+from trialrun.fsutil import write_json
+from trialrun.redact import redact
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Incident",
+    "IncidentCall",
+    "is_inconclusive",
+    "load_incident",
+    "write_incident",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class IncidentCall:
+    index: int
+    name: str
+    args: dict[str, Any] | None
+    ok: bool | None
+    result: Any = None
+    error: str | None = None
+    started_at: str | None = None
+    duration_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "args": self.args,
+            "ok": self.ok,
+            "result": self.result,
+            "error": self.error,
+            "started_at": self.started_at,
+            "duration_ms": self.duration_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> IncidentCall:
+        raw = _object(data, where)
+        index = raw.get("index")
+        name = raw.get("name")
+        args = raw.get("args")
+        ok = raw.get("ok")
+        error = raw.get("error")
+        started_at = raw.get("started_at")
+        duration_ms = raw.get("duration_ms")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _invalid(f"{where}.index", "an integer", index)
+        if not isinstance(name, str) or not name:
+            raise _invalid(f"{where}.name", "a non-empty string", name)
+        if args is not None and not isinstance(args, dict):
+            raise _invalid(f"{where}.args", "an object or null", args)
+        if ok is not None and not isinstance(ok, bool):
+            raise _invalid(f"{where}.ok", "true, false or null", ok)
+        if error is not None and not isinstance(error, str):
+            raise _invalid(f"{where}.error", "a string or null", error)
+        if started_at is not None and not isinstance(started_at, str):
+            raise _invalid(f"{where}.started_at", "a string or null", started_at)
+        if duration_ms is not None and (
+            not isinstance(duration_ms, int | float) or isinstance(duration_ms, bool)
+        ):
+            raise _invalid(f"{where}.duration_ms", "a number or null", duration_ms)
+        return cls(
+            index=index,
+            name=name,
+            args=args,
+            ok=ok,
+            result=raw.get("result"),
+            error=error,
+            started_at=started_at,
+            duration_ms=float(duration_ms) if duration_ms is not None else None,
+        )
+
+
+@dataclass
+class Incident:
+    source_format: str
+    source_file: str
+    input: Any
+    final_output: Any
+    calls: list[IncidentCall]
+    missing: list[str]
+    violations: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "source_format": self.source_format,
+            "source_file": self.source_file,
+            "input": self.input,
+            "final_output": self.final_output,
+            "calls": [call.to_json() for call in self.calls],
+            "missing": list(self.missing),
+            "violations": [dict(v) for v in self.violations],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Incident:
+        """Parse an ``incident.json`` document; ``ConfigError`` (with ``key``) when invalid."""
+        raw = _object(data, "incident")
+        version = raw.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise _invalid("schema_version", str(SCHEMA_VERSION), version)
+        for key in ("source_format", "source_file"):
+            if not isinstance(raw.get(key), str):
+                raise _invalid(key, "a string", raw.get(key))
+        calls = raw.get("calls")
+        if not isinstance(calls, list):
+            raise _invalid("calls", "a list", calls)
+        missing = raw.get("missing", [])
+        if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+            raise _invalid("missing", "a list of strings", missing)
+        violations = raw.get("violations", [])
+        if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
+            raise _invalid("violations", "a list of objects", violations)
+        return cls(
+            source_format=raw["source_format"],
+            source_file=raw["source_file"],
+            input=raw.get("input"),
+            final_output=raw.get("final_output"),
+            calls=[IncidentCall.from_json(c, f"calls[{i}]") for i, c in enumerate(calls)],
+            missing=list(missing),
+            violations=[dict(v) for v in violations],
+        )
+
+
+def is_inconclusive(incident: Incident) -> bool:
+    """True when the evidence is incomplete: uncaptured arguments or results, or ``missing``."""
+    if incident.missing:
+        return True
+    return any(call.args is None or call.ok is None for call in incident.calls)
+
+
+def load_incident(path: str | Path) -> Incident:
+    """Read ``incident.json``; ``ConfigError`` naming the file when it is unreadable or invalid."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read incident file: {exc}", file=path) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"incident file is not JSON: {exc.msg} (column {exc.colno})", file=path, line=exc.lineno
+        ) from exc
+    try:
+        return Incident.from_json(data)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=path, key=exc.key) from exc
+
+
+def write_incident(path: str | Path, incident: Incident) -> None:
+    """Write ``incident.json`` atomically (sorted keys, indent 2), redacted."""
+    write_json(path, redact(incident.to_json()))
+
+
+def _object(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise _invalid(where, "an object", data)
+    return data
+
+
+def _invalid(key: str, expected: str, found: Any) -> ConfigError:
+    shown = json.dumps(found, default=repr)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return ConfigError(f"{key}: expected {expected}, found {shown}", key=key)
