@@ -30,17 +30,14 @@ Decisions:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.errors import JudgeError
 from trialrun.redact import redact_text
 
@@ -72,7 +69,6 @@ _REFUSAL = re.compile(
     r"usage policy|policy violation|can'?t help|cannot help|unable to assist", re.I
 )
 _VERDICTS = ("A", "B", "tie")
-_REAP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -287,43 +283,15 @@ class _Asker:
 def _run(argv: list[str], payload: str, timeout_s: float) -> tuple[str, str, int]:
     """Run one ask; return ``(stdout, stderr, exit code)`` or raise ``_AskFailed``."""
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        answer = ask_command(argv, payload, timeout_s=timeout_s)
     except OSError as error:
         raise _AskFailed(
             "judge-error", f"cannot start {argv[0]!r}: {error.strerror or error}", final=False
         ) from None
-    try:
-        out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    except CommandTimeout:
         raise _AskFailed(
             "judge-timeout",
             f"no answer within {timeout_s:g}s (its process group was killed)",
             final=True,
         ) from None
-    except BaseException:
-        _kill_group(proc)
-        raise
-    finally:
-        # A helper left in the background must not outlive the ask.
-        _signal_group(proc.pid)
-    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    _signal_group(proc.pid)
-    # A grandchild that left the group may still hold the pipes; do not wait on it forever.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.communicate(timeout=_REAP_S)
-
-
-def _signal_group(pgid: int) -> None:
-    # The leader was started with start_new_session, so its pid is the group id.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    return answer.stdout, answer.stderr, answer.returncode

@@ -24,11 +24,8 @@ calls and a prompt that went the wrong way twice is listed twice. The environmen
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
 from trialrun.errors import ConfigError
 
@@ -56,7 +54,6 @@ __all__ = [
 ]
 
 SKILL_FILE = "SKILL.md"
-_REAP_S = 5.0
 _FRONTMATTER_FENCE = "---"
 
 
@@ -187,50 +184,22 @@ def evaluate_with_selector(
 def _ask(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]:
     env = {**os.environ, "TRIALRUN_REP": str(rep)}
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        answer = ask_command(argv, payload, timeout_s=timeout_s, env=env)
     except OSError as error:
         raise SelectorCallError(
             f"cannot start selector {argv[0]!r}: {error.strerror or error}"
         ) from None
-    try:
-        out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    except CommandTimeout:
         raise SelectorCallError(
             f"selector gave no answer within {timeout_s:g}s (its process group was killed)"
         ) from None
-    except BaseException:
-        _kill_group(proc)
-        raise
-    finally:
-        _signal_group(proc.pid)
-    if proc.returncode != 0:
-        stderr = _preview(err.decode("utf-8", "replace"))
+    if answer.returncode != 0:
+        stderr = _preview(answer.stderr)
         raise SelectorCallError(
-            f"selector exited with code {proc.returncode}, expected 0"
+            f"selector exited with code {answer.returncode}, expected 0"
             + (f" (stderr: {stderr})" if stderr else "")
         )
-    return parse_selection(out.decode("utf-8", "replace"))
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    _signal_group(proc.pid)
-    # A grandchild that left the group may still hold the pipes; do not wait on it forever.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.communicate(timeout=_REAP_S)
-
-
-def _signal_group(pgid: int) -> None:
-    # Started with start_new_session, the selector's pid is its process group's id.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    return parse_selection(answer.stdout)
 
 
 def _preview(text: str, limit: int = 120) -> str:
