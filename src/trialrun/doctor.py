@@ -22,6 +22,7 @@ from trialrun.config.loader import find_suite_file
 from trialrun.config.paths import display_path
 from trialrun.errors import CassetteError, ConfigError, ConfigErrors
 from trialrun.redact import redact_changed
+from trialrun.tools.cassette import Cassette
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -67,8 +68,9 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
     checks.append(Check("ok", "suite", f"{display_path(suite.suite_file)} and its cases load"))
     checks.append(Check("ok", "schemas", "suite and case files match their schemas"))
     checks.append(_agent_command(suite))
-    checks.extend(_cassettes(suite))
-    checks.extend(_secrets(suite))
+    cassettes = _load_cassettes(suite)
+    checks.extend(_cassettes(suite, cassettes))
+    checks.extend(_secrets(cassettes))
     checks.extend(_baseline(suite))
     checks.append(_ci_workflow(suite))
     checks.append(_versions())
@@ -93,23 +95,30 @@ def _agent_command(suite: Suite) -> Check:
     return Check("ok", "agent", f"agent_command resolves to {found}")
 
 
-def _cassette_paths(suite: Suite) -> list[Path]:
-    return sorted({case.cassette_path for case in suite.cases})
-
-
-def _cassettes(suite: Suite) -> Iterator[Check]:
+def _load_cassettes(suite: Suite) -> dict[Path, Cassette | CassetteError]:
+    """Every cassette the suite names, parsed once for all the checks that read them."""
     from trialrun.tools.cassette import Cassette
 
+    loaded: dict[Path, Cassette | CassetteError] = {}
+    for path in sorted({case.cassette_path for case in suite.cases}):
+        try:
+            loaded[path] = Cassette.load(path)
+        except CassetteError as exc:
+            loaded[path] = exc
+    return loaded
+
+
+def _cassettes(suite: Suite, loaded: dict[Path, Cassette | CassetteError]) -> Iterator[Check]:
     if suite.config.mode != "replay":
         yield Check("ok", "cassettes", f"not read in {suite.config.mode} mode")
         return
     allowed = set(suite.config.tool_registry)
-    for path in _cassette_paths(suite):
+    for path, cassette in loaded.items():
         shown = display_path(path)
-        try:
-            cassette = Cassette.load(path)
-        except CassetteError as exc:
-            yield Check("fail", "cassette", str(exc), "record it with `trialrun run --mode record`")
+        if isinstance(cassette, CassetteError):
+            yield Check(
+                "fail", "cassette", str(cassette), "record it with `trialrun run --mode record`"
+            )
             continue
         outside = [entry for entry in cassette.entries if entry.tool not in allowed]
         for entry in outside:
@@ -124,16 +133,12 @@ def _cassettes(suite: Suite) -> Iterator[Check]:
             yield Check("ok", "cassette", f"{shown}: {len(cassette.entries)} recording(s) parse")
 
 
-def _secrets(suite: Suite) -> Iterator[Check]:
+def _secrets(loaded: dict[Path, Cassette | CassetteError]) -> Iterator[Check]:
     """Redaction must find nothing in a cassette: whatever it would mask is a leaked secret."""
-    from trialrun.tools.cassette import Cassette
-
     clean = True
-    for path in _cassette_paths(suite):
-        try:
-            cassette = Cassette.load(path)
-        except CassetteError:
-            continue  # already reported by the cassette check
+    for path, cassette in loaded.items():
+        if isinstance(cassette, CassetteError):
+            continue  # the cassette check reports it (in replay mode)
         for entry in cassette.entries:
             _, changed = redact_changed(
                 {"args": entry.args, "result": entry.result, "error": entry.error}
