@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun import protocol
 from trialrun.errors import ProtocolError
 from trialrun.protocol import (
     FinalOutputMsg,
@@ -281,3 +282,37 @@ def test_json_type_names() -> None:
         "array",
         "object",
     ]
+
+
+def test_local_tool_calls_and_tool_reports_parse() -> None:
+    call = protocol.parse_line(
+        b'{"type":"tool_call","name":"t","call_id":"1","args":{},"local":true}', 1
+    )
+    assert call == protocol.ToolCallMsg("t", "1", {}, local=True)
+    report = protocol.parse_line(
+        b'{"type":"tool_report","call_id":"1","ok":false,"result":null,"error":"boom"}', 2
+    )
+    assert report == protocol.ToolReportMsg("1", ok=False, result=None, error="boom")
+    assert protocol.message_type(report) == "tool_report"
+    # The runner's own tool_run echoed back is ignored like task_start and tool_result.
+    assert protocol.parse_line(b'{"type":"tool_run","call_id":"1"}', 3) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b'{"type":"tool_call","name":"t","call_id":"1","args":{},"local":1}', "local must be a"),
+        (b'{"type":"tool_report","call_id":"1"}', "tool_report.ok is missing"),
+        (b'{"type":"tool_report","call_id":2,"ok":true}', "tool_report.call_id must be a string"),
+    ],
+)
+def test_invalid_local_calls_and_reports_are_protocol_errors(line: bytes, problem: str) -> None:
+    with pytest.raises(ProtocolError, match=problem):
+        protocol.parse_line(line, 1)
+
+
+def test_errors_on_the_fd_channel_name_the_channel_not_stdout() -> None:
+    with pytest.raises(ProtocolError) as caught:
+        protocol.parse_line(b"not json", 4, "channel")
+    assert "on channel (line 4)" in str(caught.value)
+    assert "stdout" not in str(caught.value)

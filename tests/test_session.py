@@ -39,8 +39,11 @@ class FakeTools:
     delay_s: float = 0.0
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
-    async def call(self, name: str, args: dict[str, Any]) -> Outcome:
+    async def call(self, name: str, args: dict[str, Any], local: Any = None) -> Outcome:
         self.calls.append((name, args))
+        if local is not None:
+            reported: Outcome = await local()
+            return reported
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         answer = self.answers.get(name, Outcome(ok=True, result={"echo": args}))

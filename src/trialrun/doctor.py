@@ -78,7 +78,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
 
 
 def _agent_command(suite: Suite) -> Check:
-    from trialrun.agent import AgentStartError, resolve_command
+    from trialrun.agent_process import AgentStartError, resolve_command
 
     try:
         program = resolve_command(suite.agent_command, os.environ.get("PATH"))[0]

@@ -1,10 +1,17 @@
 """The agent protocol: one JSON object per line on the agent's stdin and stdout.
 
 Runner -> agent: ``task_start`` and ``tool_result``. Agent -> runner: ``tool_call``,
-``final_output``, ``log``, ``task_error`` and (ours) ``usage``. What we send is pure ASCII
-(``\\u`` escapes), so an agent reads it correctly whatever its locale or code page. What we read
-must be UTF-8; anything else an agent prints becomes a ``ProtocolError`` that names the line,
-never an exception of another kind.
+``final_output``, ``log``, ``task_error`` and (ours) ``usage``.
+
+Ours too, for agents that hold their tools in-process (the ``trialrun.agent`` SDK): a
+``tool_call`` with ``"local": true`` is answered from the cassette in replay; in record and live
+mode the runner sends ``tool_run`` instead, the agent runs its own function and sends
+``tool_report`` (``ok``, ``result``, ``error``), and the runner records it and answers with the
+usual ``tool_result``. The agent sees the same message sequence in every mode.
+
+What we send is pure ASCII (``\\u`` escapes), so an agent reads it correctly whatever its locale
+or code page. What we read must be UTF-8; anything else an agent prints becomes a
+``ProtocolError`` that names the line, never an exception of another kind.
 
 Compared with RunLedger we are lenient where it cannot hurt (unknown extra fields are ignored, a
 UTF-8 byte-order mark is skipped, ``log.level`` may be omitted) and as strict where leniency would
@@ -24,10 +31,10 @@ from typing import Any
 from trialrun.errors import ProtocolError
 from trialrun.results import JsonObject
 
-AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage")
+AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage", "tool_report")
 """Message types an agent may send, in the order the protocol documents them."""
 
-_RUNNER_MESSAGE_TYPES = frozenset({"task_start", "tool_result"})
+_RUNNER_MESSAGE_TYPES = frozenset({"task_start", "tool_result", "tool_run"})
 _PREVIEW_CHARS = 200
 _BOM = "\ufeff"
 
@@ -41,6 +48,18 @@ class ToolCallMsg:
     name: str
     call_id: str
     args: JsonObject
+    local: bool = False
+    """The agent holds the real tool and runs it itself when asked (``tool_run``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReportMsg:
+    """What the agent's own tool returned, after the runner asked it to run (``tool_run``)."""
+
+    call_id: str
+    ok: bool
+    result: Any
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +90,16 @@ class UsageMsg:
     model: str | None
 
 
-AgentMessage = ToolCallMsg | FinalOutputMsg | LogMsg | TaskErrorMsg | UsageMsg
+AgentMessage = ToolCallMsg | FinalOutputMsg | LogMsg | TaskErrorMsg | UsageMsg | ToolReportMsg
+
+_WIRE_TYPES: dict[type, str] = {
+    ToolCallMsg: "tool_call",
+    FinalOutputMsg: "final_output",
+    LogMsg: "log",
+    TaskErrorMsg: "task_error",
+    UsageMsg: "usage",
+    ToolReportMsg: "tool_report",
+}
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -92,18 +120,38 @@ def tool_result(call_id: str, ok: bool, result: Any, error: str | None) -> JsonO
     return {"type": "tool_result", "call_id": call_id, "ok": ok, "result": result, "error": error}
 
 
+def tool_run(call_id: str) -> JsonObject:
+    return {"type": "tool_run", "call_id": call_id}
+
+
 def _refuse_non_finite(name: str) -> Any:
     # JSON has no NaN or Infinity; Python's json would accept them and they break matching.
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
-    """Parse one stdout line of the agent.
+def parse_line(raw: bytes, line_no: int, source: str = "stdout") -> AgentMessage | None:
+    """Parse one line the agent sent on ``source`` (its stdout, or the ``channel`` socket).
 
     Returns None for a blank line and for ``task_start`` / ``tool_result`` echoed by the agent
     (ignored, as RunLedger does). Raises ``StdoutNoiseError`` when the line is not JSON and
     ``ProtocolError`` for any other violation; nothing else escapes, whatever the bytes.
     """
+    try:
+        return _parse_line(raw, line_no)
+    except ProtocolError as exc:
+        if source == "stdout":
+            raise
+        # Messages are phrased for stdout, by far the common case; name the real source.
+        message = exc.message.replace("stdout", source).replace("; print logs to stderr", "")
+        raise type(exc)(message, line_no=exc.line_no, text=exc.text) from None
+
+
+def message_type(message: AgentMessage) -> str:
+    """The wire ``type`` of a parsed message, for diagnostics."""
+    return _WIRE_TYPES[type(message)]
+
+
+def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
     if not raw or raw.isspace():
         return None
     text = _decode(raw, line_no)
@@ -182,6 +230,14 @@ def _message(value: JsonObject, line_no: int, text: str) -> AgentMessage | None:
             name=_field(value, "name", str, line_no, text),
             call_id=_field(value, "call_id", str, line_no, text),
             args=_field(value, "args", dict, line_no, text),
+            local=_field(value, "local", bool, line_no, text, default=False),
+        )
+    if kind == "tool_report":
+        return ToolReportMsg(
+            call_id=_field(value, "call_id", str, line_no, text),
+            ok=_field(value, "ok", bool, line_no, text),
+            result=value.get("result"),
+            error=_field(value, "error", str, line_no, text, default=None),
         )
     if kind == "final_output":
         return FinalOutputMsg(output=_field(value, "output", dict, line_no, text))
@@ -210,7 +266,7 @@ def _message(value: JsonObject, line_no: int, text: str) -> AgentMessage | None:
     )
 
 
-_JSON_NAMES: dict[type, str] = {str: "a string", dict: "a JSON object"}
+_JSON_NAMES: dict[type, str] = {str: "a string", dict: "a JSON object", bool: "a boolean"}
 _MISSING = object()
 
 

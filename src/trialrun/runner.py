@@ -23,7 +23,7 @@ from trialrun.config.models import Mode
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.redact import redact
 from trialrun.results import AgentRun, CaseResult, Failure
-from trialrun.session import Limits, Teardowns, run_agent
+from trialrun.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
 
 CaseCallback = Callable[[int, CaseResult], None]
@@ -108,14 +108,19 @@ async def run_case(
     )
     clean = False
     try:
-        run = await run_agent(
+        spawn = Spawn(
             suite.agent_command,
+            env=options.env,
+            extra_env={"TRIALRUN_MODE": options.mode} if config.agent_channel == "fd" else None,
+            channel=config.agent_channel,
+        )
+        run = await run_agent(
+            spawn,
             case_id=case.config.id,
             task_input=case.config.input,
             tools=backend,
             allowed_tools=frozenset(config.tool_registry),
             limits=limits,
-            env=options.env,
             teardowns=teardowns,
         )
         clean = run.failure is None
@@ -160,7 +165,11 @@ class _ToolModuleCache:
             available = (
                 load_tool_module(module, self._suite.tool_module_dir) if module else builtin_tools()
             )
-            self._tools = select_tools(available, self._suite.config.tool_registry)
+            registry = self._suite.config.tool_registry
+            if self._suite.config.agent_channel == "fd":
+                # SDK agents hold their tools in-process: only the ones given here run here.
+                registry = [name for name in registry if name in available]
+            self._tools = select_tools(available, registry)
         return self._tools
 
 

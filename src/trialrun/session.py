@@ -22,6 +22,7 @@ session returns at once and lets that agent exit in the background while the nex
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from collections.abc import Awaitable, Collection, Coroutine, Mapping
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from trialrun import protocol
-from trialrun.agent import AgentProcess, AgentStartError, MessageTooLargeError
+from trialrun.agent_process import AgentProcess, AgentStartError, Channel, MessageTooLargeError
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.protocol import (
     AgentMessage,
@@ -39,10 +40,11 @@ from trialrun.protocol import (
     StdoutNoiseError,
     TaskErrorMsg,
     ToolCallMsg,
+    ToolReportMsg,
     UsageMsg,
 )
 from trialrun.results import AgentRun, Failure, Status, ToolCall
-from trialrun.tools.base import ToolBackend, ToolOutcome
+from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
 
 _EXIT_DRAIN_S = 0.5
@@ -78,8 +80,23 @@ class Limits:
     kill_grace_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    """How to start the agent: its command, where, with what environment, over which channel.
+
+    ``env`` is the agent's whole environment (None: inherit ours) and ``extra_env`` is laid on
+    top of it; ``cwd`` None: ours.
+    """
+
+    argv: list[str]
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    extra_env: Mapping[str, str] | None = None
+    channel: Channel = "stdio"
+
+
 async def run_agent(
-    argv: list[str],
+    argv: list[str] | Spawn,
     *,
     case_id: str,
     task_input: Any,
@@ -92,11 +109,13 @@ async def run_agent(
 ) -> AgentRun:
     """Run one case's agent to its final output or its first failure.
 
+    ``argv`` is the command, or a whole ``Spawn`` (then ``cwd`` and ``env`` are ignored).
     ``env`` is the agent's whole environment (None: inherit ours); ``cwd`` None: ours.
     ``teardowns``: where a successful agent finishes exiting (None: before returning).
     """
+    spawn = argv if isinstance(argv, Spawn) else Spawn(argv, cwd, env)
     session = _Session(case_id, tools, allowed_tools, limits)
-    return await session.run(argv, task_input, cwd, env, teardowns)
+    return await session.run(spawn, task_input, teardowns)
 
 
 class _CaseOver(Exception):
@@ -118,21 +137,21 @@ class _Session:
         self._line_no = 0
         self._exit_watch: asyncio.Future[bool] | None = None
 
-    async def run(
-        self,
-        argv: list[str],
-        task_input: Any,
-        cwd: Path | None,
-        env: Mapping[str, str] | None,
-        teardowns: Teardowns | None,
-    ) -> AgentRun:
+    async def run(self, spawn: Spawn, task_input: Any, teardowns: Teardowns | None) -> AgentRun:
         self._started = time.monotonic()
         if self._limits.wall_ms is not None:
             self._deadline = self._started + self._limits.wall_ms / 1000
         self._event("task_start", task_id=self._case_id, input=task_input)
         try:
+            env = spawn.env
+            if spawn.extra_env:
+                env = {**(os.environ if env is None else env), **spawn.extra_env}
             agent = await AgentProcess.start(
-                argv, cwd=cwd, env=env, max_message_bytes=self._limits.max_message_bytes
+                spawn.argv,
+                cwd=spawn.cwd,
+                env=env,
+                max_message_bytes=self._limits.max_message_bytes,
+                channel=spawn.channel,
             )
         except AgentStartError as exc:
             self._record_failure("agent_error", str(exc), "error")
@@ -209,6 +228,13 @@ class _Session:
         elif isinstance(message, TaskErrorMsg):
             self._event("task_error", message=message.message, data=message.data)
             self._fail("task_error", message.message, "error", log_event=False)
+        elif isinstance(message, ToolReportMsg):
+            self._fail(
+                "protocol_error",
+                f"agent sent a tool_report for call {message.call_id!r} that trialrun did not ask "
+                "it to run (expected tool_report only after a tool_run message)",
+                "error",
+            )
 
     async def _tool_call(self, agent: AgentProcess, call: ToolCallMsg) -> None:
         self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
@@ -220,9 +246,15 @@ class _Session:
                 f"Tool not allowed: {call.name}. Allowed tools: {allowed}",
                 "fail",
             )
+        local: LocalTool | None = None
+        if call.local:
+
+            async def local() -> ToolOutcome:
+                return await self._run_locally(agent, call)
+
         started = time.monotonic()
         try:
-            outcome = await self._call_tool(call)
+            outcome = await self._call_tool(call, local)
         except CassetteMismatch as exc:
             self._refuse(call, "cassette_mismatch", str(exc), "fail")
         except MissingToolError as exc:
@@ -245,17 +277,39 @@ class _Session:
         self._event("tool_result", **{k: v for k, v in reply.items() if k != "type"})
         await self._send(agent, reply, f"the tool_result of call {call.call_id!r} ({call.name})")
 
-    async def _call_tool(self, call: ToolCallMsg) -> ToolOutcome:
+    async def _call_tool(self, call: ToolCallMsg, local: LocalTool | None) -> ToolOutcome:
         if self._deadline is None:
-            return await self._tools.call(call.name, call.args)
+            return await self._tools.call(call.name, call.args, local)
         try:
             # asyncio.timeout, unlike wait_for on Python 3.11, starts no task per call.
             async with asyncio.timeout_at(self._loop_deadline()):
-                return await self._tools.call(call.name, call.args)
+                return await self._tools.call(call.name, call.args, local)
         except TimeoutError:
             if time.monotonic() < self._deadline:
                 raise  # the backend's own timeout escaped it: a backend bug, not our deadline
             self._wall_exceeded()
+
+    async def _run_locally(self, agent: AgentProcess, call: ToolCallMsg) -> ToolOutcome:
+        """Ask the agent to run its own tool and wait for its report (record and live mode)."""
+        what = f"call {call.call_id!r} ({call.name})"
+        await self._send(agent, protocol.tool_run(call.call_id), f"the tool_run of {what}")
+        while True:
+            message = await self._next_message(agent)
+            if isinstance(message, ToolReportMsg) and message.call_id == call.call_id:
+                return ToolOutcome(message.ok, message.result, message.error)
+            if isinstance(message, LogMsg | UsageMsg | TaskErrorMsg):
+                await self._handle(agent, message)
+                continue
+            found = (
+                f"a tool_report for call {message.call_id!r}"
+                if isinstance(message, ToolReportMsg)
+                else f"a {protocol.message_type(message)} message"
+            )
+            self._fail(
+                "protocol_error",
+                f"expected the tool_report of {what} after tool_run, found {found}",
+                "error",
+            )
 
     def _refuse(self, call: ToolCallMsg, kind: str, message: str, status: Status) -> NoReturn:
         # Every tool_call message counts as a call (RunLedger's budgets count refused ones too).
@@ -268,7 +322,7 @@ class _Session:
         try:
             # False (the agent closed its stdin) needs no handling here: the next read then
             # finds its stdout closed too and reports how it exited.
-            await self._bounded(agent.send(message), f"to read {what} on its stdin")
+            await self._bounded(agent.send(message), f"to read {what} on its {_inbox(agent)}")
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
                 self._fail(
@@ -297,12 +351,13 @@ class _Session:
             try:
                 raw = await self._next_line(agent)
             except MessageTooLargeError as exc:
-                self._fail("message_too_large", f"{exc} (stdout line {self._line_no + 1})", "error")
+                where = f"{_source(agent)} line {self._line_no + 1}"
+                self._fail("message_too_large", f"{exc} ({where})", "error")
             if raw is None:
                 await self._stdout_closed(agent)
             self._line_no += 1
             try:
-                message = protocol.parse_line(raw, self._line_no)
+                message = protocol.parse_line(raw, self._line_no, _source(agent))
             except StdoutNoiseError as exc:
                 self._fail("stdout_noise", str(exc), "error")
             except ProtocolError as exc:
@@ -332,7 +387,7 @@ class _Session:
                 self._fail(
                     "agent_crashed",
                     f"{_exit_description(agent.returncode)} before sending final_output "
-                    "(a process it started still holds its stdout open)",
+                    f"(a process it started still holds its {_source(agent)} open)",
                     "error",
                 )
             if is_wall:
@@ -347,7 +402,10 @@ class _Session:
         if await agent.wait_exited(_EXIT_DRAIN_S):
             problem = f"{_exit_description(agent.returncode)} before sending final_output"
         else:
-            problem = "Agent closed its stdout before sending final_output (it was still running)"
+            problem = (
+                f"Agent closed its {_source(agent)} before sending final_output "
+                "(it was still running)"
+            )
         self._fail("agent_crashed", problem, "error")
 
     def _loop_deadline(self) -> float:
@@ -403,6 +461,15 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
+
+
+def _source(agent: AgentProcess) -> str:
+    """Where the agent's messages come from, as the diagnostics name it."""
+    return "stdout" if agent.channel == "stdio" else "channel"
+
+
+def _inbox(agent: AgentProcess) -> str:
+    return "stdin" if agent.channel == "stdio" else "channel"
 
 
 def _exit_description(returncode: int | None) -> str:

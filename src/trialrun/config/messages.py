@@ -113,7 +113,16 @@ def _message(detail: ErrorDetails, loc: tuple[PathElement, ...]) -> str:
     ctx = detail.get("ctx") or {}
     name = _name(loc)
     if loc and loc[-1] == "[key]":
-        return f"keys of '{_name(loc[:-2])}' must be strings, found {describe_value(value)}"
+        owner = _name(loc[:-2])
+        if kind == "string_pattern_mismatch":
+            return (
+                f"keys of '{owner}' must be plain names (letters, digits, '_' and '-', starting "
+                f"with a letter or digit), found {describe_value(value)}"
+            )
+        if kind == "literal_error":
+            expected = ctx.get("expected")
+            return f"keys of '{owner}' must be one of {expected}, found {describe_value(value)}"
+        return f"keys of '{owner}' must be strings, found {describe_value(value)}"
     if loc == ("agent_command",) and kind == "list_type" and isinstance(value, str):
         return (
             "'agent_command' must be a list of strings, not one string; write "

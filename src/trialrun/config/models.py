@@ -6,11 +6,26 @@ a typo cannot pass silently: budgets are non-negative, ids are strings.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+)
 
 Mode = Literal["replay", "record", "live"]
+AgentChannel = Literal["stdio", "fd"]
+ModelProvider = Literal["openai", "anthropic"]
+
+# MCP server names become file names and tool-name prefixes: keep them plain.
+ServerName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -75,6 +90,26 @@ class Normalization(_Strict):
         return not (self.strip_keys or self.strip_paths or self.replace_paths or self.replace_text)
 
 
+class McpServer(_Strict):
+    """An MCP server the agent uses; the runner hands the agent a recording/replaying proxy."""
+
+    command: list[StrictStr] = Field(min_length=1)
+    env: dict[str, StrictStr] = Field(default_factory=dict)
+
+
+class ModelGateway(_Strict):
+    """Model calls go through trialrun's gateway (OpenAI- and Anthropic-compatible APIs)."""
+
+    upstreams: dict[ModelProvider, StrictStr] = Field(default_factory=dict)
+    """Where record and live mode forward, per provider (default: the providers' public APIs)."""
+    normalization: Normalization | None = None
+    """Extra rules applied to requests before matching, on top of the built-in volatile parts."""
+    prices: StrictStr | None = None
+    """A JSON or YAML file ``{model: {input_per_mtok, output_per_mtok}}`` for ``cost_usd``."""
+    lenient: StrictBool = False
+    """On a miss, serve the next recording of the same endpoint and warn instead of failing."""
+
+
 class SuiteConfig(_Strict):
     suite_name: StrictStr
     agent_command: list[StrictStr] = Field(min_length=1)
@@ -93,6 +128,10 @@ class SuiteConfig(_Strict):
     max_message_bytes: StrictInt = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     tool_timeout_ms: StrictInt = Field(default=DEFAULT_TOOL_TIMEOUT_MS, gt=0)
     kill_grace_ms: StrictInt = Field(default=DEFAULT_KILL_GRACE_MS, ge=0)
+    agent_channel: AgentChannel = "stdio"
+    """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
+    mcp_servers: dict[ServerName, McpServer] = Field(default_factory=dict)
+    model_gateway: ModelGateway | None = None
 
 
 class CaseConfig(_Strict):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trialrun import canonjson, protocol
-from trialrun.agent import AgentProcess, AgentStartError, MessageTooLargeError
+from trialrun.agent_process import AgentProcess, AgentStartError, MessageTooLargeError
 from trialrun.errors import ProtocolError
 from trialrun.incident.model import Incident, IncidentCall, is_inconclusive
 from trialrun.incident.rules import Rule, check_rules

@@ -7,6 +7,7 @@ cassette (replay), a Python function (live) or a function whose answers are bein
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,11 +26,21 @@ class ToolOutcome:
     error: str | None = None
 
 
+LocalTool = Callable[[], Awaitable[ToolOutcome]]
+"""Runs a tool the agent holds in-process (``tool_call`` with ``local: true``) and reports it."""
+
+
 class ToolBackend(Protocol):
     """Answers the tool calls of one case."""
 
-    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
-        """Answer one call. Replay raises ``CassetteMismatch`` when nothing was recorded for it."""
+    async def call(
+        self, name: str, args: JsonObject, local: LocalTool | None = None
+    ) -> ToolOutcome:
+        """Answer one call. Replay raises ``CassetteMismatch`` when nothing was recorded for it.
+
+        ``local`` is given when the agent can run the tool itself: a live backend then asks it
+        to, instead of looking the tool up; replay ignores it and answers from the cassette.
+        """
         ...
 
     def close(self, *, clean: bool) -> None:

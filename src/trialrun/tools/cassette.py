@@ -31,7 +31,7 @@ from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
 from trialrun.protocol import json_type
 from trialrun.redact import redact
 from trialrun.results import JsonObject
-from trialrun.tools.base import ToolOutcome, normalized_outcome
+from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -150,7 +150,9 @@ class ReplayBackend:
         self.cassette = cassette
         self._normalization = normalization
 
-    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
+    async def call(
+        self, name: str, args: JsonObject, local: LocalTool | None = None
+    ) -> ToolOutcome:
         entry = self.cassette.take(name, args)
         return normalized_outcome(entry.ok, entry.result, entry.error, self._normalization)
 

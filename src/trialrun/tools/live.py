@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.errors import ConfigError, TrialrunError
 from trialrun.results import JsonObject
-from trialrun.tools.base import ToolOutcome, normalized_outcome
+from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -133,7 +133,13 @@ class LiveBackend:
         self._timeout_s = timeout_s
         self._normalization = normalization
 
-    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
+    async def call(
+        self, name: str, args: JsonObject, local: LocalTool | None = None
+    ) -> ToolOutcome:
+        if local is not None:
+            # The agent runs its own tool; the session bounds the wait with the agent's deadlines.
+            reported = await local()
+            return self._outcome(reported.ok, reported.result, reported.error)
         tool = self._tools.get(name)
         if tool is None:
             raise MissingToolError([name], self._tools)

@@ -19,7 +19,7 @@ from trialrun.errors import CassetteError
 from trialrun.fsutil import fsync_directory
 from trialrun.redact import redact
 from trialrun.results import JsonObject
-from trialrun.tools.base import ToolOutcome
+from trialrun.tools.base import LocalTool, ToolOutcome
 from trialrun.tools.live import LiveBackend
 
 _recording: set[Path] = set()
@@ -60,8 +60,10 @@ class RecordingBackend:
             ) from None
         self.recorded = 0
 
-    async def call(self, name: str, args: JsonObject) -> ToolOutcome:
-        outcome = await self._live.call(name, args)
+    async def call(
+        self, name: str, args: JsonObject, local: LocalTool | None = None
+    ) -> ToolOutcome:
+        outcome = await self._live.call(name, args, local)
         entry: JsonObject = {"tool": name, "args": args, "ok": outcome.ok, "result": outcome.result}
         # RunLedger wrote ``error`` only when there was one; cassettes stay byte-compatible.
         if outcome.error is not None:

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from trialrun.agent import (
+from trialrun.agent_process import (
     AgentProcess,
     AgentStartError,
     MessageTooLargeError,

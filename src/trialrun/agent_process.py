@@ -8,6 +8,11 @@ agent never blocks on a full pipe and a failure can show the last lines it wrote
 asyncio's ``Process.wait()`` only returns once the pipes are closed too (a grandchild holding
 stdout would hang it), so the exit of the agent itself is observed through the protocol's
 ``process_exited`` callback instead.
+
+Two channels carry the protocol. ``stdio`` (RunLedger's): messages on the agent's stdin and
+stdout. ``fd``: one end of a Unix socket pair is inherited by the agent and named in
+``TRIALRUN_FD``; the protocol runs there, stdin is ``/dev/null`` and stdout joins stderr in the
+tail, so a framework that prints to stdout (smolagents, verbose LangChain) cannot corrupt it.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trialrun.errors import TrialrunError
 from trialrun.protocol import encode
@@ -37,6 +43,10 @@ _KILL_REAP_S = 5.0
 """How long a SIGKILLed agent may take to be reported as exited before we stop waiting."""
 
 _EXAMPLE_COMMAND = '["python3", "agent/agent.py"]'
+
+Channel = Literal["stdio", "fd"]
+CHANNEL_FD_ENV = "TRIALRUN_FD"
+"""Names the agent's end of the socket pair when the channel is ``fd``."""
 
 
 class AgentStartError(TrialrunError):
@@ -131,15 +141,26 @@ class AgentProcess:
         protocol: _ExitAwareProtocol,
         process: asyncio.subprocess.Process,
         max_message_bytes: int,
+        channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None,
     ) -> None:
         self._transport = transport
         self._protocol = protocol
         self._process = process
         self.pid = process.pid
+        if channel is None:
+            assert process.stdout is not None and process.stdin is not None
+            self._reader: asyncio.StreamReader = process.stdout
+            self._writer: asyncio.StreamWriter = process.stdin
+            output = process.stderr
+        else:
+            self._reader, self._writer = channel
+            output = process.stdout  # stderr joins it (stderr=STDOUT)
+        assert output is not None
         self._stderr = StderrRing()
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._stderr_task = asyncio.ensure_future(self._drain_output(output))
         self._closed = False
         self.max_message_bytes = max_message_bytes
+        self.channel: Channel = "stdio" if channel is None else "fd"
 
     @classmethod
     async def start(
@@ -149,8 +170,9 @@ class AgentProcess:
         cwd: str | Path | None = None,
         env: Mapping[str, str] | None = None,
         max_message_bytes: int,
+        channel: Channel = "stdio",
     ) -> AgentProcess:
-        """Spawn ``argv`` (no shell) with piped stdin/stdout/stderr in a new process group.
+        """Spawn ``argv`` (no shell) in a new process group, talking over ``channel``.
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
@@ -164,32 +186,46 @@ class AgentProcess:
             raise AgentStartError(f"Agent working directory does not exist: {cwd}")
         loop = asyncio.get_running_loop()
         _watch_children_with_pidfd(loop)
+        pipes: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+        }
+        ours: socket.socket | None = None
+        theirs: socket.socket | None = None
+        if channel == "fd":
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
+            pipes = {
+                "stdin": subprocess.DEVNULL,
+                "stdout": subprocess.PIPE,
+                "stderr": subprocess.STDOUT,
+                "pass_fds": (theirs.fileno(),),
+            }
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _ExitAwareProtocol(limit=max_message_bytes, loop=loop),
                 *command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
                 cwd=cwd,
                 env=child_env,
                 start_new_session=True,
+                **pipes,
             )
-        except FileNotFoundError:
-            raise AgentStartError(_not_found_message(command[0])) from None
-        except PermissionError:
-            raise AgentStartError(
-                f"Agent command is not executable: {command[0]!r} (permission denied). Make it "
-                f"executable (chmod +x) or start it through its interpreter, for example "
-                f"{_EXAMPLE_COMMAND}."
-            ) from None
-        except OSError as exc:
-            raise AgentStartError(
-                f"Could not start agent command {command[0]!r}: {exc}. If it is a script, give it "
-                f"a #! line or start it through its interpreter, for example {_EXAMPLE_COMMAND}."
-            ) from None
+        except BaseException as exc:
+            if ours is not None:
+                ours.close()
+            if isinstance(exc, OSError):
+                raise AgentStartError(_start_problem(command[0], exc)) from None
+            raise
+        finally:
+            # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
+            if theirs is not None:
+                theirs.close()
         process = asyncio.subprocess.Process(transport, protocol, loop)
-        return cls(transport, protocol, process, max_message_bytes)
+        if ours is None:
+            return cls(transport, protocol, process, max_message_bytes)
+        streams = await asyncio.open_unix_connection(sock=ours, limit=max_message_bytes)
+        return cls(transport, protocol, process, max_message_bytes, streams)
 
     @property
     def returncode(self) -> int | None:
@@ -211,28 +247,25 @@ class AgentProcess:
         return True
 
     async def send(self, message: Mapping[str, Any]) -> bool:
-        """Write one message to the agent's stdin. False when the agent no longer reads it."""
-        stdin = self._process.stdin
-        assert stdin is not None
-        if stdin.is_closing():
+        """Write one message to the agent. False when the agent no longer reads its channel."""
+        writer = self._writer
+        if writer.is_closing():
             return False
         try:
-            stdin.write(encode(message))
-            await stdin.drain()
+            writer.write(encode(message))
+            await writer.drain()
         except ConnectionError:
             return False
         return True
 
     async def read_line(self) -> bytes | None:
-        """The next stdout line without its newline; None at end of stream.
+        """The next protocol line without its newline; None at end of stream.
 
         A final line without a newline still counts. Raises ``MessageTooLargeError`` for a line
         longer than ``max_message_bytes`` (the stream reader's limit: no quadratic buffering).
         """
-        stdout = self._process.stdout
-        assert stdout is not None
         try:
-            line = await stdout.readuntil(b"\n")
+            line = await self._reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
             return bytes(exc.partial) if exc.partial else None
         except asyncio.LimitOverrunError:
@@ -240,9 +273,15 @@ class AgentProcess:
         return line[:-1]
 
     def close_stdin(self) -> None:
-        stdin = self._process.stdin
-        if stdin is not None and not stdin.is_closing():
-            stdin.close()
+        """Tell the agent no more messages come: stdin closes, or the socket's write side."""
+        writer = self._writer
+        if writer.is_closing():
+            return
+        if self.channel == "fd":
+            with contextlib.suppress(OSError):
+                writer.write_eof()
+        else:
+            writer.close()
 
     def stderr_tail(self) -> str:
         return self._stderr.text()
@@ -281,6 +320,8 @@ class AgentProcess:
             return
         self._closed = True
         self._stderr_task.cancel()
+        if self.channel == "fd":
+            self._writer.close()
         self._transport.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:
@@ -292,10 +333,8 @@ class AgentProcess:
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(self._stderr_task), _STDERR_SETTLE_S)
 
-    async def _drain_stderr(self) -> None:
-        stderr = self._process.stderr
-        assert stderr is not None
-        while chunk := await stderr.read(_STDERR_CHUNK):
+    async def _drain_output(self, output: asyncio.StreamReader) -> None:
+        while chunk := await output.read(_STDERR_CHUNK):
             self._stderr.feed(chunk)
 
 
@@ -312,6 +351,21 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
         if python3 is not None:
             command[0] = "python3"
     return command
+
+
+def _start_problem(program: str, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return _not_found_message(program)
+    if isinstance(exc, PermissionError):
+        return (
+            f"Agent command is not executable: {program!r} (permission denied). Make it "
+            f"executable (chmod +x) or start it through its interpreter, for example "
+            f"{_EXAMPLE_COMMAND}."
+        )
+    return (
+        f"Could not start agent command {program!r}: {exc}. If it is a script, give it "
+        f"a #! line or start it through its interpreter, for example {_EXAMPLE_COMMAND}."
+    )
 
 
 def _not_found_message(program: str) -> str:
