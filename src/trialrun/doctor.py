@@ -71,6 +71,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
     cassettes = _load_cassettes(suite)
     checks.extend(_cassettes(suite, cassettes))
     checks.extend(_secrets(cassettes))
+    checks.extend(_service_recordings(suite))
     checks.extend(_baseline(suite))
     checks.append(_ci_workflow(suite))
     checks.append(_versions())
@@ -131,6 +132,39 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | CassetteError]) -> It
             )
         if not outside:
             yield Check("ok", "cassette", f"{shown}: {len(cassette.entries)} recording(s) parse")
+
+
+def _service_recordings(suite: Suite) -> Iterator[Check]:
+    """The MCP and model recordings a replay needs exist and parse (``mcp_servers``, gateway)."""
+    config = suite.config
+    if config.mode != "replay" or not (config.mcp_servers or config.model_gateway):
+        return
+    from trialrun.gateway.cassette import parse_cassette
+    from trialrun.mcp_proxy import load_cassette
+    from trialrun.services import mcp_cassette_path, model_cassette_path
+
+    problems = 0
+    checked = 0
+    for case in suite.cases:
+        paths = [mcp_cassette_path(case, name) for name in config.mcp_servers]
+        if config.model_gateway is not None:
+            paths.append(model_cassette_path(case))
+        for path in paths:
+            checked += 1
+            try:
+                if path.name.endswith(".model.jsonl"):
+                    if not path.is_file():
+                        raise CassetteError("model cassette not found", file=path)
+                    parse_cassette(path.read_text(encoding="utf-8", errors="replace"), path)
+                else:
+                    load_cassette(path)
+            except CassetteError as exc:
+                problems += 1
+                yield Check(
+                    "fail", "recordings", str(exc), "record it with `trialrun run --mode record`"
+                )
+    if not problems:
+        yield Check("ok", "recordings", f"{checked} MCP/model recording(s) exist and parse")
 
 
 def _secrets(loaded: dict[Path, Cassette | CassetteError]) -> Iterator[Check]:

@@ -49,6 +49,21 @@ class Usage:
 
 
 @dataclass(slots=True)
+class ModelCall:
+    """One model API call the agent made through trialrun's model gateway."""
+
+    provider: str
+    endpoint: str
+    model: str | None
+    ok: bool
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    duration_ms: float = 0.0
+    error: str | None = None
+
+
+@dataclass(slots=True)
 class Failure:
     """Why a case did not pass.
 
@@ -91,6 +106,8 @@ class AgentRun:
     exit_code: int | None = None
     events: list[JsonObject] = field(default_factory=list)
     unused_recordings: int = 0
+    model_calls: list[ModelCall] = field(default_factory=list)
+    """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
 
     @property
     def tool_errors(self) -> int:

@@ -23,6 +23,7 @@ from trialrun.config.models import Mode
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.redact import redact
 from trialrun.results import AgentRun, CaseResult, Failure
+from trialrun.services import RunServices
 from trialrun.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
 
@@ -55,6 +56,7 @@ async def run_suite(
     """Run every case of ``suite``; ``on_case_done`` is called in case order."""
     tools = _ToolModuleCache(suite)
     teardowns = Teardowns()
+    services = RunServices(suite, options.mode) if _uses_services(suite) else None
     if options.env is None:  # one snapshot for the run, not a copy of os.environ per agent
         options = dataclasses.replace(options, env=dict(os.environ))
     gate = asyncio.Semaphore(max(1, options.jobs))
@@ -71,11 +73,17 @@ async def run_suite(
 
     async def one(index: int, case: Case) -> None:
         async with gate:
-            done[index] = await run_case(suite, case, options, tools, teardowns)
+            done[index] = await run_case(suite, case, options, tools, teardowns, services)
         report_in_order()
 
-    await asyncio.gather(*(one(i, case) for i, case in enumerate(suite.cases)))
-    await teardowns.wait_all()
+    try:
+        if services is not None:
+            services.start()
+        await asyncio.gather(*(one(i, case) for i, case in enumerate(suite.cases)))
+        await teardowns.wait_all()
+    finally:
+        if services is not None:
+            services.stop()
     return progress.ordered()
 
 
@@ -85,6 +93,7 @@ async def run_case(
     options: RunOptions,
     tools: _ToolModuleCache | None = None,
     teardowns: Teardowns | None = None,
+    services: RunServices | None = None,
 ) -> CaseResult:
     """Run one case from start to verdict. Faults of the case never escape as exceptions.
 
@@ -99,6 +108,19 @@ async def run_case(
         return _setup_failure(case, "cassette_error", str(exc))
     except TrialrunError as exc:
         return _setup_failure(case, "tool_registry_error", str(exc))
+    extra_env: dict[str, str] = {}
+    if config.agent_channel == "fd":
+        extra_env["TRIALRUN_MODE"] = options.mode
+    case_services = services.for_case(case) if services is not None else None
+    if case_services is not None:
+        try:
+            extra_env.update(case_services.open(options.env))
+        except CassetteError as exc:
+            backend.close(clean=False)
+            case_services.discard()
+            return _setup_failure(case, "cassette_error", str(exc))
+        if case_services.waits_for_exit:
+            teardowns = None  # the proxies save their recordings as the agent's group stops
 
     limits = Limits(
         wall_ms=case.budgets.max_wall_ms,
@@ -111,7 +133,7 @@ async def run_case(
         spawn = Spawn(
             suite.agent_command,
             env=options.env,
-            extra_env={"TRIALRUN_MODE": options.mode} if config.agent_channel == "fd" else None,
+            extra_env=extra_env or None,
             channel=config.agent_channel,
         )
         run = await run_agent(
@@ -123,9 +145,14 @@ async def run_case(
             limits=limits,
             teardowns=teardowns,
         )
+        if case_services is not None:
+            services_of_case, case_services = case_services, None
+            await services_of_case.close(run, clean=run.failure is None)
         clean = run.failure is None
         run.unused_recordings = backend.unused()
     finally:
+        if case_services is not None:  # interrupted: drop what the services recorded
+            case_services.discard()
         backend.close(clean=clean)
     # The trace goes to run.jsonl and report.html: redact it once, here, for every consumer.
     run.events = [redact(event) for event in run.events]
@@ -171,6 +198,10 @@ class _ToolModuleCache:
                 registry = [name for name in registry if name in available]
             self._tools = select_tools(available, registry)
         return self._tools
+
+
+def _uses_services(suite: Suite) -> bool:
+    return bool(suite.config.mcp_servers) or suite.config.model_gateway is not None
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:

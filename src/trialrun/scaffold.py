@@ -6,6 +6,11 @@ where GitHub actually reads it. Outside a git repository suite paths may not lea
 directory, so the baseline goes to ``P/demo/baselines/demo.json`` and the workflow beside P.
 Existing files are left alone unless ``force``; the baseline is written only when the demo passes.
 The JSON Schemas of suite and case files go to ``P/.schemas/``, named by a modeline in each file.
+
+Other templates (``mcp``, ``openai-agents``, ``langgraph``) write their suite to ``P/<template>/``
+with recordings that replay offline, a baseline ``baselines/<template>.json`` and a workflow
+``trialrun-<template>.yml``. Their agents need a framework: it is checked before the first run so
+the message says what to install.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +31,25 @@ from trialrun.errors import TrialrunError
 
 Language = Literal["python", "node"]
 SUITE_NAME = "demo"
+
+
+@dataclass(frozen=True)
+class Template:
+    """A suite ``init`` can write besides the demo: files under ``templates/<name>/``."""
+
+    name: str
+    imports: tuple[str, ...]
+    """Modules the agent imports: checked with the agent's ``python3`` before the first run."""
+    extra: str
+    """What to ``pip install`` for them (also used by the generated workflow)."""
+
+
+TEMPLATES: dict[str, Template] = {
+    "mcp": Template("mcp", ("mcp",), "mcp>=2.3"),
+    "openai-agents": Template("openai-agents", ("agents",), "trialrun[openai-agents]"),
+    "langgraph": Template("langgraph", ("langgraph", "langchain_openai"), "trialrun[langgraph]"),
+}
+TEMPLATE_NAMES = ("demo", *TEMPLATES)
 
 _AGENT_FILES: dict[Language, tuple[str, list[str]]] = {
     "python": ("agent/agent.py", ["python3", "agent/agent.py"]),
@@ -40,7 +65,11 @@ class InitReport:
     unchanged: list[Path] = field(default_factory=list)
 
 
-def init_project(path: Path, *, language: Language = "python", force: bool = False) -> InitReport:
+def init_project(
+    path: Path, *, language: Language = "python", force: bool = False, template: str = "demo"
+) -> InitReport:
+    if template != "demo":
+        return _init_template(path, TEMPLATES[template], force)
     if language == "node" and shutil.which("node") is None:
         raise TrialrunError("Node.js not found on PATH: install Node to use --language node.")
     if path.exists() and not path.is_dir():
@@ -85,6 +114,79 @@ def init_project(path: Path, *, language: Language = "python", force: bool = Fal
         _write_baseline(suite_dir, baseline)
         report.written.append(baseline)
     return report
+
+
+def _init_template(path: Path, template: Template, force: bool) -> InitReport:
+    if path.exists() and not path.is_dir():
+        raise TrialrunError(f"{path} exists and is not a directory.")
+    suite_dir = path / template.name
+    repo_root = find_repository_root(path.resolve().parent)
+    baseline_home = path.resolve().parent if repo_root else suite_dir.resolve()
+    baseline = baseline_home / "baselines" / f"{template.name}.json"
+    workflow_root = repo_root or path.resolve().parent
+    workflow = workflow_root / ".github" / "workflows" / f"trialrun-{template.name}.yml"
+
+    files = {suite_dir / name: text for name, text in _template_files(template.name).items()}
+    for schema in SCHEMA_FILES:
+        files[path / ".schemas" / schema] = _package_text("schemas", schema)
+    files[suite_dir / "suite.yaml"] = (
+        files[suite_dir / "suite.yaml"]
+        .replace("{agent_command}", json.dumps(["python3", "agent/agent.py"]))
+        .replace(
+            "{baseline_path}", os.path.relpath(baseline, suite_dir.resolve()).replace(os.sep, "/")
+        )
+    )
+    files[workflow] = (
+        _template("github/trialrun.yml")
+        .replace("name: trialrun", f"name: trialrun-{template.name}", 1)
+        .replace('"trialrun=={version}"', f'"trialrun=={{version}}" "{template.extra}"')
+        .replace("{version}", __version__)
+        .replace("{suite}", _repo_relative(suite_dir, workflow_root))
+        .replace("{baseline}", _repo_relative(baseline, workflow_root))
+        .replace("trialrun-artifacts", f"trialrun-{template.name}-artifacts")
+    )
+    report = InitReport()
+    for target, text in files.items():
+        _write_once(target, text, force, report)
+    if baseline.exists() and not force:
+        report.unchanged.append(baseline)
+        return report
+    _require_imports(template)
+    _write_baseline(suite_dir, baseline)
+    report.written.append(baseline)
+    return report
+
+
+def _template_files(name: str) -> dict[str, str]:
+    """Every file of ``templates/<name>/``, by path relative to it."""
+    root = resources.files("trialrun").joinpath("templates", name)
+    found: dict[str, str] = {}
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        for entry in directory.iterdir():
+            if entry.name == "__pycache__":
+                continue
+            relative = f"{prefix}{entry.name}"
+            if entry.is_dir():
+                pending.append((entry, relative + "/"))
+            else:
+                found[relative] = entry.read_text(encoding="utf-8")
+    return found
+
+
+def _require_imports(template: Template) -> None:
+    python = shutil.which("python3") or shutil.which("python")
+    if python is None:
+        raise TrialrunError("python3 not found on PATH: the template's agent runs with python3.")
+    check = "import " + ", ".join(template.imports)
+    done = subprocess.run([python, "-c", check], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TrialrunError(
+            f"The {template.name} template's agent needs {', '.join(template.imports)} in the "
+            f"python3 on PATH ({python}), which cannot import them; run "
+            f"pip install '{template.extra}' and init again (files written, no baseline yet)."
+        )
 
 
 def _write_baseline(suite_dir: Path, baseline: Path) -> None:

@@ -50,7 +50,7 @@ if reply["type"] == "tool_run":
         time.sleep(5)
     print("running the real lookup", flush=True)
     send({"type": "log", "level": "info", "message": "tool running"})
-    real = {"answer": task["input"]["q"].upper(), "source": "real"}
+    real = {"source": "real", "answer": task["input"]["q"].upper()}
     send({"type": "tool_report", "call_id": "c1", "ok": True, "result": real, "error": None})
     reply = receive()
 assert reply["type"] == "tool_result", reply

@@ -34,6 +34,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Compare a subject against the baseline and incumbent: rows, verdict, receipt.",
     ),
     "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
+    "gateway": (
+        "trialrun.cli.gateway_cmd",
+        "gateway",
+        "Serve the model gateway: record and replay OpenAI and Anthropic calls.",
+    ),
     "doctor": ("trialrun.cli.doctor_cmd", "doctor", "Check a suite's setup."),
     "publish": (
         "trialrun.cli.publish_cmd",
@@ -64,6 +69,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Import a production trace; inspect, promote or replay it as a regression case.",
     ),
     "verify": ("trialrun.cli.verify_cmd", "verify", "Prove the gate catches planted regressions."),
+    "mcp-proxy": (
+        "trialrun.cli.mcp_proxy_cmd",
+        "mcp_proxy",
+        "Record or replay an MCP server (stdio or streamable HTTP).",
+    ),
 }
 
 

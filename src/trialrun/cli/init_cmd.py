@@ -23,18 +23,28 @@ import click
     show_default=True,
     help="Directory that will hold the demo suite.",
 )
+@click.option(
+    "--template",
+    type=click.Choice(["demo", "mcp", "openai-agents", "langgraph"]),
+    default="demo",
+    show_default=True,
+    help="demo: a protocol agent; mcp, openai-agents, langgraph: real-framework agents that "
+    "replay offline from bundled recordings.",
+)
 @click.option("--force", is_flag=True, help="Overwrite files written by an earlier init.")
-def init(language: str, path: Path, force: bool) -> int:
+def init(language: str, path: Path, template: str, force: bool) -> int:
     """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""
     from trialrun.config.paths import display_path
     from trialrun.scaffold import init_project
 
-    report = init_project(path, language="node" if language == "node" else "python", force=force)
+    report = init_project(
+        path, language="node" if language == "node" else "python", force=force, template=template
+    )
     for title, paths in (("Written", report.written), ("Unchanged", report.unchanged)):
         if paths:
             click.echo(f"{title}:")
             for written in paths:
                 click.echo(f"  {display_path(written)}")
-    click.echo(f"Next: trialrun run {display_path(path / 'demo')} --mode replay")
+    click.echo(f"Next: trialrun run {display_path(path / template)} --mode replay")
     click.echo("Commit these files to run the same check on every pull request.")
     return 0

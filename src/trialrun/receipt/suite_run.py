@@ -51,6 +51,32 @@ class SuiteReceipt:
             },
         )
 
+    def _emit_usage(
+        self,
+        case: str,
+        tokens_in: int,
+        tokens_out: int,
+        cost_usd: float,
+        model: str | None,
+        *,
+        source: str | None = None,
+    ) -> None:
+        data: dict[str, Any] = {
+            "attempt": 1,
+            "case": case,
+            "inputTokens": tokens_in,
+            "outputTokens": tokens_out,
+            "cacheReadTokens": 0,
+            "cacheWriteTokens": 0,
+            "totalTokens": tokens_in + tokens_out,
+            "costUsd": cost_usd,
+        }
+        if model is not None:
+            data["model"] = model
+        if source is not None:
+            data["source"] = source
+        self._writer.emit("usage", data)
+
     def record_case(self, result: CaseResult, *, trace_sha256: str) -> None:
         """``trace_sha256``: the case's lines in run.jsonl, as ``write_case_events`` returns."""
         run = result.run
@@ -70,26 +96,27 @@ class SuiteReceipt:
                     "ok": call.ok,
                 },
             )
+        for model_call in run.model_calls:
+            self._emit_usage(
+                case,
+                model_call.tokens_in or 0,
+                model_call.tokens_out or 0,
+                model_call.cost_usd or 0.0,
+                model_call.model,
+                source="model_gateway",
+            )
         usage = run.usage
         if (
             usage.tokens_in is not None
             or usage.tokens_out is not None
             or usage.cost_usd is not None
         ):
-            tokens_in, tokens_out = usage.tokens_in or 0, usage.tokens_out or 0
-            data: dict[str, Any] = {
-                "attempt": 1,
-                "case": case,
-                "inputTokens": tokens_in,
-                "outputTokens": tokens_out,
-                "cacheReadTokens": 0,
-                "cacheWriteTokens": 0,
-                "totalTokens": tokens_in + tokens_out,
-                "costUsd": usage.cost_usd or 0.0,
-            }
-            if usage.model is not None:
-                data["model"] = usage.model
-            self._writer.emit("usage", data)
+            # What the agent reported itself: the totals minus what the gateway already showed.
+            tokens_in = (usage.tokens_in or 0) - sum(c.tokens_in or 0 for c in run.model_calls)
+            tokens_out = (usage.tokens_out or 0) - sum(c.tokens_out or 0 for c in run.model_calls)
+            cost = (usage.cost_usd or 0.0) - sum(c.cost_usd or 0.0 for c in run.model_calls)
+            if not run.model_calls or tokens_in > 0 or tokens_out > 0 or cost > 1e-12:
+                self._emit_usage(case, tokens_in, tokens_out, max(cost, 0.0), usage.model)
         self._writer.emit(
             "case_end",
             {

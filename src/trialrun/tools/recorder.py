@@ -68,8 +68,14 @@ class RecordingBackend:
         # RunLedger wrote ``error`` only when there was one; cassettes stay byte-compatible.
         if outcome.error is not None:
             entry["error"] = outcome.error
-        self._append(redact(entry))
-        return outcome
+        line = self._append(redact(entry))
+        if local is None:
+            return outcome
+        # An agent-run tool gets its answer as replay will give it (redacted, keys sorted): SDK
+        # frameworks show the model ``str(result)``, and the model's next request must be the
+        # same in record and replay for the model gateway to match it.
+        replayed = json.loads(line)
+        return ToolOutcome(outcome.ok, replayed.get("result"), replayed.get("error"))
 
     def close(self, *, clean: bool) -> None:
         """Commit the recording onto the cassette (``clean``) or throw it away; idempotent."""
@@ -100,7 +106,7 @@ class RecordingBackend:
     def unused(self) -> int:
         return 0
 
-    def _append(self, entry: Any) -> None:
+    def _append(self, entry: Any) -> bytes:
         if self._file is None:
             raise CassetteError(
                 "expected an open recording, found it already closed", file=self.cassette_path
@@ -117,6 +123,7 @@ class RecordingBackend:
                 f"cannot write recording: {exc.strerror or exc}", file=self.temp_path
             ) from None
         self.recorded += 1
+        return line
 
     def _release(self) -> None:
         with _recording_lock:

@@ -1,0 +1,106 @@
+"""``trialrun mcp-proxy``: record or replay an MCP server, over stdio or streamable HTTP.
+
+stdio: ``trialrun mcp-proxy --cassette FILE --mode record|replay [--name N] [--events FILE]
+-- SERVER CMD...``; the proxy is itself a stdio MCP server (stdout carries protocol only).
+HTTP: ``trialrun mcp-proxy --http HOST:PORT --cassette-dir DIR --mode record|replay
+[--events-dir DIR] -- SERVER CMD...``; the base URL is the first line on stdout.
+
+Exit codes: 0 the session ended (EOF, SIGTERM, SIGINT), 1 the recorded server died mid-session,
+2 invalid input (a missing or corrupt cassette, a server command that cannot start). Start-up
+is kept light: nothing but the stdlib proxy modules is imported on this path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _address(value: str) -> tuple[str, int]:
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise click.BadParameter(
+            f"expected HOST:PORT (PORT 0-65535, 0 picks a free port), found {value!r}",
+            param_hint="'--http'",
+        )
+    return host, int(port_text)
+
+
+@click.command(
+    "mcp-proxy",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["record", "replay"]),
+    required=True,
+    help="record: forward to the live server and write the cassette; replay: answer from it.",
+)
+@click.option(
+    "--cassette",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="stdio: the cassette file (JSONL).",
+)
+@click.option("--name", help="Server name in events and the cassette header.")
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="stdio: append one JSON line per tools/call to this file.",
+)
+@click.option("--http", "http_address", metavar="HOST:PORT", help="Serve streamable HTTP.")
+@click.option(
+    "--cassette-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTTP: one cassette per run, DIR/<run-id>.jsonl.",
+)
+@click.option(
+    "--events-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTTP: one events file per run, DIR/<run-id>.jsonl.",
+)
+@click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
+def mcp_proxy(
+    mode: str,
+    cassette: Path | None,
+    name: str | None,
+    events: Path | None,
+    http_address: str | None,
+    cassette_dir: Path | None,
+    events_dir: Path | None,
+    server_command: tuple[str, ...],
+) -> int:
+    """Record or replay the MCP server started by SERVER_COMMAND (given after --)."""
+    if mode == "record" and not server_command:
+        raise click.UsageError("record mode needs the MCP server command after '--'")
+    if http_address is None:
+        if cassette is None:
+            raise click.UsageError("stdio mode needs --cassette FILE (or use --http HOST:PORT)")
+        if cassette_dir is not None or events_dir is not None:
+            raise click.UsageError("--cassette-dir and --events-dir go with --http")
+        from trialrun.mcp_proxy.stdio import run_stdio_proxy
+
+        return run_stdio_proxy(
+            mode=mode,
+            cassette=cassette,
+            server_command=server_command,
+            name=name or cassette.stem,
+            events=events,
+        )
+    host, port = _address(http_address)
+    if cassette_dir is None:
+        raise click.UsageError("--http needs --cassette-dir DIR (one cassette per run)")
+    if cassette is not None or events is not None:
+        raise click.UsageError("--cassette and --events are for stdio; use --cassette-dir")
+    from trialrun.mcp_proxy.http import serve_http
+
+    return serve_http(
+        host=host,
+        port=port,
+        mode=mode,
+        cassette_dir=cassette_dir,
+        server_command=server_command,
+        name=name or "mcp",
+        events_dir=events_dir,
+    )

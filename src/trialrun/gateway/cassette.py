@@ -1,0 +1,354 @@
+"""Model-call cassettes: the file format, loading with file:line errors, and replay matching.
+
+A cassette holds one run's model calls. JSONL, UTF-8, one JSON object a line, keys sorted::
+
+    {"format": "trialrun-model-cassette", "schema_version": 1}
+    {"body": "...", "content_type": "text/event-stream", "elapsed_ms": 812.4, "headers": {...},
+     "key": "9f2c...", "method": "POST", "occurrence": 0, "path": "/v1/messages",
+     "provider": "anthropic", "query": "beta=true", "request": {...}, "status": 200,
+     "usage": {"model": "...", "tokens_cached": 0, "tokens_in": 12, "tokens_out": 30}}
+
+The first line is the header; each following line is a recorded call, in the order the requests
+arrived. ``request`` is the normalized, redacted request body (see ``normalize``); ``body`` the
+response exactly as received, a stream as its verbatim SSE text (bytes that are not UTF-8
+survive as ``\\udcXX`` escapes), redacted; ``headers`` only the few response headers an SDK
+acts on (request ids, retry hints). ``key`` and ``occurrence`` are written for people reading the
+file: on load the key is computed again from ``request`` under the current rules.
+
+Matching consumes each recording once. The key's recordings are served in file order (the 2nd
+identical request gets the 2nd recording), so parallel runs and repeated calls replay their own
+answers. ``take_next`` serves the next unused recording of an endpoint whatever its key
+(``--lenient``). A miss is explained against the nearest recording: its line and the first
+place the requests differ (``messages[2].content``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trialrun.errors import CassetteError
+from trialrun.fsutil import atomic_write_bytes, dumps_json
+from trialrun.gateway.drift import describe_drift, similarity, summarize_request
+from trialrun.gateway.normalize import RequestNormalizer, request_key
+from trialrun.gateway.routes import ENDPOINTS
+from trialrun.gateway.usage import Usage
+from trialrun.suggest import did_you_mean
+
+FORMAT = "trialrun-model-cassette"
+SCHEMA_VERSION = 1
+HEADER: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION}
+# How many recordings of one endpoint a miss is compared with (the unused ones first).
+MAX_COMPARED = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """One recorded model call. ``line`` is its 1-based line in the file (0: not from a file)."""
+
+    provider: str
+    method: str
+    path: str
+    request: Any
+    status: int
+    content_type: str
+    body: str
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    key: str = ""
+    occurrence: int = 0
+    elapsed_ms: float = 0.0
+    usage: Usage | None = None
+    line: int = 0
+
+    @property
+    def model(self) -> str | None:
+        model = self.request.get("model") if isinstance(self.request, dict) else None
+        return model if isinstance(model, str) else None
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.request, dict) and self.request.get("stream") is True
+
+    def body_bytes(self) -> bytes:
+        """The response body as the provider sent it."""
+        return self.body.encode("utf-8", "surrogateescape")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "body": self.body,
+            "content_type": self.content_type,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "headers": dict(self.headers),
+            "key": self.key,
+            "method": self.method,
+            "occurrence": self.occurrence,
+            "path": self.path,
+            "provider": self.provider,
+            "query": self.query,
+            "request": self.request,
+            "status": self.status,
+            "usage": self.usage.to_json() if self.usage is not None else None,
+        }
+
+
+def dump_cassette(recordings: Sequence[Recording]) -> bytes:
+    """The file's bytes: the header line, then one sorted-key line per recording."""
+    lines = [dumps_json(HEADER, indent=None)]
+    lines.extend(dumps_json(r.to_json(), indent=None) for r in recordings)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_cassette(path: Path, recordings: Sequence[Recording]) -> None:
+    """Replace ``path`` atomically (a temporary file renamed over it)."""
+    atomic_write_bytes(path, dump_cassette(recordings))
+
+
+class ModelCassette:
+    """A loaded cassette and what replay has consumed of it (not thread-safe: lock outside)."""
+
+    def __init__(
+        self, path: Path, recordings: Sequence[Recording], normalizer: RequestNormalizer
+    ) -> None:
+        self.path = path
+        self.recordings: list[Recording] = list(recordings)
+        self._normalizer = normalizer
+        self._keys = [
+            request_key(r.provider, r.path, normalizer.normalize(r.request))
+            for r in self.recordings
+        ]
+        # Cursors (consumed from the left) and, for explaining misses, every recording of a route.
+        self._by_key: dict[str, deque[int]] = {}
+        self._by_route: dict[tuple[str, str], deque[int]] = {}
+        self._of_route: dict[tuple[str, str], list[int]] = {}
+        for index, (recording, key) in enumerate(zip(self.recordings, self._keys, strict=True)):
+            route = (recording.provider, recording.path)
+            self._by_key.setdefault(key, deque()).append(index)
+            self._by_route.setdefault(route, deque()).append(index)
+            self._of_route.setdefault(route, []).append(index)
+        self._used = [False] * len(self.recordings)
+        self._used_per_key: Counter[str] = Counter()
+
+    @classmethod
+    def load(cls, path: Path, normalizer: RequestNormalizer) -> ModelCassette:
+        """Parse ``path``; a missing or corrupt file raises ``CassetteError`` with file and line."""
+        return cls(path, parse_cassette(read_cassette_text(path), path), normalizer)
+
+    def take(self, key: str) -> Recording | None:
+        """Consume the first unused recording with this key."""
+        index = _first_unused(self._by_key.get(key), self._used)
+        if index is None:
+            return None
+        self._used_per_key[key] += 1
+        return self._consume(index)
+
+    def take_next(self, provider: str, path: str) -> Recording | None:
+        """Consume the next unused recording of this endpoint, whatever its request was."""
+        index = _first_unused(self._by_route.get((provider, path)), self._used)
+        if index is None:
+            return None
+        self._used_per_key[self._keys[index]] += 1
+        return self._consume(index)
+
+    def _consume(self, index: int) -> Recording:
+        self._used[index] = True
+        return self.recordings[index]
+
+    def unused(self) -> list[Recording]:
+        """Recordings nothing consumed, in file order."""
+        return [r for r, used in zip(self.recordings, self._used, strict=True) if not used]
+
+    def explain_miss(self, provider: str, method: str, path: str, request: Any, key: str) -> str:
+        """One line: why no recording answers this request, and the nearest one."""
+        parts = [
+            f"cassette mismatch: {self.path.name} has no unused recording of {method} "
+            f"{provider} {path} for this request ({summarize_request(request)})"
+        ]
+        if self._used_per_key[key]:
+            parts.append(
+                f"{self._used_per_key[key]} identical recording(s) were already used by "
+                "earlier calls"
+            )
+        nearest = self._nearest(provider, path, request)
+        if nearest is None:
+            others = len(self.recordings)
+            parts.append(
+                f"the cassette holds no recording of {provider} {path}"
+                + (f" ({others} of other endpoints)" if others else " (it is empty)")
+            )
+        else:
+            recording = self.recordings[nearest]
+            used = self._used[nearest]
+            parts.append(describe_drift(recording.line, recording.request, request, used=used))
+        return "; ".join(parts)
+
+    def _nearest(self, provider: str, path: str, request: Any) -> int | None:
+        indexes = self._of_route.get((provider, path))
+        if not indexes:
+            return None
+        unused = [i for i in indexes if not self._used[i]]
+        pool = (unused or indexes)[:MAX_COMPARED]
+        return max(pool, key=lambda i: similarity(self.recordings[i].request, request))
+
+
+def _first_unused(indexes: deque[int] | None, used: list[bool]) -> int | None:
+    while indexes:
+        if not used[indexes[0]]:
+            return indexes.popleft()
+        indexes.popleft()  # consumed through the other index
+    return None
+
+
+# ---- parsing -----------------------------------------------------------------------------
+
+
+def read_cassette_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CassetteError("cassette file not found", file=path) from None
+    except IsADirectoryError:
+        raise CassetteError("expected a cassette file, found a directory", file=path) from None
+    except OSError as exc:
+        raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            file=path,
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from None
+
+
+def parse_cassette(text: str, path: Path) -> list[Recording]:
+    """The recordings of a cassette's text; ``CassetteError`` at the first bad line."""
+    lines = text.split("\n")
+    _check_header(lines[0], path)
+    return [
+        _parse_recording(line, path, number)
+        for number, line in enumerate(lines[1:], start=2)
+        if line.strip()
+    ]
+
+
+def _load_line(line: str, path: Path, number: int) -> Any:
+    try:
+        return json.loads(line, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise CassetteError(f"not valid JSON: {exc}", file=path, line=number) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_header(line: str, path: Path) -> None:
+    expected = json.dumps(HEADER, sort_keys=True)
+    if not line.strip():
+        raise CassetteError(
+            f"expected the header line {expected}; found an empty line", file=path, line=1
+        )
+    data = _load_line(line, path, 1)
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        version = data.get("schema_version")
+        if version == SCHEMA_VERSION:
+            return
+        raise CassetteError(
+            f"schema_version {version!r} is not supported (this trialrun reads "
+            f"{SCHEMA_VERSION}); was it written by a newer trialrun?",
+            file=path,
+            line=1,
+        )
+    hint = " (this looks like a tool cassette)" if isinstance(data, dict) and "tool" in data else ""
+    raise CassetteError(f"expected the header line {expected}{hint}", file=path, line=1)
+
+
+_REQUIRED = ("provider", "method", "path", "request", "status", "content_type", "body")
+_OPTIONAL = ("query", "headers", "key", "occurrence", "elapsed_ms", "usage")
+
+
+def _parse_recording(line: str, path: Path, number: int) -> Recording:
+    data = _load_line(line, path, number)
+
+    def fail(message: str) -> CassetteError:
+        return CassetteError(message, file=path, line=number)
+
+    if not isinstance(data, dict):
+        raise fail(f"expected a recorded call (a JSON object); found {_kind(data)}")
+    for name in data:
+        if name not in _REQUIRED and name not in _OPTIONAL:
+            raise fail(f"unknown field {name!r}{did_you_mean(name, (*_REQUIRED, *_OPTIONAL))}")
+    for name in _REQUIRED:
+        if name not in data:
+            raise fail(f"missing required field {name!r}")
+    provider = data["provider"]
+    if provider not in ENDPOINTS:
+        raise fail(
+            f"field 'provider' must be one of {', '.join(ENDPOINTS)}; found {_kind(provider)}"
+        )
+    for name in ("method", "path", "content_type", "body", "query", "key"):
+        if name in data and not isinstance(data[name], str):
+            raise fail(f"field {name!r} must be a string; found {_kind(data[name])}")
+    if not data["path"].startswith("/"):
+        raise fail(f"field 'path' must start with '/'; found {data['path']!r}")
+    status = data["status"]
+    if not _is_int(status) or not 100 <= status <= 599:
+        raise fail(f"field 'status' must be an HTTP status (100-599); found {_kind(status)}")
+    occurrence = data.get("occurrence", 0)
+    if not _is_int(occurrence) or occurrence < 0:
+        raise fail(f"field 'occurrence' must be an integer >= 0; found {_kind(occurrence)}")
+    elapsed = data.get("elapsed_ms", 0.0)
+    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float) or not elapsed >= 0:
+        raise fail(f"field 'elapsed_ms' must be a number >= 0; found {_kind(elapsed)}")
+    headers = data.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise fail("field 'headers' must be a mapping of header names to strings")
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise fail(f"field 'usage' must be a mapping or null; found {_kind(usage)}")
+    try:
+        data["body"].encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise fail(
+            "field 'body' holds an escaped surrogate that is not a byte (\\udc80-\\udcff)"
+        ) from None
+    return Recording(
+        provider=provider,
+        method=data["method"],
+        path=data["path"],
+        request=data["request"],
+        status=status,
+        content_type=data["content_type"],
+        body=data["body"],
+        query=data.get("query", ""),
+        headers=dict(headers),
+        key=data.get("key", ""),
+        occurrence=occurrence,
+        elapsed_ms=float(elapsed) if math.isfinite(elapsed) else 0.0,
+        usage=Usage.from_json(usage) if usage is not None else None,
+        line=number,
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"string {value[:40]!r}"
+    return "a list" if isinstance(value, list) else "an object"

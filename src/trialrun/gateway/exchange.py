@@ -1,0 +1,191 @@
+"""What happens to one model call: answered from the cassette, or forwarded and recorded.
+
+``server.Gateway`` routes a request to its run and builds an ``Exchange``; ``replay`` or
+``forward`` answers the agent and returns an ``Outcome``, which the gateway turns into the run's
+``ModelCall``. Neither function raises for anything the agent or the provider did: a miss, an
+unreachable upstream and a provider error are all answered and reported as outcomes.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from trialrun.gateway.cassette import Recording
+from trialrun.gateway.drift import describe_drift
+from trialrun.gateway.routes import Route
+from trialrun.gateway.runs import RunState
+from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
+from trialrun.gateway.usage import Usage, extract_usage
+from trialrun.gateway.wire import Handler, relay, send_error, send_whole
+from trialrun.redact import redact
+
+LOG = logging.getLogger("trialrun.gateway")
+# Response headers worth keeping: request ids for audit, retry hints the SDKs act on.
+RECORDED_HEADERS = frozenset(
+    {"request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry"}
+)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One routed request of an open run, as known before it is answered."""
+
+    state: RunState
+    route: Route
+    method: str
+    body: bytes
+    request: Any
+    """The body as JSON, or its text when it is not JSON."""
+    normalized: Any
+    key: str
+    started: float
+    """``time.monotonic()`` when the request arrived."""
+    timestamp: float
+    """``time.time()`` when the request arrived."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a model call ended, as far as the run's ``ModelCall`` needs it."""
+
+    status: int
+    usage: Usage
+    replayed: bool
+    error: str | None = None
+    warning: str | None = None
+
+
+def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
+    """Answer from the run's cassette; a miss is a 400 ``cassette mismatch`` in provider shape."""
+    state, route = exchange.state, exchange.route
+    assert state.cassette is not None
+    warning = miss = None
+    with state.lock:
+        recording = state.cassette.take(exchange.key)
+        if recording is None and lenient:
+            recording = state.cassette.take_next(route.provider, route.path)
+            if recording is not None:
+                served = describe_drift(
+                    recording.line,
+                    recording.request,
+                    exchange.normalized,
+                    used=False,
+                    label="the recording",
+                )
+                warning = f"drift: no recording of this request, lenient replay served {served}"
+        if recording is None:
+            miss = state.cassette.explain_miss(
+                route.provider, exchange.method, route.path, exchange.normalized, exchange.key
+            )
+    if recording is None:
+        assert miss is not None
+        LOG.warning("run %s: %s", state.run_id, miss)
+        send_error(handler, route.provider, 400, miss, code="cassette_mismatch")
+        return Outcome(400, Usage(), replayed=True, error=miss)
+    if warning is not None:
+        LOG.warning("run %s: %s", state.run_id, warning)
+    body = recording.body_bytes()
+    send_whole(handler, recording.status, recording.content_type, recording.headers, body)
+    usage = recording.usage or extract_usage(
+        route.provider, route.path, recording.content_type, recording.body
+    )
+    error = error_of(recording.status, recording.body)
+    return Outcome(recording.status, usage, replayed=True, error=error, warning=warning)
+
+
+def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout: float) -> Outcome:
+    """Forward to the provider and pass the answer on as it arrives; in record mode keep it."""
+    state, route = exchange.state, exchange.route
+    slot = state.reserve(exchange.key) if state.mode == "record" else None
+    try:
+        connection, response = open_upstream(
+            upstream,
+            exchange.method,
+            route.path,
+            route.query,
+            forward_headers(handler.headers.items(), upstream),
+            exchange.body,
+            timeout=timeout,
+        )
+    except (OSError, http.client.HTTPException) as exc:
+        message = f"the gateway could not reach the {route.provider} upstream {upstream.url}: {exc}"
+        LOG.warning("run %s: %s", state.run_id, message)
+        send_error(handler, route.provider, 502, message, code="upstream_error", retry=True)
+        return Outcome(502, Usage(), replayed=False, error=message)
+    try:
+        received, complete = relay(handler, response)
+    finally:
+        connection.close()
+    content_type = response.getheader("Content-Type") or ""
+    text = received.decode("utf-8", "surrogateescape")
+    usage = extract_usage(route.provider, route.path, content_type, text)
+    if not complete:
+        # The agent saw a broken answer too; a replay must not serve it as a whole one.
+        error = "the upstream response broke off before its end (not recorded)"
+        return Outcome(response.status, usage, replayed=False, error=error)
+    if slot is not None:
+        index, occurrence = slot
+        headers = {
+            name.lower(): value
+            for name, value in response.getheaders()
+            if name.lower() in RECORDED_HEADERS
+        }
+        recording = Recording(
+            provider=route.provider,
+            method=exchange.method,
+            path=route.path,
+            query=redact(route.query),
+            request=exchange.normalized,
+            status=response.status,
+            content_type=content_type,
+            headers=headers,
+            body=redact(text),
+            key=exchange.key,
+            occurrence=occurrence,
+            elapsed_ms=(time.monotonic() - exchange.started) * 1000,
+            usage=usage,
+        )
+        state.fill(index, recording)
+    return Outcome(response.status, usage, replayed=False, error=error_of(response.status, text))
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON, or as text when it is not strict JSON (it is then matched as text)."""
+    text = body.decode("utf-8", "surrogateescape")
+    try:
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+    except ValueError:
+        return text
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def error_of(status: int, body: str) -> str | None:
+    """A failed call's error text, with the provider's own message when its body has one."""
+    if status < 400:
+        return None
+    message = None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        found = data["error"].get("message")
+        message = found if isinstance(found, str) else None
+    text = f"HTTP {status}" + (f": {message}" if message else "")
+    return str(redact(text[:300]))

@@ -1,0 +1,217 @@
+"""One run's side of the gateway: its mode, cursor or recordings, and the model calls it made.
+
+A run is opened by the runner (``Gateway.open_run``) and addressed by the agent through the base
+URLs ``RunScope.env()`` gives it. Every request of the run becomes a ``ModelCall``, replayed or
+forwarded, successful or not (a cassette mismatch, an unreachable upstream and a path the gateway
+does not serve are failed calls too), so the run's events show all model traffic.
+
+In record mode each request reserves its place in the cassette when it *arrives*: the file keeps
+the order the agent asked in, not the order answers came back, which is the order replay serves
+identical requests in.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from trialrun.gateway.cassette import ModelCassette, Recording
+from trialrun.gateway.normalize import RequestNormalizer
+
+Mode = Literal["record", "replay", "live"]
+MODES: tuple[Mode, ...] = ("record", "replay", "live")
+REPLAY_API_KEY = "sk-replay"
+API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One request an agent made through the gateway, as the run's events record it."""
+
+    provider: str
+    path: str
+    model: str | None
+    stream: bool
+    status: int
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+    key: str | None
+    """The recording key (None when the request never got that far: an unserved path)."""
+    duration_ms: float
+    replayed: bool
+    error: str | None
+    """Why the call failed (cassette mismatch, upstream unreachable, not served), or None."""
+    warning: str | None = None
+    """A drift warning when ``--lenient`` served a recording of a different request."""
+    tokens_cached: int | None = None
+    timestamp: float = 0.0
+    """When the request arrived (seconds since the epoch)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "path": self.path,
+            "model": self.model,
+            "stream": self.stream,
+            "status": self.status,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "tokens_cached": self.tokens_cached,
+            "cost_usd": self.cost_usd,
+            "key": self.key,
+            "duration_ms": round(self.duration_ms, 3),
+            "replayed": self.replayed,
+            "error": self.error,
+            "warning": self.warning,
+            "timestamp": self.timestamp,
+        }
+
+
+class RunScope:
+    """The handle of an open run: where its agent sends model calls."""
+
+    def __init__(self, state: RunState, gateway_url: str) -> None:
+        self._state = state
+        self._gateway_url = gateway_url
+
+    @property
+    def run_id(self) -> str:
+        return self._state.run_id
+
+    @property
+    def mode(self) -> Mode:
+        return self._state.mode
+
+    @property
+    def cassette_path(self) -> Path:
+        return self._state.cassette_path
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/run/<run-id>``: the prefix of both providers' base URLs."""
+        return f"{self._gateway_url}/run/{self.run_id}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.base_url}/openai/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return f"{self.base_url}/anthropic"
+
+    def env(self, agent_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Variables to add to the agent's environment.
+
+        ``OPENAI_BASE_URL`` (and ``OPENAI_API_BASE``, which some frameworks read instead) and
+        ``ANTHROPIC_BASE_URL``. In replay mode, when ``agent_env`` is given and lacks
+        ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``, that key is set to ``sk-replay``: SDKs refuse
+        to start without a key, and a call that escapes the gateway then fails authentication
+        instead of spending money.
+        """
+        env = {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "OPENAI_API_BASE": self.openai_base_url,
+            "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+        }
+        if self.mode == "replay" and agent_env is not None:
+            for name in API_KEY_VARIABLES:
+                if not agent_env.get(name):
+                    env[name] = REPLAY_API_KEY
+        return env
+
+    def calls(self) -> list[ModelCall]:
+        """The model calls completed so far, in completion order."""
+        return self._state.calls()
+
+    def unused_recordings(self) -> list[Recording]:
+        """In replay: the recordings no request consumed (so far); empty in other modes."""
+        return self._state.unused_recordings()
+
+
+class RunState:
+    """Everything the gateway keeps for one open run; every method is thread-safe."""
+
+    def __init__(
+        self,
+        run_id: str,
+        mode: Mode,
+        cassette_path: Path,
+        normalizer: RequestNormalizer,
+        cassette: ModelCassette | None,
+    ) -> None:
+        self.run_id = run_id
+        self.mode = mode
+        self.cassette_path = cassette_path
+        self.normalizer = normalizer
+        self.cassette = cassette
+        self.lock = threading.Lock()
+        self._idle = threading.Condition(self.lock)
+        self._inflight = 0
+        self._calls: list[ModelCall] = []
+        self._slots: list[Recording | None] = []
+        self._occurrences: Counter[str] = Counter()
+
+    # -- requests in flight: close_run waits for them --------------------------------------
+
+    def begin(self) -> None:
+        with self.lock:
+            self._inflight += 1
+
+    def end(self) -> None:
+        with self.lock:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self._inflight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+            return True
+
+    # -- record mode -----------------------------------------------------------------------
+
+    def reserve(self, key: str) -> tuple[int, int]:
+        """A place in the cassette for a request that just arrived: ``(slot, occurrence)``."""
+        with self.lock:
+            occurrence = self._occurrences[key]
+            self._occurrences[key] += 1
+            self._slots.append(None)
+            return len(self._slots) - 1, occurrence
+
+    def fill(self, slot: int, recording: Recording) -> None:
+        with self.lock:
+            self._slots[slot] = recording
+
+    def recordings(self) -> list[Recording]:
+        """Complete recordings in arrival order (a request that got no answer leaves none)."""
+        with self.lock:
+            return [r for r in self._slots if r is not None]
+
+    # -- replay mode -----------------------------------------------------------------------
+
+    def unused_recordings(self) -> list[Recording]:
+        if self.cassette is None:
+            return []
+        with self.lock:
+            return self.cassette.unused()
+
+    # -- every mode ------------------------------------------------------------------------
+
+    def add_call(self, call: ModelCall) -> None:
+        with self.lock:
+            self._calls.append(call)
+
+    def calls(self) -> list[ModelCall]:
+        with self.lock:
+            return list(self._calls)

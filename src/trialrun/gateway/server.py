@@ -1,0 +1,364 @@
+"""The model gateway: a local HTTP server that records and replays an agent's model calls.
+
+One ``Gateway`` serves any number of runs at once; the URL path says which run and provider a
+request belongs to (``routes``). Per run, the mode decides what happens to a request:
+
+* ``record``: forward it to the provider, pass the answer back chunk by chunk as it arrives (a
+  stream is never buffered before the agent sees it), and keep the response for the cassette,
+  which is written atomically when the run is closed cleanly;
+* ``replay``: answer from the run's cassette, without network. A miss is an HTTP 400 in the
+  provider's error shape whose message starts with ``cassette mismatch`` and names the nearest
+  recording; with ``lenient`` the next unused recording of the endpoint is served instead, with a
+  drift warning;
+* ``live``: forward without recording.
+
+Gateway-made errors (mismatch, path not served, run not open) carry ``x-should-retry: false``,
+which the official SDKs obey, and a status no client retries (400, 404, 405): a deterministic
+failure fails once, at once. An unreachable upstream is a 502 the SDK may retry. Every request,
+served or not, is logged (logger ``trialrun.gateway``) and becomes a ``ModelCall`` of its run
+when the run is known; requests the gateway does not serve are also listed by ``unserved()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trialrun.errors import CassetteError, ConfigError
+from trialrun.gateway.cassette import ModelCassette, write_cassette
+from trialrun.gateway.exchange import Exchange, Outcome, forward, parse_json, replay
+from trialrun.gateway.normalize import RequestNormalizer, request_key
+from trialrun.gateway.routes import ENDPOINTS, RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
+from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
+from trialrun.gateway.upstream import DEFAULT_TIMEOUT_S, DEFAULT_UPSTREAMS, Upstream
+from trialrun.gateway.usage import Price, cost_usd, load_prices
+from trialrun.gateway.wire import Handler, Server, read_body, send_error
+
+if TYPE_CHECKING:
+    from trialrun.config.models import Normalization
+
+LOG = logging.getLogger("trialrun.gateway")
+CLOSE_TIMEOUT_S = 30.0
+AutoOpen = Callable[[str], tuple[Path, Mode]]
+
+
+@dataclass(frozen=True)
+class UnservedRequest:
+    """A request the gateway answered with its own error instead of a model response."""
+
+    method: str
+    target: str
+    status: int
+    reason: str
+    run_id: str | None
+
+
+class Gateway:
+    """The model gateway. Start it, open runs, give each agent ``scope.env()``, close the runs."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, str] | None = None,
+        normalization: Normalization | None = None,
+        prices: Mapping[str, Price] | Path | None = None,
+        lenient: bool = False,
+        *,
+        default_rules: bool = True,
+        auto_open: AutoOpen | None = None,
+        workdir: str | Path | None = None,
+        upstream_timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        """``upstreams`` overrides the provider URLs (``{"openai": "http://127.0.0.1:9"}``);
+        ``prices`` is a price table or the path of one; ``default_rules=False`` keeps only the
+        given normalization; ``auto_open(run_id) -> (cassette_path, mode)`` opens a run on its
+        first request instead of answering 404 (the CLI uses it); ``workdir`` is the default of
+        ``open_run``'s."""
+        unknown = sorted(set(upstreams or {}) - set(ENDPOINTS))
+        if unknown:
+            raise ConfigError(
+                f"unknown upstream provider {unknown[0]!r}; expected one of {', '.join(ENDPOINTS)}"
+            )
+        merged = {**DEFAULT_UPSTREAMS, **(upstreams or {})}
+        self._upstreams = {p: Upstream.parse(url, provider=p) for p, url in merged.items()}
+        self._normalization = normalization
+        self._default_rules = default_rules
+        RequestNormalizer(normalization)  # a bad user regex fails here, not mid-run
+        self._prices = load_prices(prices) if isinstance(prices, Path) else prices
+        self.lenient = lenient
+        self._auto_open = auto_open
+        self._workdir = workdir
+        self._upstream_timeout = upstream_timeout
+        self._lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._runs: dict[str, RunState] = {}
+        self._closed: set[str] = set()
+        self._unserved: list[UnservedRequest] = []
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen (port 0: any free port) and serve in a thread; returns ``url``."""
+        if self._server is not None:
+            raise RuntimeError("the gateway is already started")
+        self._server = Server((host, port), self._serve)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="trialrun-gateway",
+            daemon=True,
+        )
+        self._thread.start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the running gateway."""
+        if self._server is None:
+            raise RuntimeError("the gateway is not started; call start() first")
+        host, port = self._server.server_address[:2]
+        shown = f"[{host!s}]" if ":" in str(host) else str(host)
+        return f"http://{shown}:{port}"
+
+    def stop(self) -> None:
+        """Stop serving and drop open connections. Open runs are not written: close them first."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        server.drop_connections()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Gateway:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---- runs ----------------------------------------------------------------------------
+
+    def open_run(
+        self, run_id: str, cassette_path: Path, mode: Mode, *, workdir: str | Path | None = None
+    ) -> RunScope:
+        """Start serving ``run_id``; in replay the cassette is loaded now (``CassetteError``).
+
+        ``workdir``, the agent's working directory, becomes ``<workdir>`` in message text.
+        """
+        workdir = workdir if workdir is not None else self._workdir
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; found {mode!r}")
+        if not is_valid_run_id(run_id):
+            raise ValueError(f"run id must be {RUN_ID_RULE}; found {run_id!r}")
+        url = self.url
+        normalizer = RequestNormalizer(
+            self._normalization, defaults=self._default_rules, workdir=workdir
+        )
+        cassette = ModelCassette.load(cassette_path, normalizer) if mode == "replay" else None
+        state = RunState(run_id, mode, cassette_path, normalizer, cassette)
+        with self._lock:
+            if run_id in self._runs:
+                raise ValueError(f"run {run_id!r} is already open")
+            self._runs[run_id] = state
+            self._closed.discard(run_id)
+        return RunScope(state, url)
+
+    def close_run(self, run_id: str, clean: bool) -> list[ModelCall]:
+        """Stop serving ``run_id`` (after its requests in flight) and return its model calls.
+
+        In record mode a clean close writes the cassette atomically; ``clean=False`` discards it.
+        """
+        with self._lock:
+            state = self._runs.pop(run_id, None)
+            if state is None:
+                raise ValueError(f"run {run_id!r} is not open")
+            self._closed.add(run_id)
+        if not state.wait_idle(CLOSE_TIMEOUT_S):
+            LOG.warning("run %s closed with requests still in flight", run_id)
+        if state.mode == "record" and clean:
+            try:
+                write_cassette(state.cassette_path, state.recordings())
+            except OSError as exc:
+                raise CassetteError(
+                    f"cannot write the cassette: {exc.strerror or exc}", file=state.cassette_path
+                ) from None
+        unused = state.unused_recordings()
+        if unused:
+            LOG.info("run %s: %d recording(s) were never asked for", run_id, len(unused))
+        return state.calls()
+
+    def close_all(self, clean: bool) -> dict[str, list[ModelCall]]:
+        """Close every open run (the CLI does this at shutdown).
+
+        A cassette that cannot be written does not stop the others from being written; the
+        first such ``CassetteError`` is raised once every run is closed.
+        """
+        with self._lock:
+            run_ids = list(self._runs)
+        closed: dict[str, list[ModelCall]] = {}
+        failures: list[CassetteError] = []
+        for run_id in run_ids:
+            try:
+                closed[run_id] = self.close_run(run_id, clean)
+            except CassetteError as exc:
+                LOG.error("run %s: %s", run_id, exc)
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return closed
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The runs open now."""
+        with self._lock:
+            return list(self._runs)
+
+    def unserved(self) -> list[UnservedRequest]:
+        """Requests the gateway answered with its own error instead of forwarding or replaying
+        them: unknown paths, providers and runs, closed runs, bodies it cannot take."""
+        with self._lock:
+            return list(self._unserved)
+
+    def _begin_request(self, run_id: str) -> RunState:
+        """The open run of a request, counted in flight (``close_run`` waits for it)."""
+        state = self._open_state(run_id)
+        if state is not None:
+            return state
+        with self._lock:
+            closed = run_id in self._closed
+        if closed or self._auto_open is None:
+            why = "was closed" if closed else "is not open"
+            raise RouteError(404, f"run {run_id!r} {why} on this gateway", run_id=run_id)
+        with self._open_lock:  # two first requests of one run must not both open it
+            state = self._open_state(run_id)
+            if state is None:
+                path, mode = self._auto_open(run_id)
+                try:
+                    self.open_run(run_id, path, mode)
+                except CassetteError as exc:
+                    raise RouteError(
+                        500, f"cannot replay run {run_id!r}: {exc}", run_id=run_id
+                    ) from None
+                state = self._open_state(run_id)
+        if state is None:
+            raise RouteError(404, f"run {run_id!r} was closed on this gateway", run_id=run_id)
+        return state
+
+    def _open_state(self, run_id: str) -> RunState | None:
+        # Counted under the run table's lock: once close_run has taken a run out of the table,
+        # no new request can start in it, and every one that started is waited for.
+        with self._lock:
+            state = self._runs.get(run_id)
+            if state is not None:
+                state.begin()
+            return state
+
+    # ---- requests ------------------------------------------------------------------------
+
+    def _serve(self, handler: Handler) -> None:
+        started, timestamp = time.monotonic(), time.time()
+        try:
+            route = parse_route(handler.command, handler.path)
+            state = self._begin_request(route.run_id)
+        except RouteError as exc:
+            self._refuse(handler, exc, started, timestamp)
+            return
+        try:
+            body = read_body(handler, route.provider)
+            request = parse_json(body)
+            normalized = state.normalizer.normalize(request)
+            exchange = Exchange(
+                state=state,
+                route=route,
+                method=handler.command,
+                body=body,
+                request=request,
+                normalized=normalized,
+                key=request_key(route.provider, route.path, normalized),
+                started=started,
+                timestamp=timestamp,
+            )
+            if state.mode == "replay":
+                outcome = replay(handler, exchange, lenient=self.lenient)
+            else:
+                upstream = self._upstreams[route.provider]
+                outcome = forward(handler, exchange, upstream, timeout=self._upstream_timeout)
+            self._finish(exchange, outcome)
+        except RouteError as exc:  # a body the gateway cannot take
+            exc.run_id = route.run_id
+            self._refuse(handler, exc, started, timestamp)
+        finally:
+            state.end()
+
+    def _refuse(self, handler: Handler, exc: RouteError, started: float, timestamp: float) -> None:
+        LOG.warning("not served: %s %r -> %d: %s", handler.command, handler.path, exc.status, exc)
+        with self._lock:
+            self._unserved.append(
+                UnservedRequest(handler.command, handler.path, exc.status, exc.message, exc.run_id)
+            )
+            state = self._runs.get(exc.run_id) if exc.run_id is not None else None
+        if state is not None:
+            # "/run/<id>/<provider>/<path>": what the agent asked for, even if not served.
+            segments = handler.path.split("?")[0].split("/", 4)
+            state.add_call(
+                ModelCall(
+                    provider=exc.provider or (segments[3] if len(segments) > 3 else ""),
+                    path="/" + (segments[4] if len(segments) > 4 else ""),
+                    model=None,
+                    stream=False,
+                    status=exc.status,
+                    tokens_in=None,
+                    tokens_out=None,
+                    cost_usd=None,
+                    key=None,
+                    duration_ms=(time.monotonic() - started) * 1000,
+                    replayed=state.mode == "replay",
+                    error=exc.message,
+                    timestamp=timestamp,
+                )
+            )
+        handler.close_connection = True  # its body may be unread
+        send_error(handler, exc.provider, exc.status, exc.message, code="not_served")
+
+    def _finish(self, exchange: Exchange, outcome: Outcome) -> None:
+        usage = outcome.usage
+        request, route = exchange.request, exchange.route
+        asked = request.get("model") if isinstance(request, dict) else None
+        model = asked if isinstance(asked, str) else usage.model
+        call = ModelCall(
+            provider=route.provider,
+            path=route.path,
+            model=model,
+            stream=isinstance(request, dict) and request.get("stream") is True,
+            status=outcome.status,
+            tokens_in=usage.tokens_in,
+            tokens_out=usage.tokens_out,
+            cost_usd=cost_usd(self._prices, [model, usage.model], usage),
+            key=exchange.key,
+            duration_ms=(time.monotonic() - exchange.started) * 1000,
+            replayed=outcome.replayed,
+            error=outcome.error,
+            warning=outcome.warning,
+            tokens_cached=usage.tokens_cached,
+            timestamp=exchange.timestamp,
+        )
+        exchange.state.add_call(call)
+        LOG.info(
+            "run %s: %s %s -> %d%s%s (%.0f ms)",
+            exchange.state.run_id,
+            route.provider,
+            route.path,
+            outcome.status,
+            " replayed" if outcome.replayed else "",
+            " failed" if outcome.error else "",
+            call.duration_ms,
+        )

@@ -1,0 +1,211 @@
+"""HTTP plumbing of the gateway: the threaded server, reading requests, writing responses.
+
+Kept apart from the gateway's logic (``server``) so that module reads as what happens to a model
+call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), upstream
+responses passed on chunk by chunk as they arrive, whole replayed responses, and error bodies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import BufferedIOBase
+from typing import Any
+
+from trialrun.gateway.routes import RouteError, error_body
+from trialrun.gateway.upstream import HOP_BY_HOP
+
+LOG = logging.getLogger("trialrun.gateway")
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_CHUNK_BYTES = 64 * 1024
+
+
+class Server(ThreadingHTTPServer):
+    """One daemon thread per connection; ``drop_connections`` ends them all at shutdown."""
+
+    daemon_threads = True  # an idle keep-alive connection must not hold up shutdown
+
+    def __init__(self, address: tuple[str, int], serve: Callable[[Handler], None]) -> None:
+        self.serve = serve
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Hands every request, whatever its method, to the server's ``serve`` callable."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
+    # Each SSE chunk goes out at once, and a body written after its headers does not wait for
+    # the client's delayed ACK (Nagle's algorithm cost 40 ms per response here).
+    disable_nagle_algorithm = True
+    server: Server
+
+    def do_POST(self) -> None:
+        try:
+            self.server.serve(self)
+        except Exception:  # a bug must not end the connection's thread silently
+            LOG.exception("gateway error while serving %s %r", self.command, self.path)
+            self.close_connection = True
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # requests are logged as model calls; stderr belongs to the caller
+
+
+def read_body(handler: Handler, provider: str | None) -> bytes:
+    """The request body (``Content-Length`` or chunked); ``RouteError`` 400/413 when bad."""
+    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
+        return _read_chunked(handler.rfile, provider)
+    declared = handler.headers.get("Content-Length")
+    if declared is None:
+        return b""
+    try:
+        length = int(declared)
+    except ValueError:
+        raise RouteError(
+            400, f"Content-Length must be a number; found {declared!r}", provider=provider
+        ) from None
+    if length < 0 or length > MAX_BODY_BYTES:
+        raise RouteError(413, _too_large(length), provider=provider)
+    body = handler.rfile.read(length)
+    if len(body) != length:
+        raise RouteError(400, "the request body ended before its Content-Length", provider=provider)
+    return body
+
+
+def _too_large(size: int) -> str:
+    return f"request body of {size} bytes is over the gateway's limit of {MAX_BODY_BYTES} bytes"
+
+
+def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        size_line = stream.readline(1024).split(b";")[0].strip()
+        try:
+            size = int(size_line, 16)
+        except ValueError:
+            raise RouteError(400, "malformed chunked request body", provider=provider) from None
+        if size == 0:
+            while stream.readline(1024).strip():  # trailer fields, ignored
+                pass
+            return b"".join(parts)
+        total += size
+        if total > MAX_BODY_BYTES:
+            raise RouteError(413, _too_large(total), provider=provider)
+        parts.append(stream.read(size))
+        stream.readline(1024)  # the CRLF after the chunk
+
+
+def relay(handler: Handler, response: http.client.HTTPResponse) -> tuple[bytes, bool]:
+    """Pass an upstream response on as it arrives; returns ``(body received, complete)``.
+
+    Each piece the upstream sends is written (as an HTTP chunk when the length is unknown, which
+    is how streams come) and flushed before the next is read. If the agent goes away the rest is
+    still read, so a recording holds the whole answer.
+    """
+    handler.send_response(response.status, response.reason)
+    for name, value in response.getheaders():
+        if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding":
+            handler.send_header(name, value)
+    length = response.getheader("Content-Length")
+    no_body = response.status in (204, 304) or response.status < 200
+    chunked = not no_body and (response.chunked or length is None)
+    if chunked:
+        handler.send_header("Transfer-Encoding", "chunked")
+    elif not no_body:
+        handler.send_header("Content-Length", str(length))
+    handler.end_headers()
+    pieces: list[bytes] = []
+    client_ok = complete = True
+    while not no_body:
+        try:
+            data = response.read1(_CHUNK_BYTES)
+        except (OSError, http.client.HTTPException):
+            complete = False
+            break
+        if not data:
+            break
+        pieces.append(data)
+        if client_ok:
+            client_ok = _write(handler, b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+    received = b"".join(pieces)
+    if not chunked and not no_body and length is not None and len(received) != int(length):
+        complete = False
+    if client_ok and complete and chunked:
+        client_ok = _write(handler, b"0\r\n\r\n")
+    if not (client_ok and complete):
+        handler.close_connection = True
+    return received, complete
+
+
+def _write(handler: Handler, data: bytes) -> bool:
+    try:
+        handler.wfile.write(data)
+        handler.wfile.flush()
+    except OSError:
+        return False
+    return True
+
+
+def send_whole(
+    handler: Handler, status: int, content_type: str, headers: Mapping[str, str], body: bytes
+) -> None:
+    """Send a complete response (replayed recordings, gateway errors)."""
+    try:
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        if content_type:
+            handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except OSError:
+        handler.close_connection = True
+
+
+def send_error(
+    handler: Handler,
+    provider: str | None,
+    status: int,
+    message: str,
+    *,
+    code: str,
+    retry: bool = False,
+) -> None:
+    """An error in the provider's shape; ``x-should-retry: false`` unless ``retry``."""
+    headers = {} if retry else {"x-should-retry": "false"}
+    if handler.close_connection:
+        headers["Connection"] = "close"
+    send_whole(
+        handler,
+        status,
+        "application/json",
+        headers,
+        error_body(provider, status, message, code=code),
+    )

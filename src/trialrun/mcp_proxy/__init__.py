@@ -1,0 +1,63 @@
+"""Record and replay MCP servers at the JSON-RPC level (``trialrun mcp-proxy``).
+
+The proxy is stdlib only: it never imports the ``mcp`` package, so it runs beside any client and
+any server, of either protocol era. What the runner needs is here:
+
+* ``proxy_command(...)`` builds the argv that launches the stdio proxy in front of a server;
+* ``read_events(path)`` reads the per-call events the proxy appends while it runs;
+* ``load_cassette(path)`` validates a cassette (``CassetteError`` names file and line).
+
+The file format and the replay rules are documented in docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from trialrun.mcp_proxy.cassette import (
+    CallRecord,
+    ExchangeRecord,
+    McpCassette,
+    load_cassette,
+)
+from trialrun.mcp_proxy.events import read_events
+
+__all__ = [
+    "CallRecord",
+    "ExchangeRecord",
+    "McpCassette",
+    "load_cassette",
+    "proxy_command",
+    "read_events",
+]
+
+Mode = Literal["record", "replay"]
+
+
+def proxy_command(
+    server_command: Sequence[str],
+    *,
+    cassette: str | Path,
+    mode: Mode,
+    name: str,
+    events: str | Path | None = None,
+    python: str | None = None,
+) -> list[str]:
+    """The argv that runs ``server_command`` behind the stdio proxy.
+
+    ``[python, "-m", "trialrun", "mcp-proxy", "--cassette", C, "--mode", M, "--name", N,
+    "--events", E, "--", *server_command]``; ``python`` defaults to ``sys.executable``. In
+    replay the server command is kept (it documents the cassette) but never started.
+    """
+    if mode not in ("record", "replay"):
+        raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
+    if mode == "record" and not server_command:
+        raise ValueError("record mode needs the MCP server command")
+    argv = [python or sys.executable, "-m", "trialrun", "mcp-proxy"]
+    argv += ["--cassette", str(cassette), "--mode", mode, "--name", name]
+    if events is not None:
+        argv += ["--events", str(events)]
+    return [*argv, "--", *server_command]

@@ -1,0 +1,129 @@
+"""The events file: one JSON line per ``tools/call`` as it completes, for the runner to read.
+
+The runner reads the file while the proxy is still running (and after it was killed), so each
+event is one ``write`` of one whole line to a file opened for appending, and ``read_events``
+ignores a last line that was cut short. Line layout::
+
+    {"server": str, "tool": str, "args": object, "ok": bool, "result": any, "error": str|null,
+     "timestamp": float, "duration_ms": float, "replayed": bool}
+
+``timestamp`` is when the call arrived (epoch seconds), so ``timestamp + duration_ms`` is when
+it was answered; lines are in the order calls completed. Everything is redacted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from trialrun.errors import TrialrunError
+from trialrun.fsutil import escape_lone_surrogates
+from trialrun.mcp_proxy.jsonrpc import JsonObject
+from trialrun.redact import redact
+
+
+def call_outcome(result: Any, rpc_error: JsonObject | None) -> tuple[bool, str | None]:
+    """``(ok, error text)`` of a tools/call answer, in trialrun's tool-call terms.
+
+    A JSON-RPC error and a result with ``isError: true`` both fail the call; the error text is
+    the JSON-RPC message (with its code) or the result's text content.
+    """
+    if rpc_error is not None:
+        return False, f"JSON-RPC error {rpc_error.get('code')}: {rpc_error.get('message')}"
+    if isinstance(result, dict) and result.get("isError") is True:
+        content = result.get("content")
+        texts = [
+            block["text"]
+            for block in (content if isinstance(content, list) else [])
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        ]
+        return False, "\n".join(texts) or "the tool reported an error (isError: true)"
+    return True, None
+
+
+class EventLog:
+    """Appends events to one file; safe to call from several threads."""
+
+    def __init__(self, path: Path | None, *, server: str, replayed: bool) -> None:
+        self.path = path
+        self.server = server
+        self.replayed = replayed
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+
+    def tool_call(
+        self,
+        *,
+        tool: str,
+        args: Any,
+        ok: bool,
+        result: Any,
+        error: str | None,
+        timestamp: float,
+        duration_ms: float,
+    ) -> None:
+        if self._fd is None:
+            return
+        event = redact(
+            {
+                "server": self.server,
+                "tool": tool,
+                "args": args,
+                "ok": ok,
+                "result": result,
+                "error": error,
+                "timestamp": timestamp,
+                "duration_ms": round(duration_ms, 3),
+                "replayed": self.replayed,
+            }
+        )
+        ordered = {key: event[key] for key in sorted(event)}  # result keeps its wire order
+        text = json.dumps(ordered, ensure_ascii=False, allow_nan=False)
+        data = (escape_lone_surrogates(text) + "\n").encode("utf-8")
+        with self._lock:
+            view = memoryview(data)
+            while view:  # O_APPEND: a regular file takes it in one write; loop for safety
+                view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """The events written so far; a missing file is no events, a cut-off last line is ignored."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")
+    complete, partial = lines[:-1], lines[-1]
+    events: list[dict[str, Any]] = []
+    for line_no, line in enumerate(complete, start=1):
+        if line.strip():
+            events.append(_event(line, file, line_no))
+    if partial.strip():
+        # The proxy is still writing this line (or was killed while writing it).
+        with contextlib.suppress(TrialrunError):
+            events.append(_event(partial, file, len(lines)))
+    return events
+
+
+def _event(line: bytes, file: Path, line_no: int) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise TrialrunError(f"{file}:{line_no}: expected a JSON event, found {exc}") from None
+    if not isinstance(value, dict):
+        raise TrialrunError(f"{file}:{line_no}: expected a JSON object per line")
+    return value

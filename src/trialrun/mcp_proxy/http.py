@@ -1,0 +1,332 @@
+"""The streamable-HTTP front end: one proxy process, one URL path, cassette and cursor per run.
+
+``POST /run/<run-id>/mcp`` carries one JSON-RPC message. The 2026-07-28 revision has no session
+id, so the path is the only per-run scope: each run id has its own cassette
+``<cassette-dir>/<run-id>.jsonl``, its own replay cursor and, in record mode, its own upstream
+stdio server, started on the run's first request. Replies are ``application/json``, or
+``text/event-stream`` (progress notifications, then the response) when progress precedes the
+answer; notifications and client responses get 202. ``GET`` is 405 (there is no server-initiated
+stream); ``DELETE`` ends the run (record: the server is stopped and the cassette written) and
+answers 200. A handshake-era ``initialize`` gets a fresh ``Mcp-Session-Id``, which is never
+checked or recorded.
+
+Record mode's per-run server and its id/token renumbering live in ``http_record``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Generator, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from trialrun.errors import CassetteError
+from trialrun.mcp_proxy import jsonrpc
+from trialrun.mcp_proxy.cassette import load_cassette
+from trialrun.mcp_proxy.events import EventLog
+from trialrun.mcp_proxy.http_record import RecordRun
+from trialrun.mcp_proxy.jsonrpc import JsonObject
+from trialrun.mcp_proxy.record import Recorder
+from trialrun.mcp_proxy.replay import ReplaySession
+from trialrun.mcp_proxy.stdio import stop_signals
+from trialrun.mcp_proxy.upstream import UpstreamError
+
+RUN_PATH = re.compile(r"^/run/(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,199})/mcp/?$")
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+class _ReplayRun:
+    def __init__(self, session: ReplaySession) -> None:
+        self.session = session
+
+    def request(self, message: JsonObject) -> Generator[JsonObject, None, None]:
+        yield from self.session.handle(message)
+
+    def notify(self, message: Any) -> None:
+        self.session.handle(message)
+
+    def close(self) -> None:
+        """Replay keeps the run's cursor: the run id, not the connection, is the scope."""
+
+
+class McpHttpProxy:
+    """The runs served by one HTTP proxy, created on their first request."""
+
+    def __init__(
+        self,
+        *,
+        mode: str,
+        cassette_dir: Path,
+        server_command: Sequence[str],
+        name: str,
+        events_dir: Path | None = None,
+    ) -> None:
+        if mode not in ("record", "replay"):
+            raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
+        self.mode = mode
+        self.cassette_dir = cassette_dir
+        self.server_command = list(server_command)
+        self.name = name
+        self.events_dir = events_dir
+        self._lock = threading.Lock()
+        self._runs: dict[str, RecordRun | _ReplayRun] = {}
+        self._events: list[EventLog] = []
+
+    def run(self, run_id: str) -> RecordRun | _ReplayRun:
+        """The run's state; raises ``CassetteError`` when a replayed run has no usable cassette."""
+        with self._lock:
+            existing = self._runs.get(run_id)
+            if existing is not None:
+                return existing
+            cassette = self.cassette_dir / f"{run_id}.jsonl"
+            loaded = load_cassette(cassette) if self.mode == "replay" else None
+            events_path = self.events_dir / f"{run_id}.jsonl" if self.events_dir else None
+            events = EventLog(events_path, server=self.name, replayed=loaded is not None)
+            self._events.append(events)
+            state: RecordRun | _ReplayRun
+            if loaded is not None:
+                state = _ReplayRun(ReplaySession(loaded, server_name=self.name, events=events))
+            else:
+                recorder = Recorder(
+                    server_name=self.name, upstream=self.server_command, events=events
+                )
+                state = RecordRun(self.server_command, cassette, recorder)
+            self._runs[run_id] = state
+            return state
+
+    def end_run(self, run_id: str) -> bool:
+        with self._lock:
+            state = self._runs.get(run_id)
+        if state is None:
+            return False
+        state.close()
+        return True
+
+    def close(self) -> None:
+        """Shut down: every recorded run's server stopped and its cassette written."""
+        with self._lock:
+            runs = list(self._runs.values())
+        for state in runs:
+            try:
+                state.close()
+            except (OSError, CassetteError) as exc:
+                print(f"trialrun mcp-proxy: {exc}", file=sys.stderr)
+        for events in self._events:
+            events.close()
+
+
+def serve_http(
+    *,
+    host: str,
+    port: int,
+    mode: str,
+    cassette_dir: Path,
+    server_command: Sequence[str],
+    name: str,
+    events_dir: Path | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; the base URL is the first line on stdout. Returns 0.
+
+    In record mode the server command is checked before anything is served (``UpstreamError``).
+    """
+    if mode == "record":
+        check_command(server_command)
+    proxy = McpHttpProxy(
+        mode=mode,
+        cassette_dir=cassette_dir,
+        server_command=server_command,
+        name=name,
+        events_dir=events_dir,
+    )
+    try:
+        server = make_server(host, port, proxy)
+    except OSError as exc:
+        raise UpstreamError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sys.stdout.write(server_url(server) + "\n")
+    sys.stdout.flush()
+    stop_requested: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stop_requested.append(signum)
+
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="mcp-http", daemon=True
+    )
+    with stop_signals(stop):
+        thread.start()
+        while not stop_requested:
+            time.sleep(0.1)
+    with stop_signals(signal.SIG_IGN):
+        server.shutdown()
+        server.server_close()
+        proxy.close()
+    return 0
+
+
+def check_command(command: Sequence[str]) -> None:
+    """Fail early when the server command cannot run (record mode starts it lazily per run)."""
+    if not command:
+        raise UpstreamError("record mode needs the MCP server command after '--'")
+    if shutil.which(command[0]) is None:
+        raise UpstreamError(f"cannot start MCP server: command not found: {command[0]}")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    proxy: McpHttpProxy
+
+
+class _IPv6Server(_Server):
+    address_family = socket.AF_INET6
+
+
+def make_server(host: str, port: int, proxy: McpHttpProxy) -> _Server:
+    """Bind (port 0 picks a free one); ``server_url(server)`` is the base URL."""
+    server_class = _IPv6Server if ":" in host else _Server
+    server = server_class((host, port), _Handler)
+    server.proxy = proxy
+    return server
+
+
+def server_url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    text = host.decode() if isinstance(host, bytes) else str(host)
+    shown = f"[{text}]" if ":" in text else text
+    return f"http://{shown}:{port}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the access log would drown the server's own diagnostics on stderr."""
+
+    def _run_id(self) -> str | None:
+        match = RUN_PATH.match(self.path.split("?", 1)[0])
+        if match is None:
+            self._plain(404, f"not found: expected POST /run/<run-id>/mcp, found {self.path}\n")
+            return None
+        return match.group("run")
+
+    def do_GET(self) -> None:
+        if self._run_id() is not None:
+            self._plain(405, "no server-initiated stream: POST requests instead\n", allow=True)
+
+    def do_DELETE(self) -> None:
+        run_id = self._run_id()
+        if run_id is not None:
+            try:
+                self.server.proxy.end_run(run_id)
+            except (OSError, CassetteError) as exc:
+                self._plain(500, f"{exc}\n")
+                return
+            self._plain(200, "")
+
+    def do_POST(self) -> None:
+        run_id = self._run_id()
+        if run_id is None:
+            return
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self._plain(411, "a Content-Length header is required\n")
+            return
+        body = self.rfile.read(int(length))
+        try:
+            message = jsonrpc.parse(body)
+        except jsonrpc.MessageError as exc:
+            reply = jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}")
+            self._json(400, reply)
+            return
+        if not (jsonrpc.is_request(message) or jsonrpc.is_notification(message)):
+            if jsonrpc.is_response(message):
+                self._accept(run_id, message)
+                return
+            reply = jsonrpc.error_response(
+                message.get("id") if isinstance(message, dict) else None,
+                jsonrpc.INVALID_REQUEST,
+                "expected one JSON-RPC request, notification or response per POST",
+            )
+            self._json(400, reply)
+            return
+        if jsonrpc.is_notification(message):
+            self._accept(run_id, message)
+            return
+        try:
+            state = self.server.proxy.run(run_id)
+        except CassetteError as exc:
+            print(f"trialrun mcp-proxy: error: {exc}", file=sys.stderr)
+            self._json(
+                200, jsonrpc.error_response(message["id"], jsonrpc.CASSETTE_MISMATCH, str(exc))
+            )
+            return
+        self._answer(message, state.request(message))
+
+    def _accept(self, run_id: str, message: Any) -> None:
+        with contextlib.suppress(CassetteError):  # reported when the run's first request arrives
+            self.server.proxy.run(run_id).notify(message)
+        self._plain(202, "")
+
+    def _answer(self, request: JsonObject, replies: Generator[JsonObject, None, None]) -> None:
+        try:
+            self._stream(request, replies)
+        finally:
+            replies.close()  # stop waiting upstream; the recorder still gets the answer
+
+    def _stream(self, request: JsonObject, replies: Iterator[JsonObject]) -> None:
+        first = next(replies, None)
+        if first is None:  # cannot happen: every request gets a reply
+            first = jsonrpc.error_response(request["id"], jsonrpc.UPSTREAM_FAILED, "no answer")
+        if jsonrpc.is_response(first):
+            headers = {}
+            if request["method"] == "initialize" and "result" in first:
+                headers[SESSION_HEADER] = uuid.uuid4().hex
+            self._json(200, first, headers)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")  # the body ends when the stream does
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for message in _chain(first, replies):
+                self.wfile.write(b"event: message\ndata: " + jsonrpc.encode(message) + b"\n")
+                self.wfile.flush()
+        except OSError:
+            pass  # the client went away (on 2026-07-28 that is how it cancels)
+
+    def _json(self, status: int, message: Any, headers: dict[str, str] | None = None) -> None:
+        data = jsonrpc.encode(message)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _plain(self, status: int, text: str, *, allow: bool = False) -> None:
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        if allow:
+            self.send_header("Allow", "POST, DELETE")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _chain(first: JsonObject, rest: Iterator[JsonObject]) -> Iterator[JsonObject]:
+    yield first
+    yield from rest

@@ -1,0 +1,232 @@
+"""The stdio proxy: an MCP server on our stdin/stdout that records a live server or replays one.
+
+stdout carries protocol only; diagnostics go to stderr. A line that is not JSON gets a -32700
+parse error and the proxy keeps going (in both modes it is answered here, never forwarded).
+
+* **record**: the server command runs as a child; every line is forwarded unchanged in both
+  directions by two threads while the main thread waits for the end of the session: EOF on
+  stdin, SIGTERM or SIGINT (the proxy runs in the agent's process group and gets SIGTERM when
+  the case ends), or the server exiting. The cassette is then written atomically and the server
+  stopped. A server that exits before saying anything is reported as not starting (exit 2,
+  nothing written); one that dies mid-session still gets its cassette written (exit 1).
+* **replay**: no child at all; one thread answers each line from the cassette.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypeVar
+
+from trialrun.mcp_proxy import jsonrpc
+from trialrun.mcp_proxy.cassette import load_cassette
+from trialrun.mcp_proxy.events import EventLog
+from trialrun.mcp_proxy.record import Recorder
+from trialrun.mcp_proxy.replay import ReplaySession
+from trialrun.mcp_proxy.upstream import Upstream, UpstreamError, describe
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+# After the client hangs up, how long the server gets to finish on its own before it is stopped.
+DRAIN_SECONDS = 1.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Exit codes (negative: killed by that signal) of a server stopped together with the proxy.
+_STOPPED_WITH_US = frozenset({-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP})
+
+
+class _Stop(Exception):
+    """Raised by the signal handler to leave a blocking read in replay mode."""
+
+
+def run_stdio_proxy(
+    *,
+    mode: str,
+    cassette: Path,
+    server_command: Sequence[str],
+    name: str,
+    events: Path | None = None,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+) -> int:
+    """Serve one MCP session on the given descriptors; returns the process exit code.
+
+    Raises ``CassetteError`` (missing or corrupt cassette in replay) and ``UpstreamError``
+    (server command cannot start) before anything is served.
+    """
+    if mode == "replay":
+        return _replay(cassette, name, events, stdin_fd, stdout_fd)
+    if mode == "record":
+        return _record(cassette, list(server_command), name, events, stdin_fd, stdout_fd)
+    raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
+
+
+def _parse_error(exc: jsonrpc.MessageError) -> jsonrpc.JsonObject:
+    return jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}")
+
+
+def _replay(
+    cassette_path: Path, name: str, events_path: Path | None, stdin_fd: int, stdout_fd: int
+) -> int:
+    session = ReplaySession(load_cassette(cassette_path), server_name=name)
+    session.events = EventLog(events_path, server=name, replayed=True)
+    out = jsonrpc.LineWriter(stdout_fd)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stop
+
+    try:
+        with stop_signals(stop):
+            for line in jsonrpc.read_lines(stdin_fd):
+                try:
+                    message = jsonrpc.parse(line)
+                except jsonrpc.MessageError as exc:
+                    out.send(_parse_error(exc))
+                    continue
+                replies: list[jsonrpc.JsonObject] | None = _guarded(session.handle, message, None)
+                if replies is None:  # a bug: the request still gets an answer, never a hang
+                    replies = _internal_error(message)
+                for reply in replies:
+                    out.send(reply)
+    except _Stop:
+        pass
+    except OSError:
+        pass  # the client closed our stdout: the session is over
+    finally:
+        session.events.close()
+    return EXIT_OK
+
+
+def _record(
+    cassette_path: Path,
+    command: list[str],
+    name: str,
+    events_path: Path | None,
+    stdin_fd: int,
+    stdout_fd: int,
+) -> int:
+    events = EventLog(events_path, server=name, replayed=False)
+    recorder = Recorder(server_name=name, upstream=command, events=events)
+    out = jsonrpc.LineWriter(stdout_fd)
+    done = threading.Event()
+    state: dict[str, Any] = {"signal": None, "client_eof": False, "exit": "running"}
+
+    def from_server(line: bytes) -> None:
+        # A non-JSON line is forwarded as it is: the client judges what its server says.
+        with contextlib.suppress(jsonrpc.MessageError):
+            _guarded(recorder.from_server, jsonrpc.parse(line), None)
+        try:
+            out.write(line + b"\n")
+        except OSError:
+            done.set()  # the client is gone
+
+    def server_exited(code: int | None) -> None:
+        state["exit"] = code
+        done.set()
+
+    upstream = Upstream(command, on_line=from_server, on_exit=server_exited)
+    upstream.start()
+
+    def from_client() -> None:
+        try:
+            for line in jsonrpc.read_lines(stdin_fd):
+                try:
+                    message = jsonrpc.parse(line)
+                except jsonrpc.MessageError as exc:
+                    out.send(_parse_error(exc))
+                    continue
+                _guarded(recorder.from_client, message, None)
+                if not upstream.send(line + b"\n"):
+                    return  # the server is gone; server_exited reports that
+        except OSError:
+            pass  # our stdin broke: the client is gone, as on EOF
+        state["client_eof"] = True
+        done.set()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        state["signal"] = signum  # only a flag: the main loop below does the work
+        done.set()
+
+    threading.Thread(target=from_client, name="mcp-client", daemon=True).start()
+    with stop_signals(stop):
+        while not done.wait(0.2):
+            pass
+    with stop_signals(signal.SIG_IGN):  # a second SIGTERM must not cut the cassette write short
+        try:
+            return _finish(recorder, upstream, cassette_path, command, state)
+        finally:
+            upstream.stop()
+            events.close()
+
+
+def _finish(
+    recorder: Recorder,
+    upstream: Upstream,
+    cassette_path: Path,
+    command: list[str],
+    state: dict[str, Any],
+) -> int:
+    if state["signal"] is None and state["exit"] in _STOPPED_WITH_US:
+        # The case's SIGTERM reached the whole process group and the server went first.
+        state["signal"] = -state["exit"]
+    ended_by_server = state["signal"] is None and not state["client_eof"]
+    if ended_by_server and not recorder.answered:
+        raise UpstreamError(
+            f"MCP server exited with code {state['exit']} before answering: {describe(command)}"
+        )
+    if state["signal"] is None and state["client_eof"]:
+        # The client hung up: let the server see EOF and deliver what it still had to say.
+        upstream.close_input()
+        upstream.wait_finished(DRAIN_SECONDS)
+    count = recorder.write(cassette_path)
+    print(f"trialrun mcp-proxy: recorded {count} answer(s) to {cassette_path}", file=sys.stderr)
+    if ended_by_server:
+        print(
+            f"trialrun mcp-proxy: the MCP server exited (code {state['exit']}) mid-session",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _internal_error(message: Any) -> list[jsonrpc.JsonObject]:
+    if not jsonrpc.is_request(message):
+        return []
+    text = "Internal error in trialrun mcp-proxy (details on its stderr)"
+    return [jsonrpc.error_response(message["id"], -32603, text)]
+
+
+def _guarded(function: Callable[[Any], T], message: Any, fallback: T) -> T:
+    """Run one step of bookkeeping; a bug in it is reported, never allowed to stop the traffic."""
+    try:
+        return function(message)
+    except Exception:
+        print("trialrun mcp-proxy: internal error (the session goes on):", file=sys.stderr)
+        traceback.print_exc()
+        return fallback
+
+
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers
+
+
+@contextmanager
+def stop_signals(handler: Handler) -> Iterator[None]:
+    """Route SIGTERM and SIGINT to ``handler`` for the duration, then restore the old ones."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals can only be handled on the main thread (in-process embedding)
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,350 @@
+"""What an agent reaches besides the protocol: MCP servers behind proxies, models behind a gateway.
+
+A suite that declares ``mcp_servers:`` gets, per case, one ``trialrun mcp-proxy`` command per
+server, handed to the agent in ``TRIALRUN_MCP_CONFIG`` (a file in the ``mcpServers`` layout that
+Claude Code, Cursor and most MCP clients read) and ``TRIALRUN_MCP_SERVERS`` (the same JSON
+inline). The agent starts the proxies itself, as it would start the servers. A suite that declares
+``model_gateway:`` gets one gateway for the whole run, and each case its own URL prefix in
+``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, so parallel cases never share a replay cursor.
+
+Each case has its own recordings beside its tool cassette: ``<stem>.mcp-<server>.jsonl`` and
+``<stem>.model.jsonl``. After the case, what the proxies and the gateway saw joins the case's
+trace: MCP calls become tool calls (assertions and budgets see them), model calls become
+``usage`` events and ``AgentRun.model_calls``. A replay miss on either side fails the case as a
+``cassette_mismatch`` even when the agent swallowed the error. Record mode replaces a recording
+only when its case ended cleanly, as for tool cassettes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun.config import Case, Suite
+from trialrun.config.models import Mode, ModelGateway
+from trialrun.errors import CassetteError
+from trialrun.fsutil import atomic_write_bytes
+from trialrun.results import AgentRun, Failure, ModelCall, Status, ToolCall
+
+if TYPE_CHECKING:
+    from trialrun.gateway import Gateway
+    from trialrun.gateway import ModelCall as GatewayCall
+
+_PROXY_SAVE_S = 5.0
+"""How long a proxy may take, after its agent is gone, to write the recording it holds."""
+MCP_CONFIG_ENV = "TRIALRUN_MCP_CONFIG"
+MCP_SERVERS_ENV = "TRIALRUN_MCP_SERVERS"
+_MISMATCH = "cassette mismatch"
+
+
+def mcp_cassette_path(case: Case, server: str) -> Path:
+    return _beside(case.cassette_path, f"mcp-{server}")
+
+
+def model_cassette_path(case: Case) -> Path:
+    return _beside(case.cassette_path, "model")
+
+
+def _beside(cassette: Path, part: str) -> Path:
+    stem = cassette.name.removesuffix(".jsonl")
+    return cassette.with_name(f"{stem}.{part}.jsonl")
+
+
+class RunServices:
+    """The services of one run: the model gateway, started once and shared by every case."""
+
+    def __init__(self, suite: Suite, mode: Mode) -> None:
+        self._suite = suite
+        self._mode = mode
+        self._gateway: Gateway | None = None
+
+    def start(self) -> None:
+        settings = self._suite.config.model_gateway
+        if settings is None or self._gateway is not None:
+            return
+        self._gateway = _start_gateway(settings, self._suite.suite_dir)
+
+    def stop(self) -> None:
+        if self._gateway is not None:
+            self._gateway.stop()
+            self._gateway = None
+
+    def for_case(self, case: Case) -> CaseServices:
+        return CaseServices(self._suite, case, self._mode, self._gateway)
+
+
+def _start_gateway(settings: ModelGateway, suite_dir: Path) -> Gateway:
+    from trialrun.gateway import Gateway, load_prices
+
+    prices = None
+    if settings.prices is not None:
+        prices = load_prices((suite_dir / settings.prices).resolve())
+    gateway = Gateway(
+        upstreams={str(provider): url for provider, url in settings.upstreams.items()},
+        normalization=settings.normalization,
+        prices=prices,
+        lenient=settings.lenient,
+    )
+    gateway.start()
+    return gateway
+
+
+@dataclass(frozen=True, slots=True)
+class _McpServerRun:
+    name: str
+    cassette: Path
+    """The committed recording (replay reads it; record replaces it when the case is clean)."""
+    writing: Path
+    """Where the proxy writes: the cassette itself in replay, a temporary file in record."""
+    events: Path
+
+
+class CaseServices:
+    """One case's view of the services: the agent's environment, then merging what they saw."""
+
+    def __init__(self, suite: Suite, case: Case, mode: Mode, gateway: Gateway | None) -> None:
+        self._suite = suite
+        self._case = case
+        self._mode = mode
+        self._gateway = gateway
+        self._workdir: Path | None = None
+        self._servers: list[_McpServerRun] = []
+        self._run_id: str | None = None
+
+    @property
+    def waits_for_exit(self) -> bool:
+        """Record mode needs the agent's proxies to have exited (and saved) before committing."""
+        return bool(self._servers) and self._mode == "record"
+
+    def open(self, agent_env: Mapping[str, str] | None) -> dict[str, str]:
+        """Prepare the case; the environment to add to ``agent_env``. Raises ``CassetteError``."""
+        env: dict[str, str] = {}
+        servers = self._suite.config.mcp_servers
+        if servers:
+            env.update(self._open_mcp())
+        if self._gateway is not None:
+            run_id = f"{_safe(self._case.config.id)}-{secrets.token_hex(4)}"
+            scope = self._gateway.open_run(run_id, model_cassette_path(self._case), self._mode)
+            self._run_id = run_id
+            env.update(scope.env(os.environ if agent_env is None else agent_env))
+        return env
+
+    def _open_mcp(self) -> dict[str, str]:
+        self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-case-"))
+        entries: dict[str, Any] = {}
+        for name, server in self._suite.config.mcp_servers.items():
+            cassette = mcp_cassette_path(self._case, name)
+            if self._mode == "replay" and not cassette.is_file():
+                raise CassetteError(
+                    f"MCP cassette for server {name!r} not found; record it with "
+                    "`trialrun run --mode record`",
+                    file=cassette,
+                )
+            # Recording goes to the case's scratch directory: MCP clients start servers in their
+            # own session, so a proxy can outlive the case, and a late write must land nowhere.
+            writing = cassette
+            if self._mode == "record":
+                writing = self._workdir / f"{name}.cassette.jsonl"
+            run = _McpServerRun(name, cassette, writing, self._workdir / f"{name}.events.jsonl")
+            self._servers.append(run)
+            from trialrun.mcp_proxy import proxy_command
+
+            argv = proxy_command(
+                cassette=writing,
+                mode="replay" if self._mode == "replay" else "record",
+                name=name,
+                events=run.events,
+                server_command=self._server_command(server.command),
+                python=sys.executable,
+            )
+            entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
+            if server.env:
+                entry["env"] = dict(server.env)
+            entries[name] = entry
+        config_path = self._workdir / "mcp.json"
+        document = json.dumps({"mcpServers": entries}, indent=2)
+        config_path.write_text(document + "\n", encoding="utf-8")
+        return {MCP_CONFIG_ENV: str(config_path), MCP_SERVERS_ENV: document}
+
+    def _server_command(self, command: list[str]) -> list[str]:
+        # The same rule as agent_command: a relative part naming a file of the suite is absolute.
+        from trialrun.config.paths import SuitePaths
+
+        return SuitePaths.for_suite_dir(self._suite.suite_dir).agent_command(command)
+
+    def discard(self) -> None:
+        """Drop everything the case recorded (setup failed, or the run was interrupted)."""
+        try:
+            if self._gateway is not None and self._run_id is not None:
+                self._gateway.close_run(self._run_id, clean=False)
+        finally:
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+
+    async def close(self, run: AgentRun, *, clean: bool) -> None:
+        """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
+        try:
+            for server in self._servers:
+                _merge_mcp_calls(run, server)
+            await self._commit_mcp(run, clean=clean and run.failure is None)
+            if self._gateway is not None and self._run_id is not None:
+                calls = self._gateway.close_run(self._run_id, clean=clean and run.failure is None)
+                _merge_model_calls(run, calls)
+        finally:
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+
+    async def _commit_mcp(self, run: AgentRun, *, clean: bool) -> None:
+        if self._mode != "record" or not clean:
+            return
+        for server in self._servers:
+            if not server.events.exists():
+                continue  # the agent never started this server's proxy
+            if not await _appeared(server.writing, _PROXY_SAVE_S):
+                _fail(
+                    run,
+                    "cassette_error",
+                    f"the MCP proxy for server {server.name!r} did not save its recording within "
+                    f"{_PROXY_SAVE_S:g} s of the agent's exit; expected the agent to close its MCP "
+                    "session (or exit) when done",
+                    "error",
+                )
+                return
+            atomic_write_bytes(server.cassette, server.writing.read_bytes())
+
+
+def _merge_mcp_calls(run: AgentRun, server: _McpServerRun) -> None:
+    from trialrun.mcp_proxy import read_events
+
+    events = read_events(server.events) if server.events.exists() else []
+    for number, event in enumerate(events, start=1):
+        call_id = f"mcp-{server.name}-{number}"
+        started = float(event.get("timestamp") or time.time())
+        duration_ms = float(event.get("duration_ms") or 0.0)
+        call = ToolCall(
+            call_id,
+            str(event["tool"]),
+            dict(event.get("args") or {}),
+            bool(event.get("ok")),
+            event.get("result"),
+            event.get("error"),
+            duration_ms,
+        )
+        run.tool_calls.append(call)
+        base = {"case_id": run.case_id, "call_id": call_id}
+        run.events.append(
+            {
+                "type": "tool_call",
+                **base,
+                "timestamp": started,
+                "name": call.name,
+                "args": call.args,
+                "mcp_server": server.name,
+            }
+        )
+        run.events.append(
+            {
+                "type": "tool_result",
+                **base,
+                "timestamp": started + duration_ms / 1000,
+                "ok": call.ok,
+                "result": call.result,
+                "error": call.error,
+            }
+        )
+        if call.error and _MISMATCH in call.error:
+            _fail_mismatch(run, f"MCP server {server.name!r}: {call.error}")
+    if events:
+        _order_by_time(run)
+
+
+def _merge_model_calls(run: AgentRun, calls: list[GatewayCall]) -> None:
+    for call in calls:
+        model_call = ModelCall(
+            provider=call.provider,
+            endpoint=call.path,
+            model=call.model,
+            ok=call.error is None and call.status < 400,
+            tokens_in=call.tokens_in,
+            tokens_out=call.tokens_out,
+            cost_usd=call.cost_usd,
+            duration_ms=call.duration_ms,
+            error=call.error,
+        )
+        run.model_calls.append(model_call)
+        run.usage.add(call.tokens_in, call.tokens_out, call.cost_usd)
+        if call.model is not None:
+            run.usage.model = call.model
+        run.events.append(
+            {
+                "type": "usage",
+                "case_id": run.case_id,
+                "timestamp": call.timestamp,
+                "tokens_in": call.tokens_in,
+                "tokens_out": call.tokens_out,
+                "cost_usd": call.cost_usd,
+                "model": call.model,
+                "source": "model_gateway",
+                "provider": call.provider,
+                "endpoint": call.path,
+                "ok": model_call.ok,
+                "error": call.error,
+            }
+        )
+        if call.error and _MISMATCH in call.error:
+            _fail_mismatch(run, f"model call {call.provider} {call.path}: {call.error}")
+    if calls:
+        _order_by_time(run)
+
+
+_CONSEQUENCES = frozenset({"agent_crashed", "task_error", "idle_timeout", "protocol_error"})
+"""Failures an agent shows after a replay miss it could not handle: the miss is the cause."""
+
+
+def _fail_mismatch(run: AgentRun, message: str) -> None:
+    if run.failure is not None:
+        if run.failure.kind not in _CONSEQUENCES:
+            return
+        message = f"{message} (then: {run.failure.message})"
+    _fail(run, "cassette_mismatch", message, "fail")
+
+
+def _fail(run: AgentRun, kind: str, message: str, status: Status) -> None:
+    run.failure = Failure(kind=kind, message=message, status=status, stderr_tail=run.stderr_tail)
+    event = {"type": "agent_error", "case_id": run.case_id, "timestamp": time.time()}
+    run.events.append({**event, "kind": kind, "message": message})
+
+
+async def _appeared(path: Path, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def _order_by_time(run: AgentRun) -> None:
+    """Events, and tool calls after them, in the order they happened (stable for ties)."""
+    run.events.sort(key=lambda event: float(event.get("timestamp") or 0.0))
+    position = {
+        event.get("call_id"): index
+        for index, event in enumerate(run.events)
+        if event.get("type") == "tool_call"
+    }
+    run.tool_calls.sort(key=lambda call: position.get(call.call_id, len(position)))
+
+
+def _safe(case_id: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in case_id)
+    return cleaned.strip("-.")[:40] or "case"

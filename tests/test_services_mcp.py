@@ -1,0 +1,137 @@
+"""Suites with ``mcp_servers:``: the runner hands the agent proxies, merges their calls, gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def trialrun(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The template's agent runs with the python3 on PATH: ours, which has the mcp package.
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
+    return subprocess.run(
+        [sys.executable, "-m", "trialrun", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def last_run(project: Path) -> Path:
+    runs = sorted((project / "trialrun_out" / "mcp").iterdir())
+    return runs[-1]
+
+
+def trace(run_dir: Path) -> list[dict[str, object]]:
+    lines = (run_dir / "run.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def tool_sequence(run_dir: Path) -> list[tuple[object, object]]:
+    return [(e["name"], e["args"]) for e in trace(run_dir) if e["type"] == "tool_call"]
+
+
+def final_output(run_dir: Path) -> object:
+    [output] = [e["output"] for e in trace(run_dir) if e["type"] == "final_output"]
+    return output
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mcp-project")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    done = trialrun(root, "init", "--template", "mcp", "--path", "evals")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+def test_the_bundled_recording_replays_offline_and_mcp_calls_join_the_trace(
+    project: Path,
+) -> None:
+    done = trialrun(project, "run", "evals/mcp", "--baseline", "baselines/mcp.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = last_run(project)
+    assert tool_sequence(run_dir) == [("search_docs", {"q": "reset password"})]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["cases"][0]["tool_calls"] == 1
+    receipt = [json.loads(line) for line in (run_dir / "receipt.jsonl").read_text().splitlines()]
+    assert [e["data"]["name"] for e in receipt if e["type"] == "tool_call"] == ["search_docs"]
+
+
+def test_record_then_replay_with_the_server_absent_gives_the_same_run(project: Path) -> None:
+    suite = project / "evals" / "mcp"
+    cassette = suite / "cassettes" / "t1.mcp-docs.jsonl"
+    cassette.unlink()
+    recorded = trialrun(project, "run", "evals/mcp", "--mode", "record", "--no-baseline")
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    record_run = last_run(project)
+    assert cassette.is_file()
+    assert not list((suite / "cassettes").glob(".*tmp")), "no temporary file left behind"
+
+    server = suite / "server" / "docs_server.py"
+    server.rename(server.with_suffix(".gone"))  # replay must not need the server at all
+    try:
+        replayed = trialrun(project, "run", "evals/mcp", "--no-baseline")
+    finally:
+        server.with_suffix(".gone").rename(server)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    replay_run = last_run(project)
+    assert tool_sequence(replay_run) == tool_sequence(record_run)
+    assert final_output(replay_run) == final_output(record_run)
+
+
+def test_a_call_that_was_never_recorded_fails_as_a_cassette_mismatch(project: Path) -> None:
+    case_file = project / "evals" / "mcp" / "cases" / "t1.yaml"
+    original = case_file.read_text()
+    case_file.write_text(original.replace("ticket: reset password", "ticket: billing"))
+    try:
+        done = trialrun(project, "run", "evals/mcp", "--no-baseline")
+    finally:
+        case_file.write_text(original)
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = json.loads((last_run(project) / "summary.json").read_text())
+    [case] = summary["cases"]
+    assert case["failure_kind"] == "cassette_mismatch"
+    assert "cassette mismatch" in case["failure_reason"]
+    assert "docs" in case["failure_reason"]
+
+
+def test_a_missing_mcp_recording_fails_the_case_before_the_agent_starts(project: Path) -> None:
+    cassette = project / "evals" / "mcp" / "cassettes" / "t1.mcp-docs.jsonl"
+    saved = cassette.read_bytes()
+    cassette.unlink()
+    try:
+        done = trialrun(project, "run", "evals/mcp", "--no-baseline")
+    finally:
+        cassette.write_bytes(saved)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [case] = json.loads((last_run(project) / "summary.json").read_text())["cases"]
+    assert case["failure_kind"] == "cassette_error"
+    assert "MCP cassette for server 'docs' not found" in case["failure_reason"]
+
+
+def test_doctor_checks_the_mcp_recordings_a_replay_needs(project: Path) -> None:
+    done = trialrun(project, "doctor", "evals/mcp")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok recordings: 1 MCP/model recording(s) exist and parse" in done.stdout
+    cassette = project / "evals" / "mcp" / "cassettes" / "t1.mcp-docs.jsonl"
+    saved = cassette.read_bytes()
+    cassette.write_text('{"kind": "header"}\nnot json\n')
+    try:
+        done = trialrun(project, "doctor", "evals/mcp")
+    finally:
+        cassette.write_bytes(saved)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fail recordings:" in done.stdout
+    assert "t1.mcp-docs.jsonl:" in done.stdout
