@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from trialrun.baseline import compute_regression
-from trialrun.report.html import EVENT_CHARS_MAX, EVENTS_PER_CASE_MAX, FILTER_SCRIPT, render_html
+from trialrun.report.html import (
+    EVENT_CHARS_MAX,
+    EVENTS_PER_CASE_MAX,
+    FILTER_SCRIPT,
+    case_view,
+    render_html,
+)
 from trialrun.report.summary import build_summary
 from trialrun.results import (
     AgentRun,
@@ -163,6 +169,25 @@ def test_secrets_are_redacted(peer_fixtures: Path) -> None:
     )
     page = render_html(run, build_summary(run, regression=None))
     assert token not in page and "hunter2" not in page
+
+
+def test_case_views_prepared_as_cases_finish_give_the_same_page(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    summary = build_summary(run, regression=None)
+    prepared = [case_view(index, case) for index, case in enumerate(run.cases, start=1)]
+    assert render_html(run, summary, prepared) == render_html(run, summary)
+
+
+def test_only_events_the_runner_redacted_skip_the_second_redaction(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    token = "ghp_" + "d" * 36
+    run.cases[0].run.events.append({"type": "log", "message": token})
+    summary = build_summary(run, regression=None)
+    assert token not in render_html(run, summary)
+    # A run whose events the runner marked redacted is trusted as it is (the runner redacted
+    # them before anything else saw them); this one was marked falsely, which shows the flag.
+    run.cases[0].run.events_redacted = True
+    assert token in render_html(run, summary)
 
 
 def test_big_events_and_long_traces_are_capped(peer_fixtures: Path) -> None:

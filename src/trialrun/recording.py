@@ -10,6 +10,7 @@ its receipt is left without ``run_end`` so that it reads as truncated.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,14 +74,27 @@ class RunRecorder:
             repository=suite.root,
             signer=signer,
         )
+        self._case_views: list[tuple[str, dict[str, Any]]] = []
+        # jinja2 and the report template cost ~70 ms of CPU: a thread pays for them while the
+        # first agents start, instead of the event loop stalling on them (or the run's tail).
+        self._warmup = threading.Thread(target=_warm_report, name="trialrun-report", daemon=True)
+        self._warmup.start()
 
     @property
     def run_dir(self) -> Path:
         return self._dir.path
 
     def record(self, result: CaseResult) -> None:
-        """Append a finished case to run.jsonl and the receipt (call in case order)."""
+        """Append a finished case to run.jsonl and the receipt (call in case order).
+
+        Its part of report.html is prepared now too, while other cases' agents still run, so
+        the run's single-threaded tail stays short.
+        """
+        from trialrun.report.html import case_view
+
         self._receipt.record_case(result, trace_sha256=self._dir.write_case_events(result))
+        view = case_view(len(self._case_views) + 1, result)
+        self._case_views.append((result.case_id, view))
 
     def finish(
         self,
@@ -131,5 +145,15 @@ class RunRecorder:
         recorded = RecordedRun(result, summary, regression, self._dir.path)
         if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
             self._receipt.finish(result.cases, verified=recorded.passed)
-        self._dir.finish(result, summary, build_junit(result), render_html(result, summary))
+        views = None
+        if [case_id for case_id, _ in self._case_views] == [case.case_id for case in cases]:
+            views = [view for _, view in self._case_views]
+        page = render_html(result, summary, views)
+        self._dir.finish(result, summary, build_junit(result), page)
         return recorded
+
+
+def _warm_report() -> None:
+    from trialrun.report.html import load_template
+
+    load_template()

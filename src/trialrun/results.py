@@ -108,6 +108,8 @@ class AgentRun:
     unused_recordings: int = 0
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
+    events_redacted: bool = False
+    """The runner already redacted ``events``: reports need not do it again."""
 
     @property
     def tool_errors(self) -> int:

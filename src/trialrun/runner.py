@@ -156,6 +156,7 @@ async def run_case(
         backend.close(clean=clean)
     # The trace goes to run.jsonl and report.html: redact it once, here, for every consumer.
     run.events = [redact(event) for event in run.events]
+    run.events_redacted = True
     result = judge_case(case, run)
     _describe_cassette(result, case, options.mode)
     return result

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,11 +54,21 @@ document.querySelectorAll("[data-filter]").forEach(function (button) {
 """
 
 
-def render_html(run: RunResult, summary: dict[str, Any]) -> str:
-    """The report page for ``run``; ``summary`` supplies aggregates and the regression block."""
+def render_html(
+    run: RunResult,
+    summary: dict[str, Any],
+    case_views: Sequence[dict[str, Any]] | None = None,
+) -> str:
+    """The report page for ``run``; ``summary`` supplies aggregates and the regression block.
+
+    ``case_views``: what ``case_view`` gave for each of ``run.cases``, when the caller prepared
+    them as the cases finished (the run's tail then only assembles the page).
+    """
     from markupsafe import Markup
 
-    template = _environment().get_template(TEMPLATE_NAME)
+    if case_views is None:
+        case_views = [case_view(index, case) for index, case in enumerate(run.cases, start=1)]
+    template = load_template()
     digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode()
     page = template.render(
         suite=run.suite_name,
@@ -69,11 +80,16 @@ def render_html(run: RunResult, summary: dict[str, Any]) -> str:
         interrupted=run.interrupted,
         kpis=_kpis(summary),
         regression=_regression_view(summary.get("regression")),
-        cases=[_case_view(index, case) for index, case in enumerate(run.cases, start=1)],
+        cases=case_views,
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
     )
     return _LONE_SURROGATE.sub("\ufffd", page)
+
+
+def load_template() -> jinja2.Template:
+    """The compiled report template (cached: the first call pays for jinja2 and compiling)."""
+    return _environment().get_template(TEMPLATE_NAME)
 
 
 @lru_cache(maxsize=1)
@@ -91,9 +107,14 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def pretty_json(value: Any, *, limit: int = EVENT_CHARS_MAX) -> tuple[str, str | None]:
-    """Redacted, indented JSON text cut at ``limit`` characters, and the note saying so."""
-    text = dumps_json(redact(value), indent=2, sort_keys=False)
+def pretty_json(
+    value: Any, *, limit: int = EVENT_CHARS_MAX, redacted: bool = False
+) -> tuple[str, str | None]:
+    """Redacted, indented JSON text cut at ``limit`` characters, and the note saying so.
+
+    ``redacted``: the value is known to be redacted already (the runner's events).
+    """
+    text = dumps_json(value if redacted else redact(value), indent=2, sort_keys=False)
     if len(text) <= limit:
         return text, None
     return text[:limit], f"truncated: {limit:,} of {len(text):,} characters shown"
@@ -154,7 +175,8 @@ def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None
     }
 
 
-def _case_view(index: int, case: CaseResult) -> dict[str, Any]:
+def case_view(index: int, case: CaseResult) -> dict[str, Any]:
+    """What the page shows of one case (``index`` counts from 1, in run order)."""
     run = case.run
     events = run.events[:EVENTS_PER_CASE_MAX]
     output_text, output_note = pretty_json(run.output) if run.output is not None else (None, None)
@@ -175,7 +197,7 @@ def _case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "stderr_tail": clean(stderr_tail_of(case)),
         "output": output_text,
         "output_note": output_note,
-        "events": [_event_view(event) for event in events],
+        "events": [_event_view(event, run.events_redacted) for event in events],
         "events_note": (
             f"{len(run.events) - len(events):,} more events not shown"
             if len(run.events) > len(events)
@@ -184,8 +206,8 @@ def _case_view(index: int, case: CaseResult) -> dict[str, Any]:
     }
 
 
-def _event_view(event: dict[str, Any]) -> dict[str, Any]:
-    text, note = pretty_json(event)
+def _event_view(event: dict[str, Any], redacted: bool) -> dict[str, Any]:
+    text, note = pretty_json(event, redacted=redacted)
     return {"type": str(event.get("type", "event")), "json": text, "note": note}
 
 
