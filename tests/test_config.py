@@ -769,3 +769,45 @@ def test_did_you_mean(word: str, expected: str) -> None:
 
 def test_did_you_mean_with_no_choices() -> None:
     assert suggest.did_you_mean("x", []) == ""
+
+
+def test_offline_keys_are_checked_at_load_with_their_lines(repo: Path) -> None:
+    suite = SUITE + (
+        "agent_channel: socket\n"
+        "mcp_servers:\n"
+        "  bad name: {command: [python3, server.py]}\n"
+        "  docs: {command: []}\n"
+        "model_gateway:\n"
+        "  upstreams: {gemini: http://127.0.0.1:9}\n"
+        "  prices: prices.yaml\n"
+        "  normalization:\n"
+        "    replace_text:\n"
+        "      - pattern: 'a('\n"
+    )
+    found = problems(make_suite(repo, suite))
+    first = SUITE.count("\n") + 1
+    assert any(f":{first}: 'agent_channel' must be one of stdio, fd" in p for p in found)
+    assert any(f":{first + 2}: keys of 'mcp_servers' must be plain names" in p for p in found)
+    assert any(f":{first + 3}: 'command' must not be empty" in p for p in found)
+    assert any(f":{first + 5}: keys of 'upstreams' must be one of" in p for p in found)
+    assert any(f":{first + 6}: 'prices': file not found: prices.yaml" in p for p in found)
+    assert any(f":{first + 9}: invalid regular expression in 'pattern'" in p for p in found)
+
+
+def test_a_suite_using_every_offline_key_loads(repo: Path, probe: _ProbeType) -> None:
+    suite = SUITE + (
+        "agent_channel: fd\n"
+        "mcp_servers:\n"
+        "  docs: {command: [python3, server.py], env: {TOKEN_FILE: t.txt}}\n"
+        "model_gateway:\n"
+        "  upstreams: {openai: 'http://127.0.0.1:9'}\n"
+        "  prices: prices.yaml\n"
+        "  lenient: true\n"
+    )
+    suite_dir = make_suite(repo, suite)
+    (suite_dir / "prices.yaml").write_text("m: {input_per_mtok: 1, output_per_mtok: 2}\n")
+    loaded = load_suite(suite_dir)
+    assert loaded.config.agent_channel == "fd"
+    assert loaded.config.mcp_servers["docs"].env == {"TOKEN_FILE": "t.txt"}
+    assert loaded.config.model_gateway is not None
+    assert loaded.config.model_gateway.upstreams == {"openai": "http://127.0.0.1:9"}

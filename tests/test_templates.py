@@ -150,3 +150,29 @@ def test_a_template_whose_framework_is_missing_says_what_to_install(tmp_path: Pa
     assert done.returncode == 2, done.stdout + done.stderr
     assert "pip install 'trialrun[openai-agents]'" in done.stderr
     assert (tmp_path / "evals" / "openai-agents" / "agent" / "agent.py").is_file()
+
+
+def test_a_price_table_puts_each_model_calls_cost_in_the_receipt(project: Path) -> None:
+    suite = project / "evals" / "openai-agents"
+    original = (suite / "suite.yaml").read_text()
+    (suite / "prices.yaml").write_text(
+        "gpt-4o-mini: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n"
+    )
+    (suite / "suite.yaml").write_text(
+        original.replace("model_gateway: {}", "model_gateway: {prices: prices.yaml}")
+    )
+    try:
+        done = trialrun(project, "run", "evals/openai-agents", "--no-baseline")
+    finally:
+        (suite / "suite.yaml").write_text(original)
+        (suite / "prices.yaml").unlink()
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = last_run(project, "openai-agents")
+    usage = [e["data"] for e in events(run_dir, "receipt.jsonl") if e["type"] == "usage"]
+    assert len(usage) == 2
+    for call in usage:
+        expected = (call["inputTokens"] * 0.15 + call["outputTokens"] * 0.6) / 1_000_000
+        assert call["costUsd"] == pytest.approx(expected)
+        assert call["source"] == "model_gateway"
+    [case] = json.loads((run_dir / "summary.json").read_text())["cases"]
+    assert case["cost_usd"] == pytest.approx(sum(call["costUsd"] for call in usage))

@@ -96,12 +96,13 @@ def gateway(
     quiet: bool,
 ) -> int:
     """Record and replay model calls for agents pointed at this server."""
+    from trialrun.cli.addresses import parse_host_port
     from trialrun.errors import CassetteError, ConfigError
     from trialrun.gateway import Gateway
     from trialrun.gateway.normalize import load_rules
     from trialrun.gateway.usage import load_prices
 
-    host, port = _parse_listen(listen)
+    host, port = parse_host_port(listen, "--listen")
     run_mode = cast("Mode", mode)
     if mode == "replay" and not cassette_dir.is_dir():
         raise CassetteError("cassette directory not found (replay needs recorded cassettes)",
@@ -148,13 +149,6 @@ def gateway(
     if signals and signals[0] == signal.SIGINT:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if mismatches or unreadable else EXIT_OK
-
-
-def _parse_listen(listen: str) -> tuple[str, int]:
-    host, sep, port_text = listen.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise click.BadParameter(f"expected HOST:PORT; found {listen!r}", param_hint="--listen")
-    return host.strip("[]") or "127.0.0.1", int(port_text)
 
 
 def _parse_upstreams(values: tuple[str, ...]) -> dict[str, str]:

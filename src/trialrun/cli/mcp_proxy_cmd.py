@@ -17,17 +17,6 @@ from pathlib import Path
 import click
 
 
-def _address(value: str) -> tuple[str, int]:
-    host, sep, port_text = value.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise click.BadParameter(
-            f"expected HOST:PORT (PORT 0-65535, 0 picks a free port), found {value!r}",
-            param_hint="'--http'",
-        )
-    return host, int(port_text)
-
-
 @click.command(
     "mcp-proxy",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
@@ -88,7 +77,9 @@ def mcp_proxy(
             name=name or cassette.stem,
             events=events,
         )
-    host, port = _address(http_address)
+    from trialrun.cli.addresses import parse_host_port
+
+    host, port = parse_host_port(http_address, "--http")
     if cassette_dir is None:
         raise click.UsageError("--http needs --cassette-dir DIR (one cassette per run)")
     if cassette is not None or events is not None:

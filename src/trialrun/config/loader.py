@@ -122,6 +122,7 @@ class _SuiteLoader:
         self._check_suite_name(doc)
         suite_assertions = self._compile_assertions(doc)
         self._check_normalization(doc, doc.data.get("normalization"))
+        self._check_model_gateway(doc)
         baseline_path = self._optional_path(doc, "baseline_path")
         output_dir = self._optional_path(doc, "output_dir")
         drafts = [self._load_case(file) for file in self._case_files(doc)]
@@ -217,7 +218,23 @@ class _SuiteLoader:
             message = f"'suite_name' must be a plain name usable as a directory, found {name!r}"
             self._add(doc.error(message, ("suite_name",), "suite_name"))
 
-    def _check_normalization(self, doc: LoadedYaml, raw: Any) -> None:
+    def _check_model_gateway(self, doc: LoadedYaml) -> None:
+        """The gateway's own rules compile and its price table exists (read when the run starts)."""
+        gateway = doc.data.get("model_gateway")
+        if not isinstance(gateway, dict):
+            return
+        self._check_normalization(doc, gateway.get("normalization"), ("model_gateway",))
+        prices = gateway.get("prices")
+        if not isinstance(prices, str):
+            return
+        at: tuple[PathElement, ...] = ("model_gateway", "prices")
+        resolved = self._resolve(doc, at, prices)
+        if resolved is not None and not resolved.is_file():
+            self._add(doc.error(f"'prices': file not found: {prices}", at, "prices"))
+
+    def _check_normalization(
+        self, doc: LoadedYaml, raw: Any, within: tuple[PathElement, ...] = ()
+    ) -> None:
         """Regex patterns and flags of replace_text must compile (pydantic checks the shape)."""
         rules = raw.get("replace_text") if isinstance(raw, dict) else None
         if not isinstance(rules, list):
@@ -225,7 +242,7 @@ class _SuiteLoader:
         for index, rule in enumerate(rules):
             if not isinstance(rule, dict):
                 continue
-            at = ("normalization", "replace_text", index)
+            at = (*within, "normalization", "replace_text", index)
             flags = rule.get("flags", "")
             bits = 0
             if isinstance(flags, str):
