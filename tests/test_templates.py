@@ -176,3 +176,21 @@ def test_a_price_table_puts_each_model_calls_cost_in_the_receipt(project: Path) 
         assert call["source"] == "model_gateway"
     [case] = json.loads((run_dir / "summary.json").read_text())["cases"]
     assert case["cost_usd"] == pytest.approx(sum(call["costUsd"] for call in usage))
+
+
+def test_the_pytest_plugin_runs_a_gateway_suite_with_its_own_services(project: Path) -> None:
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("OPENAI_API_KEY", None)
+    suites = ["--trialrun", "evals/openai-agents", "--trialrun", "evals/langgraph"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    receipt = events(last_run(project, "langgraph"), "receipt.jsonl")
+    assert sum(1 for e in receipt if e["type"] == "usage") == 2

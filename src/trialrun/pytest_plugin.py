@@ -279,7 +279,15 @@ class TrialrunSession:
 
 def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
     """Rebuild a ``CaseResult`` from ``dataclasses.asdict`` output (sent by an xdist worker)."""
-    from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
+    from trialrun.results import (
+        AgentRun,
+        CaseResult,
+        CheckFailure,
+        Failure,
+        ModelCall,
+        ToolCall,
+        Usage,
+    )
 
     def failure(value: dict[str, Any] | None) -> Failure | None:
         return Failure(**value) if value is not None else None
@@ -289,6 +297,7 @@ def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
         **{
             **run_doc,
             "tool_calls": [ToolCall(**call) for call in run_doc["tool_calls"]],
+            "model_calls": [ModelCall(**call) for call in run_doc.get("model_calls", [])],
             "usage": Usage(**run_doc["usage"]),
             "failure": failure(run_doc["failure"]),
         }

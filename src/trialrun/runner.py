@@ -98,8 +98,17 @@ async def run_case(
     """Run one case from start to verdict. Faults of the case never escape as exceptions.
 
     With ``teardowns``, a successful agent may still be exiting when this returns: its exit
-    code and stderr tail are complete once ``teardowns.wait_all()`` returned.
+    code and stderr tail are complete once ``teardowns.wait_all()`` returned. Without
+    ``services``, a suite that needs them (MCP proxies, the model gateway) gets its own for
+    this case (the pytest plugin runs cases one by one).
     """
+    if services is None and _uses_services(suite):
+        own = RunServices(suite, options.mode)
+        own.start()
+        try:
+            return await run_case(suite, case, options, tools, teardowns, own)
+        finally:
+            own.stop()
     tools = tools or _ToolModuleCache(suite)
     config = suite.config
     try:
