@@ -94,6 +94,9 @@ def _start_gateway(settings: ModelGateway, suite_dir: Path) -> Gateway:
         normalization=settings.normalization,
         prices=prices,
         lenient=settings.lenient,
+        # Agents run in our working directory and some (Claude Code) put it in their prompts:
+        # a checkout at another path must still match the recordings.
+        workdir=Path.cwd(),
     )
     gateway.start()
     return gateway
