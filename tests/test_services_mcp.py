@@ -135,3 +135,31 @@ def test_doctor_checks_the_mcp_recordings_a_replay_needs(project: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "fail recordings:" in done.stdout
     assert "t1.mcp-docs.jsonl:" in done.stdout
+
+
+def test_an_http_transport_server_is_served_by_the_runner_per_case(project: Path) -> None:
+    suite = project / "evals" / "mcp"
+    original = (suite / "suite.yaml").read_text()
+    http_suite = original.replace(
+        "    command: [python3, server/docs_server.py]\n",
+        "    command: [python3, server/docs_server.py]\n    transport: http\n",
+    )
+    cassette = suite / "cassettes" / "t1.mcp-docs.jsonl"
+    saved = cassette.read_bytes()
+    (suite / "suite.yaml").write_text(http_suite)
+    try:
+        cassette.unlink()
+        recorded = trialrun(project, "run", "evals/mcp", "--mode", "record", "--no-baseline")
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+        record_run = last_run(project)
+        assert cassette.is_file()
+        replayed = trialrun(project, "run", "evals/mcp", "--no-baseline", "-j", "2")
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        replay_run = last_run(project)
+        mcp_config = [e for e in trace(replay_run) if e["type"] == "tool_call"]
+        assert mcp_config and mcp_config[0]["mcp_server"] == "docs"
+        assert tool_sequence(replay_run) == tool_sequence(record_run)
+        assert final_output(replay_run) == final_output(record_run)
+    finally:
+        (suite / "suite.yaml").write_text(original)
+        cassette.write_bytes(saved)

@@ -24,6 +24,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,26 +62,77 @@ def _beside(cassette: Path, part: str) -> Path:
 
 
 class RunServices:
-    """The services of one run: the model gateway, started once and shared by every case."""
+    """The services of one run, started once and shared by every case: the model gateway and
+    the proxies of ``transport: http`` MCP servers."""
 
     def __init__(self, suite: Suite, mode: Mode) -> None:
         self._suite = suite
         self._mode = mode
         self._gateway: Gateway | None = None
+        self._http: dict[str, HttpMcpProxy] = {}
+        self._workdir: Path | None = None
 
     def start(self) -> None:
         settings = self._suite.config.model_gateway
-        if settings is None or self._gateway is not None:
-            return
-        self._gateway = _start_gateway(settings, self._suite.suite_dir)
+        if settings is not None and self._gateway is None:
+            self._gateway = _start_gateway(settings, self._suite.suite_dir)
+        for name, server in self._suite.config.mcp_servers.items():
+            if server.transport == "http" and name not in self._http:
+                if self._workdir is None:
+                    self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-mcp-"))
+                command = _server_command(self._suite, server.command, server.env)
+                self._http[name] = HttpMcpProxy(name, command, self._mode, self._workdir / name)
 
     def stop(self) -> None:
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
+        for proxy in self._http.values():
+            proxy.stop()
+        self._http.clear()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def for_case(self, case: Case) -> CaseServices:
-        return CaseServices(self._suite, case, self._mode, self._gateway)
+        return CaseServices(self._suite, case, self._mode, self._gateway, self._http)
+
+
+class HttpMcpProxy:
+    """One MCP server behind an in-process streamable-HTTP proxy; each case is one URL path."""
+
+    def __init__(self, name: str, command: list[str], mode: Mode, directory: Path) -> None:
+        from trialrun.mcp_proxy.http import McpHttpProxy, make_server, server_url
+
+        self.name = name
+        self.cassettes = directory / "cassettes"
+        self.events = directory / "events"
+        self.cassettes.mkdir(parents=True)
+        self._proxy = McpHttpProxy(
+            mode="replay" if mode == "replay" else "record",
+            cassette_dir=self.cassettes,
+            server_command=command,
+            name=name,
+            events_dir=self.events,
+        )
+        self._server = make_server("127.0.0.1", 0, self._proxy)
+        self.url = server_url(self._server)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"mcp-http-{name}", daemon=True
+        )
+        self._thread.start()
+
+    def run_url(self, run_id: str) -> str:
+        return f"{self.url}/run/{run_id}/mcp"
+
+    def end_run(self, run_id: str) -> None:
+        """Stop the run's live server and write what it recorded (record mode)."""
+        self._proxy.end_run(run_id)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._proxy.close()
 
 
 def _start_gateway(settings: ModelGateway, suite_dir: Path) -> Gateway:
@@ -110,19 +162,30 @@ class _McpServerRun:
     writing: Path
     """Where the proxy writes: the cassette itself in replay, a temporary file in record."""
     events: Path
+    http: HttpMcpProxy | None = None
+    """The run's HTTP proxy (``transport: http``); None: a stdio proxy the agent starts."""
 
 
 class CaseServices:
     """One case's view of the services: the agent's environment, then merging what they saw."""
 
-    def __init__(self, suite: Suite, case: Case, mode: Mode, gateway: Gateway | None) -> None:
+    def __init__(
+        self,
+        suite: Suite,
+        case: Case,
+        mode: Mode,
+        gateway: Gateway | None,
+        http_proxies: Mapping[str, HttpMcpProxy],
+    ) -> None:
         self._suite = suite
         self._case = case
         self._mode = mode
         self._gateway = gateway
+        self._http = http_proxies
         self._workdir: Path | None = None
         self._servers: list[_McpServerRun] = []
-        self._run_id: str | None = None
+        self._run_id = f"{_safe(case.config.id)}-{secrets.token_hex(4)}"
+        self._gateway_open = False
 
     @property
     def waits_for_exit(self) -> bool:
@@ -136,9 +199,9 @@ class CaseServices:
         if servers:
             env.update(self._open_mcp())
         if self._gateway is not None:
-            run_id = f"{_safe(self._case.config.id)}-{secrets.token_hex(4)}"
-            scope = self._gateway.open_run(run_id, model_cassette_path(self._case), self._mode)
-            self._run_id = run_id
+            path = model_cassette_path(self._case)
+            scope = self._gateway.open_run(self._run_id, path, self._mode)
+            self._gateway_open = True
             env.update(scope.env(os.environ if agent_env is None else agent_env))
         return env
 
@@ -153,6 +216,10 @@ class CaseServices:
                     "`trialrun run --mode record`",
                     file=cassette,
                 )
+            proxy = self._http.get(name)
+            if proxy is not None:
+                entries[name] = self._open_http(proxy, cassette)
+                continue
             # Recording goes to the case's scratch directory: MCP clients start servers in their
             # own session, so a proxy can outlive the case, and a late write must land nowhere.
             writing = cassette
@@ -167,7 +234,7 @@ class CaseServices:
                 mode="replay" if self._mode == "replay" else "record",
                 name=name,
                 events=run.events,
-                server_command=self._server_command(server.command),
+                server_command=_server_command(self._suite, server.command),
                 python=sys.executable,
             )
             entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
@@ -179,16 +246,21 @@ class CaseServices:
         config_path.write_text(document + "\n", encoding="utf-8")
         return {MCP_CONFIG_ENV: str(config_path), MCP_SERVERS_ENV: document}
 
-    def _server_command(self, command: list[str]) -> list[str]:
-        # The same rule as agent_command: a relative part naming a file of the suite is absolute.
-        from trialrun.config.paths import SuitePaths
-
-        return SuitePaths.for_suite_dir(self._suite.suite_dir).agent_command(command)
+    def _open_http(self, proxy: HttpMcpProxy, cassette: Path) -> dict[str, Any]:
+        writing = proxy.cassettes / f"{self._run_id}.jsonl"
+        if self._mode == "replay":
+            shutil.copyfile(cassette, writing)
+        events = proxy.events / f"{self._run_id}.jsonl"
+        self._servers.append(_McpServerRun(proxy.name, cassette, writing, events, proxy))
+        return {"type": "http", "url": proxy.run_url(self._run_id)}
 
     def discard(self) -> None:
         """Drop everything the case recorded (setup failed, or the run was interrupted)."""
         try:
-            if self._gateway is not None and self._run_id is not None:
+            for server in self._servers:
+                if server.http is not None:
+                    server.http.end_run(self._run_id)
+            if self._gateway is not None and self._gateway_open:
                 self._gateway.close_run(self._run_id, clean=False)
         finally:
             if self._workdir is not None:
@@ -198,9 +270,11 @@ class CaseServices:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
         try:
             for server in self._servers:
+                if server.http is not None:  # its run ends: live server stopped, recording written
+                    await asyncio.to_thread(server.http.end_run, self._run_id)
                 _merge_mcp_calls(run, server)
             await self._commit_mcp(run, clean=clean and run.failure is None)
-            if self._gateway is not None and self._run_id is not None:
+            if self._gateway is not None and self._gateway_open:
                 calls = self._gateway.close_run(self._run_id, clean=clean and run.failure is None)
                 _merge_model_calls(run, calls)
         finally:
@@ -224,6 +298,22 @@ class CaseServices:
                 )
                 return
             atomic_write_bytes(server.cassette, server.writing.read_bytes())
+
+
+def _server_command(
+    suite: Suite, command: list[str], env: Mapping[str, str] | None = None
+) -> list[str]:
+    """The same rule as agent_command: a relative part naming a file of the suite is absolute.
+
+    ``env`` (the in-process HTTP proxy starts servers with our environment) goes in front
+    through ``env NAME=VALUE``.
+    """
+    from trialrun.config.paths import SuitePaths
+
+    resolved = SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
+    if env:
+        return ["env", *(f"{name}={value}" for name, value in env.items()), *resolved]
+    return resolved
 
 
 def _merge_mcp_calls(run: AgentRun, server: _McpServerRun) -> None:

@@ -95,6 +95,8 @@ class McpServer(_Strict):
 
     command: list[StrictStr] = Field(min_length=1)
     env: dict[str, StrictStr] = Field(default_factory=dict)
+    transport: Literal["stdio", "http"] = "stdio"
+    """``http``: the runner serves the proxy over streamable HTTP and gives the agent its URL."""
 
 
 class ModelGateway(_Strict):

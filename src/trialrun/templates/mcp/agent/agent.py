@@ -21,8 +21,11 @@ def send(message):
 
 
 def server_parameters(name):
+    """A URL for a streamable-HTTP server (transport: http), stdio parameters otherwise."""
     servers = json.loads(os.environ.get("TRIALRUN_MCP_SERVERS") or "null")
     server = (servers or {"mcpServers": DEFAULT_SERVERS})["mcpServers"][name]
+    if "url" in server:
+        return server["url"]
     env = {**os.environ, **server.get("env", {})}
     return StdioServerParameters(command=server["command"], args=server["args"], env=env)
 
