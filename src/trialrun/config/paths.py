@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -42,13 +43,19 @@ def display_path(path: str | Path, cwd: Path | None = None) -> str:
     if not text or not Path(text).is_absolute():
         return text.replace("\\", "/")
     absolute = Path(text)
-    base = (cwd if cwd is not None else Path.cwd()).resolve()
+    base = _resolved_dir(str(cwd if cwd is not None else Path.cwd()))
     for candidate in (absolute, absolute.resolve()):
         try:
             return candidate.relative_to(base).as_posix() or "."
         except ValueError:
             continue
     return absolute.as_posix()
+
+
+@lru_cache(maxsize=16)
+def _resolved_dir(directory: str) -> Path:
+    # A run names hundreds of files relative to one or two directories: resolve each once.
+    return Path(directory).resolve()
 
 
 @dataclass(frozen=True)
