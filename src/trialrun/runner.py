@@ -156,7 +156,10 @@ async def run_case(
         )
         if case_services is not None:
             services_of_case, case_services = case_services, None
-            await services_of_case.close(run, clean=run.failure is None)
+            try:
+                await services_of_case.close(run, clean=run.failure is None)
+            except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
+                run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
         clean = run.failure is None
         run.unused_recordings = backend.unused()
     finally:

@@ -18,6 +18,7 @@ only when its case ended cleanly, as for tool cassettes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
-from trialrun.errors import CassetteError
+from trialrun.errors import CassetteError, TrialrunError
 from trialrun.fsutil import atomic_write_bytes
 from trialrun.results import AgentRun, Failure, ModelCall, Status, ToolCall
 
@@ -160,7 +161,8 @@ class _McpServerRun:
     cassette: Path
     """The committed recording (replay reads it; record replaces it when the case is clean)."""
     writing: Path
-    """Where the proxy writes: the cassette itself in replay, a temporary file in record."""
+    """What the proxy reads or writes: the cassette itself (stdio replay), or a file in a
+    scratch directory (record; HTTP replay reads a copy named by the run id)."""
     events: Path
     http: HttpMcpProxy | None = None
     """The run's HTTP proxy (``transport: http``); None: a stdio proxy the agent starts."""
@@ -189,8 +191,8 @@ class CaseServices:
 
     @property
     def waits_for_exit(self) -> bool:
-        """Record mode needs the agent's proxies to have exited (and saved) before committing."""
-        return bool(self._servers) and self._mode == "record"
+        """Record mode needs the agent's stdio proxies to have exited (and saved) first."""
+        return self._mode == "record" and any(server.http is None for server in self._servers)
 
     def open(self, agent_env: Mapping[str, str] | None) -> dict[str, str]:
         """Prepare the case; the environment to add to ``agent_env``. Raises ``CassetteError``."""
@@ -257,11 +259,13 @@ class CaseServices:
     def discard(self) -> None:
         """Drop everything the case recorded (setup failed, or the run was interrupted)."""
         try:
-            for server in self._servers:
-                if server.http is not None:
-                    server.http.end_run(self._run_id)
-            if self._gateway is not None and self._gateway_open:
-                self._gateway.close_run(self._run_id, clean=False)
+            # Best effort: the case already failed, and what these would save is thrown away.
+            with contextlib.suppress(OSError, TrialrunError):
+                for server in self._servers:
+                    if server.http is not None:
+                        server.http.end_run(self._run_id)
+                if self._gateway is not None and self._gateway_open:
+                    self._gateway.close_run(self._run_id, clean=False)
         finally:
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
