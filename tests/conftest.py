@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from gateway_fake_upstream import FakeUpstream
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -25,3 +28,12 @@ def peer_fixtures() -> Path:
 @pytest.fixture
 def conformance() -> Path:
     return shared_dir() / "conformance" / "receipt-v0"
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    """A loopback stand-in for the OpenAI and Anthropic APIs (the model gateway's tests)."""
+    fake = FakeUpstream()
+    fake.start()
+    yield fake
+    fake.stop()

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -18,14 +17,6 @@ from gateway_fake_upstream import FakeUpstream
 from trialrun.cli import run_cli
 
 KEY = "sk-proj-" + "Q1w2E3r4T5y6U7i8O9p0" * 2
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
 class Served:

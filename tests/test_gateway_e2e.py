@@ -32,14 +32,6 @@ CHAT_MODEL, CLAUDE = "gpt-4o-mini", "claude-sonnet-4-5"
 
 
 @pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def make_gateway() -> Iterator[Callable[..., Gateway]]:
     started: list[Gateway] = []
 

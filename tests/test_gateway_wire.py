@@ -18,14 +18,6 @@ from trialrun.gateway.wire import MAX_BODY_BYTES
 
 
 @pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def gateway(upstream: FakeUpstream) -> Iterator[Gateway]:
     gw = Gateway(upstreams={"openai": upstream.url, "anthropic": upstream.url})
     gw.start()
