@@ -15,7 +15,7 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
@@ -23,9 +23,11 @@ from trialrun.config.models import Mode
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.redact import redact
 from trialrun.results import AgentRun, CaseResult, Failure
-from trialrun.services import RunServices
 from trialrun.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
+
+if TYPE_CHECKING:
+    from trialrun.services import RunServices
 
 CaseCallback = Callable[[int, CaseResult], None]
 
@@ -56,7 +58,7 @@ async def run_suite(
     """Run every case of ``suite``; ``on_case_done`` is called in case order."""
     tools = _ToolModuleCache(suite)
     teardowns = Teardowns()
-    services = RunServices(suite, options.mode) if _uses_services(suite) else None
+    services = _services_for(suite, options)
     if options.env is None:  # one snapshot for the run, not a copy of os.environ per agent
         options = dataclasses.replace(options, env=dict(os.environ))
     gate = asyncio.Semaphore(max(1, options.jobs))
@@ -102,8 +104,7 @@ async def run_case(
     ``services``, a suite that needs them (MCP proxies, the model gateway) gets its own for
     this case (the pytest plugin runs cases one by one).
     """
-    if services is None and _uses_services(suite):
-        own = RunServices(suite, options.mode)
+    if services is None and (own := _services_for(suite, options)) is not None:
         own.start()
         try:
             return await run_case(suite, case, options, tools, teardowns, own)
@@ -213,8 +214,13 @@ class _ToolModuleCache:
         return self._tools
 
 
-def _uses_services(suite: Suite) -> bool:
-    return bool(suite.config.mcp_servers) or suite.config.model_gateway is not None
+def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
+    """The run's MCP proxies and model gateway, when the suite declares any (imported lazily)."""
+    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+        return None
+    from trialrun.services import RunServices
+
+    return RunServices(suite, options.mode)
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
