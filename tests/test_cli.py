@@ -212,6 +212,13 @@ def test_init_node_writes_a_node_agent_that_passes(
     assert code == 0, out + err
 
 
+def test_init_templates_are_python_only(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = call(["init", "--template", "langgraph", "--language", "node"], capsys)
+    assert code == 2
+    assert "--language applies to the demo only" in out + err
+    assert not (project / "evals").exists()
+
+
 def test_init_files_name_the_shipped_json_schemas(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,6 +37,11 @@ def init(language: str, path: Path, template: str, force: bool) -> int:
     from trialrun.config.paths import display_path
     from trialrun.scaffold import init_project
 
+    if template != "demo" and language != "python":
+        raise click.UsageError(
+            f"--template {template} writes a Python agent; --language applies to the demo only"
+        )
+
     report = init_project(
         path, language="node" if language == "node" else "python", force=force, template=template
     )
