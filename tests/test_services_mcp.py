@@ -78,6 +78,9 @@ def test_record_then_replay_with_the_server_absent_gives_the_same_run(project: P
     record_run = last_run(project)
     assert cassette.is_file()
     assert not list((suite / "cassettes").glob(".*tmp")), "no temporary file left behind"
+    header = json.loads(cassette.read_text().splitlines()[0])
+    # The header names the command as the suite declares it, not this checkout's paths.
+    assert header["upstream"] == ["python3", "server/docs_server.py"]
 
     server = suite / "server" / "docs_server.py"
     server.rename(server.with_suffix(".gone"))  # replay must not need the server at all

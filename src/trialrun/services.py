@@ -301,7 +301,21 @@ class CaseServices:
                     "error",
                 )
                 return
-            atomic_write_bytes(server.cassette, server.writing.read_bytes())
+            atomic_write_bytes(server.cassette, self._portable(server))
+
+    def _portable(self, server: _McpServerRun) -> bytes:
+        """The recording, its header naming the server command as the suite declares it.
+
+        The proxy ran the command with its paths made absolute; a committed recording must not
+        change with the checkout's location, or every re-record on another machine is a diff.
+        """
+        from trialrun.mcp_proxy.cassette import cassette_lines, load_cassette
+
+        recorded = load_cassette(server.writing)
+        if recorded.header is None:
+            return server.writing.read_bytes()
+        declared = self._suite.config.mcp_servers[server.name].command
+        return cassette_lines({**recorded.header, "upstream": list(declared)}, recorded.records)
 
 
 def _server_command(
