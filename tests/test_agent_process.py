@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import pytest
 
+from processes import process_gone
 from trialrun.agent_process import (
     AgentProcess,
     AgentStartError,
@@ -44,20 +45,6 @@ def run(factory: Callable[[], Awaitable[T]]) -> T:
 
 async def start(argv: list[str], limit: int = 64 * MB, **kwargs: object) -> AgentProcess:
     return await AgentProcess.start(argv, max_message_bytes=limit, **kwargs)  # type: ignore[arg-type]
-
-
-def process_gone(pid: int, within_s: float = 3.0) -> bool:
-    """True once ``pid`` no longer runs (a zombie waiting for init counts as gone)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # -- start -------------------------------------------------------------------------------------

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from mcp_proxy_support import (  # type: ignore[import-not-found]
     RawProxy,
     call,
 )
+from processes import process_gone
 from trialrun.mcp_proxy import load_cassette, proxy_command, read_events
 from trialrun.mcp_proxy.cassette import CallRecord, ExchangeRecord, write_cassette
 
@@ -139,7 +138,7 @@ def test_a_stop_signal_in_record_mode_writes_the_cassette_and_stops_the_server(
     assert recorded.tool == "slow_index" and recorded.ok
     assert [p["progress"] for p in recorded.progress] == [1, 2]
     assert "tok-1" not in cassette.read_text()
-    assert _gone(int(pid_file.read_text()))
+    assert process_gone(int(pid_file.read_text()), within_s=5.0)
 
 
 def test_server_dying_mid_session_keeps_what_was_recorded(tmp_path: Path) -> None:
@@ -195,20 +194,3 @@ def test_huge_messages_are_ordinary_traffic(tmp_path: Path) -> None:
     proxy.send(call(1, "dump", {"k": "v" * 100_000}))
     assert proxy.recv()["result"]["content"][0]["text"] == text
     assert proxy.close()[0] == 0
-
-
-def _gone(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-        except FileNotFoundError:
-            return True
-        if state == "Z":
-            return True
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False

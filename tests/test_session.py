@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from processes import process_gone
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
 from trialrun.results import AgentRun
 from trialrun.session import Limits, run_agent
@@ -86,19 +87,6 @@ def run_case(
 
 def event_types(run: AgentRun) -> list[str]:
     return [event["type"] for event in run.events]
-
-
-def process_gone(pid: int, within_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # -- the happy path ----------------------------------------------------------------------------
