@@ -21,6 +21,7 @@ from trialrun.baseline import (
     thresholds_of,
 )
 from trialrun.config.models import Regression
+from trialrun.config.spec import parse
 from trialrun.errors import ConfigError, TrialrunError
 from trialrun.fsutil import write_json
 
@@ -159,12 +160,13 @@ def test_reg_gate_probe_matches_the_peer(peer_fixtures: Path) -> None:
 
 def test_suite_regression_model_with_alias_keys(peer_fixtures: Path) -> None:
     probe = peer_fixtures / "generated-0.2.3/probe-runs/reg_gate"
-    policy = Regression.model_validate(
+    policy = parse(
+        Regression,
         {
             "min_success_rate": 0.5,
             "max_avg_wall_ms_delta_pct": 0.05,
             "max_p95_wall_ms_increase_pct": 0.05,
-        }
+        },
     )
     regression = compute_regression(
         load_baseline(probe / "baseline_b2.json"),

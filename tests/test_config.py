@@ -448,6 +448,14 @@ def test_regression_aliases_are_accepted(repo: Path, probe: _ProbeType) -> None:
             "id: t\ninput: {}\ncassette: c.jsonl\nbudgets: {max_cost_usd: -0.5}\n",
             "suite/cases/t.yaml:4: 'max_cost_usd' must be >= 0, found -0.5",
         ),
+        (
+            "id: t\ninput: {}\ncassette: c.jsonl\n7: x\n",
+            "suite/cases/t.yaml:4: keys of the file must be strings, found integer 7",
+        ),
+        (
+            "id: t\ninput: {}\ncassette: c.jsonl\nbudgets:\n  3: 1\n",
+            "suite/cases/t.yaml:5: keys of 'budgets' must be strings, found integer 3",
+        ),
         ("", "suite/cases/t.yaml:1: the file is empty; expected a mapping of keys to values"),
     ],
 )

@@ -131,7 +131,7 @@ class RunRecorder:
             finished_at=time.time(),
             interrupted=interrupted,
             git_sha=os.environ.get("GITHUB_SHA"),
-            regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+            regression_policy=policy.to_dict(exclude_none=True) if policy else None,
         )
         summary = build_summary(result, regression=None)
         regression: dict[str, Any] | None = None

@@ -216,7 +216,7 @@ def _write_baseline(suite_dir: Path, baseline: Path) -> None:
         cases=cases,
         started_at=0.0,
         finished_at=0.0,
-        regression_policy=policy.model_dump(exclude_none=True) if policy else None,
+        regression_policy=policy.to_dict(exclude_none=True) if policy else None,
     )
     summary = build_summary(result, regression=None)
     write_json(baseline, baseline_from_summary(summary, base_dir=baseline.parent))

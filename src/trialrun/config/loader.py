@@ -15,12 +15,11 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
 from trialrun.config.assertions import AssertionCompiler
-from trialrun.config.messages import describe_value, validation_errors
+from trialrun.config.messages import describe_value, spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
 from trialrun.config.paths import PathEscapeError, SuitePaths, display_path
+from trialrun.config.spec import Record, SpecError, parse
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 from trialrun.suggest import did_you_mean
@@ -33,7 +32,7 @@ CASE_FILE_SUFFIXES = (".yaml", ".yml")
 REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _LISTED_IDS = 20
 
-_Model = TypeVar("_Model", bound=BaseModel)
+_Record = TypeVar("_Record", bound=Record)
 
 
 @dataclass(frozen=True)
@@ -168,11 +167,11 @@ class _SuiteLoader:
             self._add(exc)
             return None
 
-    def _validate(self, doc: LoadedYaml, model: type[_Model], what: str) -> _Model | None:
+    def _validate(self, doc: LoadedYaml, record: type[_Record], what: str) -> _Record | None:
         try:
-            return model.model_validate(doc.data)
-        except ValidationError as exc:
-            for error in validation_errors(exc, doc, model, what):
+            return parse(record, doc.data)
+        except SpecError as exc:
+            for error in spec_errors(exc, doc, record, what):
                 self._add(error)
             return None
 

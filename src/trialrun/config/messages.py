@@ -1,8 +1,9 @@
-"""Plain-language messages for pydantic validation errors in suite and case files.
+"""Plain-language messages for validation errors in suite, case, compare and plan files.
 
-pydantic says "Input should be a valid integer" under a location tuple; a user wants
-"'max_tool_calls' must be an integer, found string '10'" at the line they wrote it, and a
-did-you-mean for a misspelt key. This module does that translation and nothing else.
+The validators (``config.spec`` for suites and cases, pydantic for compare and plan files) say
+"int_type" under a location tuple; a user wants "'max_tool_calls' must be an integer, found
+string '10'" at the line they wrote it, and a did-you-mean for a misspelt key. This module does
+that translation and nothing else.
 """
 
 from __future__ import annotations
@@ -12,16 +13,21 @@ import re
 import shlex
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, BaseModel, ValidationError
-from pydantic_core import ErrorDetails
-
+from trialrun.config import spec
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
 from trialrun.suggest import closest
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+Detail = Mapping[str, Any]
+"""A pydantic error detail, or a ``config.spec`` issue of the same shape."""
+KeysAt = Callable[[Sequence[PathElement]], list[str]]
 
 _PREVIEW_CHARS = 40
 
@@ -67,15 +73,32 @@ def describe_value(value: Any) -> str:
     return f"a YAML {type(value).__name__}"
 
 
+def spec_errors(
+    exc: spec.SpecError, doc: LoadedYaml, record: type[spec.Record], what: str
+) -> list[ConfigError]:
+    """One ConfigError per issue ``spec.parse`` found in ``doc``, at the line of the key."""
+
+    def keys_at(loc: Sequence[PathElement]) -> list[str]:
+        found = spec.record_at(record, loc)
+        return spec.accepted_keys(found) if found is not None else []
+
+    return _errors(exc.issues, doc, keys_at, what)
+
+
 def validation_errors(
     exc: ValidationError, doc: LoadedYaml, model: type[BaseModel], what: str
 ) -> list[ConfigError]:
-    """One ConfigError per pydantic error, at the line of the offending key.
+    """One ConfigError per pydantic error, at the line of the offending key."""
+    return _errors(exc.errors(), doc, lambda loc: _keys_at(model, loc), what)
 
-    ``what`` names the top-level mapping in messages ("suite", "case"). Assertion entries are
+
+def _errors(
+    all_details: Iterable[Detail], doc: LoadedYaml, keys_at: KeysAt, what: str
+) -> list[ConfigError]:
+    """``what`` names the top-level mapping in messages ("suite", "case"). Assertion entries are
     left to the assertion compiler, which explains them better.
     """
-    details = [d for d in exc.errors() if not _is_assertion_entry(d["loc"])]
+    details = [d for d in all_details if not _is_assertion_entry(d["loc"])]
     missing = {(d["loc"][:-1], d["loc"][-1]) for d in details if d["type"] == "missing"}
     explained_missing: set[tuple[tuple[PathElement, ...], PathElement]] = set()
     errors: list[ConfigError] = []
@@ -83,7 +106,7 @@ def validation_errors(
         loc = tuple(detail["loc"])
         if detail["type"] == "extra_forbidden":
             unknown = str(loc[-1])
-            choices = _keys_at(model, loc[:-1])
+            choices = keys_at(loc[:-1])
             suggestion = closest(unknown, choices)
             hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
             if suggestion is not None and (loc[:-1], suggestion) in missing:
@@ -107,7 +130,7 @@ def validation_errors(
     return errors
 
 
-def _message(detail: ErrorDetails, loc: tuple[PathElement, ...]) -> str:
+def _message(detail: Detail, loc: tuple[PathElement, ...]) -> str:
     kind = detail["type"]
     value = detail.get("input")
     ctx = detail.get("ctx") or {}
@@ -123,6 +146,9 @@ def _message(detail: ErrorDetails, loc: tuple[PathElement, ...]) -> str:
             expected = ctx.get("expected")
             return f"keys of '{owner}' must be one of {expected}, found {describe_value(value)}"
         return f"keys of '{owner}' must be strings, found {describe_value(value)}"
+    if kind == "invalid_key":  # a YAML key that is a number, a date, ...: loc ends with it
+        owner = f"'{_name(loc[:-1])}'" if loc[:-1] else "the file"
+        return f"keys of {owner} must be strings, found {describe_value(loc[-1])}"
     if loc == ("agent_command",) and kind == "list_type" and isinstance(value, str):
         return (
             "'agent_command' must be a list of strings, not one string; write "
@@ -144,7 +170,7 @@ def _message(detail: ErrorDetails, loc: tuple[PathElement, ...]) -> str:
         if minimum == 1:
             return f"'{name}' must not be empty"
         return f"'{name}' must have at least {minimum} items, found {ctx.get('actual_length')}"
-    return f"'{name}': {detail['msg']}"
+    return f"'{name}': {detail.get('msg') or kind}"
 
 
 def _name(loc: Sequence[PathElement]) -> str:
@@ -207,6 +233,8 @@ def _accepted_keys(model: type[BaseModel]) -> list[str]:
 
 
 def _aliases(alias: Any) -> Iterable[str]:
+    from pydantic import AliasChoices
+
     if isinstance(alias, str):
         return [alias]
     if isinstance(alias, AliasChoices):
@@ -216,6 +244,8 @@ def _aliases(alias: Any) -> Iterable[str]:
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model inside ``X | None``, ``list[X]`` or ``dict[str, X]``, if any."""
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)

@@ -1,23 +1,29 @@
-"""Pydantic models of suite.yaml and case files: every key RunLedger accepts, plus our extensions.
+"""The records of suite.yaml and case files: every key RunLedger accepts, plus our extensions.
 
 Unknown keys are errors everywhere (the loader adds a did-you-mean). Numbers are strict enough that
-a typo cannot pass silently: budgets are non-negative, ids are strings.
+a typo cannot pass silently: budgets are non-negative, ids are strings. ``config.spec`` explains
+the field metadata and why these are not pydantic models.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    StringConstraints,
+from trialrun.config.spec import (
+    AnyValue,
+    Bool,
+    Float,
+    Int,
+    ListOf,
+    MapOf,
+    Nested,
+    OneOf,
+    Optional,
+    Record,
+    Str,
+    key,
 )
 
 Mode = Literal["replay", "record", "live"]
@@ -25,54 +31,58 @@ AgentChannel = Literal["stdio", "fd"]
 ModelProvider = Literal["openai", "anthropic"]
 
 # MCP server names become file names and tool-name prefixes: keep them plain.
-ServerName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+SERVER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_TOOL_TIMEOUT_MS = 30_000
 DEFAULT_KILL_GRACE_MS = 2_000
 
+_COUNT = Optional(Int(ge=0))
+_STRINGS = ListOf(Str())
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-
-class Budgets(_Strict):
-    max_wall_ms: StrictInt | None = Field(default=None, ge=0)
-    max_tool_calls: StrictInt | None = Field(default=None, ge=0)
-    max_tool_errors: StrictInt | None = Field(default=None, ge=0)
-    max_tokens_out: StrictInt | None = Field(default=None, ge=0)
-    max_cost_usd: StrictFloat | None = Field(default=None, ge=0)
+@dataclass(frozen=True, kw_only=True)
+class Budgets(Record):
+    max_wall_ms: int | None = field(default=None, metadata=key(_COUNT))
+    max_tool_calls: int | None = field(default=None, metadata=key(_COUNT))
+    max_tool_errors: int | None = field(default=None, metadata=key(_COUNT))
+    max_tokens_out: int | None = field(default=None, metadata=key(_COUNT))
+    max_cost_usd: float | None = field(default=None, metadata=key(Optional(Float(ge=0))))
 
     def merged(self, override: Budgets | None) -> Budgets:
         """Case budgets override suite budgets key by key."""
         if override is None:
             return self
-        return Budgets(**{**self.model_dump(), **override.model_dump(exclude_none=True)})
+        return dataclasses.replace(self, **override.to_dict(exclude_none=True))
 
 
-class Regression(_Strict):
-    min_pass_rate: StrictFloat | None = Field(
-        default=None, ge=0, le=1, validation_alias=AliasChoices("min_pass_rate", "min_success_rate")
+@dataclass(frozen=True, kw_only=True)
+class Regression(Record):
+    min_pass_rate: float | None = field(
+        default=None, metadata=key(Optional(Float(ge=0, le=1)), "min_success_rate")
     )
-    max_avg_wall_ms_delta_pct: StrictFloat | None = None
-    max_p95_wall_ms_delta_pct: StrictFloat | None = Field(
-        default=None,
-        validation_alias=AliasChoices("max_p95_wall_ms_delta_pct", "max_p95_wall_ms_increase_pct"),
+    max_avg_wall_ms_delta_pct: float | None = field(default=None, metadata=key(Optional(Float())))
+    max_p95_wall_ms_delta_pct: float | None = field(
+        default=None, metadata=key(Optional(Float()), "max_p95_wall_ms_increase_pct")
     )
 
 
-class ReplaceText(_Strict):
-    pattern: StrictStr
-    replacement: StrictStr = ""
-    flags: StrictStr = ""
+@dataclass(frozen=True, kw_only=True)
+class ReplaceText(Record):
+    pattern: str = field(metadata=key(Str()))
+    replacement: str = field(default="", metadata=key(Str()))
+    flags: str = field(default="", metadata=key(Str()))
 
 
-class Normalization(_Strict):
-    strip_keys: list[StrictStr] = Field(default_factory=list)
-    strip_paths: list[StrictStr] = Field(default_factory=list)
-    replace_paths: dict[str, Any] = Field(default_factory=dict)
-    replace_text: list[ReplaceText] = Field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class Normalization(Record):
+    strip_keys: list[str] = field(default_factory=list, metadata=key(_STRINGS))
+    strip_paths: list[str] = field(default_factory=list, metadata=key(_STRINGS))
+    replace_paths: dict[str, Any] = field(default_factory=dict, metadata=key(MapOf(AnyValue())))
+    replace_text: list[ReplaceText] = field(
+        default_factory=list, metadata=key(ListOf(Nested(ReplaceText)))
+    )
 
     def merged(self, override: Normalization | None) -> Normalization:
         """Lists concatenate; replace_paths merge with the case winning."""
@@ -90,61 +100,84 @@ class Normalization(_Strict):
         return not (self.strip_keys or self.strip_paths or self.replace_paths or self.replace_text)
 
 
-class McpServer(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class McpServer(Record):
     """An MCP server the agent uses; the runner hands the agent a recording/replaying proxy."""
 
-    command: list[StrictStr] = Field(min_length=1)
-    env: dict[str, StrictStr] = Field(default_factory=dict)
-    transport: Literal["stdio", "http"] = "stdio"
+    command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
+    env: dict[str, str] = field(default_factory=dict, metadata=key(MapOf(Str())))
+    transport: Literal["stdio", "http"] = field(
+        default="stdio", metadata=key(OneOf("stdio", "http"))
+    )
     """``http``: the runner serves the proxy over streamable HTTP and gives the agent its URL."""
 
 
-class ModelGateway(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ModelGateway(Record):
     """Model calls go through trialrun's gateway (OpenAI- and Anthropic-compatible APIs)."""
 
-    upstreams: dict[ModelProvider, StrictStr] = Field(default_factory=dict)
+    upstreams: dict[ModelProvider, str] = field(
+        default_factory=dict, metadata=key(MapOf(Str(), key=OneOf("openai", "anthropic")))
+    )
     """Where record and live mode forward, per provider (default: the providers' public APIs)."""
-    normalization: Normalization | None = None
+    normalization: Normalization | None = field(
+        default=None, metadata=key(Optional(Nested(Normalization)))
+    )
     """Extra rules applied to requests before matching, on top of the built-in volatile parts."""
-    prices: StrictStr | None = None
+    prices: str | None = field(default=None, metadata=key(Optional(Str())))
     """A JSON or YAML file ``{model: {input_per_mtok, output_per_mtok}}`` for ``cost_usd``."""
-    lenient: StrictBool = False
+    lenient: bool = field(default=False, metadata=key(Bool()))
     """On a miss, serve the next recording of the same endpoint and warn instead of failing."""
 
 
-class SuiteConfig(_Strict):
-    suite_name: StrictStr
-    agent_command: list[StrictStr] = Field(min_length=1)
-    mode: Mode
-    cases_path: StrictStr
-    tool_registry: list[StrictStr]
-    tool_module: StrictStr | None = None
-    assertions: list[dict[str, Any]] = Field(default_factory=list)
-    budgets: Budgets | None = None
-    regression: Regression | None = None
-    normalization: Normalization | None = None
-    baseline_path: StrictStr | None = None
-    output_dir: StrictStr | None = None
+@dataclass(frozen=True, kw_only=True)
+class SuiteConfig(Record):
+    suite_name: str = field(metadata=key(Str()))
+    agent_command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
+    mode: Mode = field(metadata=key(OneOf("replay", "record", "live")))
+    cases_path: str = field(metadata=key(Str()))
+    tool_registry: list[str] = field(metadata=key(_STRINGS))
+    tool_module: str | None = field(default=None, metadata=key(Optional(Str())))
+    assertions: list[dict[str, Any]] = field(
+        default_factory=list, metadata=key(ListOf(MapOf(AnyValue())))
+    )
+    budgets: Budgets | None = field(default=None, metadata=key(Optional(Nested(Budgets))))
+    regression: Regression | None = field(default=None, metadata=key(Optional(Nested(Regression))))
+    normalization: Normalization | None = field(
+        default=None, metadata=key(Optional(Nested(Normalization)))
+    )
+    baseline_path: str | None = field(default=None, metadata=key(Optional(Str())))
+    output_dir: str | None = field(default=None, metadata=key(Optional(Str())))
     # trialrun extensions
-    idle_timeout_ms: StrictInt = Field(default=DEFAULT_IDLE_TIMEOUT_MS, gt=0)
-    max_message_bytes: StrictInt = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
-    tool_timeout_ms: StrictInt = Field(default=DEFAULT_TOOL_TIMEOUT_MS, gt=0)
-    kill_grace_ms: StrictInt = Field(default=DEFAULT_KILL_GRACE_MS, ge=0)
-    agent_channel: AgentChannel = "stdio"
+    idle_timeout_ms: int = field(default=DEFAULT_IDLE_TIMEOUT_MS, metadata=key(Int(gt=0)))
+    max_message_bytes: int = field(default=DEFAULT_MAX_MESSAGE_BYTES, metadata=key(Int(gt=0)))
+    tool_timeout_ms: int = field(default=DEFAULT_TOOL_TIMEOUT_MS, metadata=key(Int(gt=0)))
+    kill_grace_ms: int = field(default=DEFAULT_KILL_GRACE_MS, metadata=key(Int(ge=0)))
+    agent_channel: AgentChannel = field(default="stdio", metadata=key(OneOf("stdio", "fd")))
     """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
-    mcp_servers: dict[ServerName, McpServer] = Field(default_factory=dict)
-    model_gateway: ModelGateway | None = None
+    mcp_servers: dict[str, McpServer] = field(
+        default_factory=dict,
+        metadata=key(MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN))),
+    )
+    model_gateway: ModelGateway | None = field(
+        default=None, metadata=key(Optional(Nested(ModelGateway)))
+    )
 
 
-class CaseConfig(_Strict):
-    id: StrictStr
-    description: StrictStr | None = None
-    input: dict[str, Any]
-    cassette: StrictStr
-    assertions: list[dict[str, Any]] | None = None
-    budgets: Budgets | None = None
-    normalization: Normalization | None = None
+@dataclass(frozen=True, kw_only=True)
+class CaseConfig(Record):
+    id: str = field(metadata=key(Str()))
+    description: str | None = field(default=None, metadata=key(Optional(Str())))
+    input: dict[str, Any] = field(metadata=key(MapOf(AnyValue())))
+    cassette: str = field(metadata=key(Str()))
+    assertions: list[dict[str, Any]] | None = field(
+        default=None, metadata=key(Optional(ListOf(MapOf(AnyValue()))))
+    )
+    budgets: Budgets | None = field(default=None, metadata=key(Optional(Nested(Budgets))))
+    normalization: Normalization | None = field(
+        default=None, metadata=key(Optional(Nested(Normalization)))
+    )
 
 
-SUITE_KEYS = tuple(SuiteConfig.model_fields)
-CASE_KEYS = tuple(CaseConfig.model_fields)
+SUITE_KEYS = tuple(f.name for f in dataclasses.fields(SuiteConfig))
+CASE_KEYS = tuple(f.name for f in dataclasses.fields(CaseConfig))

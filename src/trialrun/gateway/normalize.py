@@ -192,18 +192,17 @@ def load_rules(path: Path) -> Normalization:
 
     Every problem is a ``ConfigError`` at its line, including a regex that does not compile.
     """
-    from pydantic import ValidationError
-
-    from trialrun.config.messages import validation_errors
+    from trialrun.config.messages import spec_errors
     from trialrun.config.models import Normalization
+    from trialrun.config.spec import SpecError, parse
     from trialrun.config.yamlload import load_yaml_file
     from trialrun.errors import ConfigError, ConfigErrors
 
     doc = load_yaml_file(path)
     try:
-        rules = Normalization.model_validate(doc.data)
-    except ValidationError as exc:
-        raise ConfigErrors(validation_errors(exc, doc, Normalization, "rules")) from None
+        rules = parse(Normalization, doc.data)
+    except SpecError as exc:
+        raise ConfigErrors(spec_errors(exc, doc, Normalization, "rules")) from None
     for index, rule in enumerate(rules.replace_text):
         try:
             compile_text_rules(((rule.pattern, rule.flags, rule.replacement),))

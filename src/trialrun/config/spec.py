@@ -1,0 +1,450 @@
+"""Strict typed records for suite and case files, validated with every problem reported at once.
+
+Each record is a frozen dataclass whose fields carry a ``Spec`` (what a key accepts) in their
+metadata. ``parse`` checks raw YAML data against a record and either builds it or raises
+``SpecError`` with every issue found. Issues have the shape of pydantic's error details (``type``,
+``loc``, ``input``, ``ctx``), so ``config.messages`` words them the same way whichever library found
+them: the compare and verify-plan files are still pydantic models.
+
+Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydantic plus building
+these models cost ~70 ms of single-threaded start-up (a third of a small run's own time) for a
+dozen flat records. The semantics are pydantic's strict mode: no coercion except an integer
+where a number is expected, unknown keys refused, RunLedger's spellings accepted as aliases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+Loc = tuple[str | int, ...]
+Issue = dict[str, Any]
+"""``{"type": ..., "loc": ..., "input": ..., "ctx": ...}`` like a pydantic error detail."""
+
+_R = TypeVar("_R", bound="Record")
+_INVALID: Any = object()
+
+
+class SpecError(ValueError):
+    """Raw data that does not fit a record; ``issues`` lists every problem."""
+
+    def __init__(self, issues: list[Issue]) -> None:
+        super().__init__(f"{len(issues)} validation issue(s): {issues[:3]}")
+        self.issues = issues
+
+
+class Spec:
+    """What one value accepts. ``check`` returns the value to store, or ``_INVALID``.
+
+    Specs are plain classes, not dataclasses: a dataclass costs ~0.4 ms to create at import.
+    """
+
+    __slots__ = ()
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        raise NotImplementedError
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _issue(issues: list[Issue], kind: str, loc: Loc, value: Any, **ctx: Any) -> Any:
+    issues.append({"type": kind, "loc": loc, "input": value, "ctx": ctx or None})
+    return _INVALID
+
+
+class Str(Spec):
+    """A string; with ``pattern``, one that the regular expression matches entirely."""
+
+    __slots__ = ("pattern",)
+
+    def __init__(self, pattern: str | None = None) -> None:
+        self.pattern = pattern
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, str):
+            return _issue(issues, "string_type", loc, value)
+        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
+            return _issue(issues, "string_pattern_mismatch", loc, value, pattern=self.pattern)
+        return value
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "string"}
+        if self.pattern is not None:
+            schema["pattern"] = f"^{self.pattern}$"
+        return schema
+
+
+class Int(Spec):
+    """An integer (not a boolean), optionally bounded."""
+
+    __slots__ = ("ge", "gt")
+
+    def __init__(self, *, ge: int | None = None, gt: int | None = None) -> None:
+        self.ge = ge
+        self.gt = gt
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return _issue(issues, "int_type", loc, value)
+        return _bounded(value, loc, issues, ge=self.ge, gt=self.gt)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "integer", **_bounds_schema(ge=self.ge, gt=self.gt)}
+
+
+class Float(Spec):
+    """A number; an integer is accepted and stored as a float."""
+
+    __slots__ = ("ge", "le")
+
+    def __init__(self, *, ge: float | None = None, le: float | None = None) -> None:
+        self.ge = ge
+        self.le = le
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return _issue(issues, "float_type", loc, value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any double: not a number we can use
+            return _issue(issues, "float_type", loc, value)
+        return _bounded(number, loc, issues, ge=self.ge, le=self.le)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "number", **_bounds_schema(ge=self.ge, le=self.le)}
+
+
+def _bounded(
+    value: float,
+    loc: Loc,
+    issues: list[Issue],
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+) -> Any:
+    # pydantic's order, which only NaN (failing every bound) can tell apart.
+    if le is not None and not value <= le:
+        return _issue(issues, "less_than_equal", loc, value, le=le)
+    if ge is not None and not value >= ge:
+        return _issue(issues, "greater_than_equal", loc, value, ge=ge)
+    if gt is not None and not value > gt:
+        return _issue(issues, "greater_than", loc, value, gt=gt)
+    return value
+
+
+def _bounds_schema(**bounds: float | None) -> dict[str, Any]:
+    names = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum"}
+    return {names[k]: v for k, v in bounds.items() if v is not None}
+
+
+class Bool(Spec):
+    __slots__ = ()
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, bool):
+            return _issue(issues, "bool_type", loc, value)
+        return value
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+class AnyValue(Spec):
+    __slots__ = ()
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        return value
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+class OneOf(Spec):
+    """One of a few fixed strings."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, *values: str) -> None:
+        self.values = values
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if isinstance(value, str) and value in self.values:
+            return value
+        quoted = [f"'{v}'" for v in self.values]
+        expected = " or ".join(quoted) if len(quoted) <= 2 else ", ".join(quoted[:-1])
+        if len(quoted) > 2:
+            expected += f" or {quoted[-1]}"
+        return _issue(issues, "literal_error", loc, value, expected=expected)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"enum": list(self.values), "type": "string"}
+
+
+class ListOf(Spec):
+    __slots__ = ("item", "min_length")
+
+    def __init__(self, item: Spec, *, min_length: int = 0) -> None:
+        self.item = item
+        self.min_length = min_length
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, list):
+            return _issue(issues, "list_type", loc, value)
+        items = [self.item.check(entry, (*loc, i), issues) for i, entry in enumerate(value)]
+        if len(value) < self.min_length:
+            return _issue(
+                issues,
+                "too_short",
+                loc,
+                value,
+                field_type="List",
+                min_length=self.min_length,
+                actual_length=len(value),
+            )
+        return _INVALID if any(item is _INVALID for item in items) else items
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "array", "items": self.item.json_schema(defs)}
+        if self.min_length:
+            schema["minItems"] = self.min_length
+        return schema
+
+
+class MapOf(Spec):
+    """A mapping whose keys satisfy ``key`` (strings by default) and values ``value``."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value: Spec, *, key: Spec | None = None) -> None:
+        self.value = value
+        self.key = key or Str()
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, dict):
+            return _issue(issues, "dict_type", loc, value)
+        checked: dict[Any, Any] = {}
+        valid = True
+        for key, item in value.items():
+            checked_key = self.key.check(key, (*loc, key, "[key]"), issues)
+            checked_item = self.value.check(item, (*loc, key), issues)
+            valid = valid and checked_key is not _INVALID and checked_item is not _INVALID
+            checked[key] = checked_item
+        return checked if valid else _INVALID
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "additionalProperties": self.value.json_schema(defs),
+        }
+        key_schema = self.key.json_schema(defs)
+        if key_schema != {"type": "string"}:
+            schema["propertyNames"] = key_schema
+        return schema
+
+
+class Optional(Spec):
+    """``inner`` or null."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Spec) -> None:
+        self.inner = inner
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        return None if value is None else self.inner.check(value, loc, issues)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [self.inner.json_schema(defs), {"type": "null"}]}
+
+
+class Nested(Spec):
+    """A mapping that is itself a record."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: type[Record]) -> None:
+        self.record = record
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if not isinstance(value, dict):
+            return _issue(issues, "model_type", loc, value, class_name=self.record.__name__)
+        return _parse_into(self.record, value, loc, issues)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        name = self.record.__name__
+        if name not in defs:
+            defs[name] = {}  # placeholder first: a record may refer to itself
+            defs[name] = record_schema(self.record, defs)
+        return {"$ref": f"#/$defs/{name}"}
+
+
+class Key:
+    """A record field's spec and the other spellings it is accepted under (RunLedger's)."""
+
+    __slots__ = ("aliases", "spec")
+
+    def __init__(self, spec: Spec, aliases: tuple[str, ...] = ()) -> None:
+        self.spec = spec
+        self.aliases = aliases
+
+
+def key(spec: Spec, *aliases: str) -> dict[str, Key]:
+    """Metadata for ``dataclasses.field``: ``field(default=None, metadata=key(Int(ge=0)))``."""
+    return {"key": Key(spec, aliases)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """Base of the typed records; subclasses are frozen dataclasses whose fields use ``key``."""
+
+    def to_dict(self, *, exclude_none: bool = False) -> dict[str, Any]:
+        """The record as plain data (nested records too), e.g. for summary.json."""
+        data = dataclasses.asdict(self)
+        return {k: v for k, v in data.items() if v is not None} if exclude_none else data
+
+
+def keys_of(record: type[Record]) -> dict[str, Key]:
+    """Field name -> ``Key``, in declaration order."""
+    return {f.name: f.metadata["key"] for f in dataclasses.fields(record)}
+
+
+def accepted_keys(record: type[Record]) -> list[str]:
+    """Every spelling the record accepts: field names, then their aliases."""
+    names: list[str] = []
+    for name, field_key in keys_of(record).items():
+        names.append(name)
+        names.extend(a for a in field_key.aliases if a != name)
+    return names
+
+
+def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
+    """The record found at ``loc`` inside ``record`` (list indexes and map keys skipped)."""
+    current: type[Record] | None = record
+    for element in loc:
+        if current is None:
+            return None
+        if isinstance(element, int):
+            continue
+        field_key = _key_named(current, element)
+        if field_key is None:
+            return None
+        current = _record_in(field_key.spec)
+    return current
+
+
+def _key_named(record: type[Record], name: str) -> Key | None:
+    for field_name, field_key in keys_of(record).items():
+        if name == field_name or name in field_key.aliases:
+            return field_key
+    return None
+
+
+def _record_in(spec: Spec) -> type[Record] | None:
+    if isinstance(spec, Nested):
+        return spec.record
+    if isinstance(spec, Optional):
+        return _record_in(spec.inner)
+    if isinstance(spec, ListOf):
+        return _record_in(spec.item)
+    if isinstance(spec, MapOf):
+        return _record_in(spec.value)
+    return None
+
+
+def parse(record: type[_R], data: Any) -> _R:
+    """Build ``record`` from raw data, or raise ``SpecError`` listing every problem."""
+    issues: list[Issue] = []
+    if not isinstance(data, dict):
+        _issue(issues, "model_type", (), data, class_name=record.__name__)
+        raise SpecError(issues)
+    built = _parse_into(record, data, (), issues)
+    if issues:
+        raise SpecError(issues)
+    assert isinstance(built, record)
+    return built
+
+
+class _Field:
+    """What parsing needs of one record field, worked out once per record class."""
+
+    __slots__ = ("name", "required", "spec", "spellings")
+
+    def __init__(self, field: dataclasses.Field[Any]) -> None:
+        key_of_field: Key = field.metadata["key"]
+        self.name = field.name
+        self.spellings = (field.name, *key_of_field.aliases)
+        self.spec = key_of_field.spec
+        self.required = (
+            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        )
+
+
+_FIELDS: dict[type[Record], tuple[_Field, ...]] = {}
+
+
+def _fields(record: type[Record]) -> tuple[_Field, ...]:
+    found = _FIELDS.get(record)
+    if found is None:
+        found = _FIELDS[record] = tuple(_Field(f) for f in dataclasses.fields(record))
+    return found
+
+
+def _parse_into(
+    record: type[Record], data: Mapping[Any, Any], loc: Loc, issues: list[Issue]
+) -> Any:
+    values: dict[str, Any] = {}
+    used: set[Any] = set()
+    valid = True
+    for field in _fields(record):
+        # The first spelling present wins; any other one present is an unknown key below.
+        spelling = next((s for s in field.spellings if s in data), None)
+        if spelling is None:
+            if field.required:
+                _issue(issues, "missing", (*loc, field.name), dict(data))
+                valid = False
+            continue
+        used.add(spelling)
+        checked = field.spec.check(data[spelling], (*loc, spelling), issues)
+        if checked is _INVALID:
+            valid = False
+        else:
+            values[field.name] = checked
+    for unknown in data:
+        if unknown not in used:
+            kind = "extra_forbidden" if isinstance(unknown, str) else "invalid_key"
+            _issue(issues, kind, (*loc, unknown), data[unknown])
+            valid = False
+    return record(**values) if valid else _INVALID
+
+
+def record_schema(record: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``record``; nested records go into ``defs``."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in dataclasses.fields(record):
+        field_key: Key = field.metadata["key"]
+        schema = field_key.spec.json_schema(defs)
+        if field.default is not dataclasses.MISSING:
+            schema = {**schema, "default": field.default}
+        elif field.default_factory is dataclasses.MISSING:
+            required.append(field.name)
+        properties[field.name] = schema
+        for alias in field_key.aliases:
+            properties[alias] = {
+                **schema,
+                "description": f"Alias of '{field.name}' (RunLedger spelling).",
+            }
+    schema = {
+        "additionalProperties": False,
+        "properties": properties,
+        "title": record.__name__,
+        "type": "object",
+    }
+    if required:
+        schema["required"] = required
+    return schema
