@@ -16,7 +16,9 @@ from trialrun.report.html import (
     EVENT_CHARS_MAX,
     EVENTS_PER_CASE_MAX,
     FILTER_SCRIPT,
+    ONE_LINE_CHARS_MAX,
     case_view,
+    pretty_json,
     render_html,
 )
 from trialrun.report.summary import build_summary
@@ -199,6 +201,16 @@ def test_big_events_and_long_traces_are_capped(peer_fixtures: Path) -> None:
     assert "truncated: 20,000 of" in page
     assert "11 more events not shown" in page
     assert len(page) < 400_000
+
+
+def test_short_json_is_one_line_and_long_json_is_indented() -> None:
+    short = {"type": "tool_call", "args": {"q": "reset password"}}
+    assert pretty_json(short) == ('{"type": "tool_call", "args": {"q": "reset password"}}', None)
+    fits = {"message": "x" * (ONE_LINE_CHARS_MAX - len('{"message": ""}'))}
+    assert pretty_json(fits)[0] == json.dumps(fits, ensure_ascii=False)
+    long = {"message": fits["message"] + "x", "n": [1]}
+    assert pretty_json(long)[0] == json.dumps(long, ensure_ascii=False, indent=2)
+    assert pretty_json({"message": "\ud800"})[0] == '{"message": "\\ud800"}'
 
 
 def test_lone_surrogates_do_not_break_encoding(peer_fixtures: Path) -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,6 +23,8 @@ from trialrun.redact import redact
 from trialrun.results import CaseResult, CheckFailure, RunResult
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Built once: json.dumps would build an encoder for every event.
+_ENCODE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -45,16 +48,16 @@ class RunDirectory:
         self.path = out_dir / safe_dir_name(suite_name) / run_id
         self.path.mkdir(parents=True, exist_ok=False)
         self._events_tmp = self.path / ".run.jsonl.partial"
-        self._events: IO[str] | None = self._events_tmp.open("w", encoding="utf-8", newline="\n")
+        self._events: IO[bytes] | None = self._events_tmp.open("wb")
 
     def write_case_events(self, result: CaseResult) -> str:
         """Append one finished case's events, then those of its verdict; SHA-256 of the lines."""
         assert self._events is not None, "event log already closed"
         events = [*result.run.events, *(redact(event) for event in verdict_events(result))]
-        text = "".join(_event_line(event) for event in events)
-        self._events.write(text)
+        lines = _event_lines(events)
+        self._events.write(lines)
         self._events.flush()
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return hashlib.sha256(lines).hexdigest()
 
     def finish(self, run: RunResult, summary: dict[str, Any], junit: str, html: str) -> None:
         self.close_events()
@@ -114,11 +117,9 @@ def _explained(failure: CheckFailure) -> dict[str, Any]:
     }
 
 
-def _event_line(event: dict[str, Any]) -> str:
-    # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer.
-    return (
-        json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
-        .encode("utf-8", "backslashreplace")
-        .decode("utf-8")
-        + "\n"
-    )
+def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
+    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8."""
+    text = "".join(_ENCODE_LINE(event) + "\n" for event in events)
+    # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;
+    # json only writes them inside strings, where the escape reads back as the same value.
+    return text.encode("utf-8", "backslashreplace")
