@@ -308,6 +308,12 @@ def test_stderr_ring_is_bounded_in_bytes_even_for_one_endless_line() -> None:
     assert ring.text() == "a" * 60 + "\n" + "b" * 30
 
 
+def test_stderr_ring_bounds_the_unfinished_line_after_a_newline_in_one_big_chunk() -> None:
+    ring = StderrRing(max_lines=200, max_bytes=100)
+    ring.feed(b"a\n" + b"z" * 300)
+    assert ring.text() == "a\n" + "z" * 100
+
+
 def test_stderr_ring_decodes_anything() -> None:
     ring = StderrRing()
     ring.feed("caf\u00e9 \U0001f600\n".encode() + b"\xff\xfe\n")

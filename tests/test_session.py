@@ -219,6 +219,20 @@ def test_agent_that_exits_while_a_child_holds_stdout_is_not_waited_for(tmp_path:
     assert process_gone(int(pid_file.read_text()))
 
 
+def test_a_line_sent_just_after_the_agent_exited_still_counts() -> None:
+    # The agent exits at once; a helper still holding its stdout sends the final output later.
+    late = json.dumps({"type": "final_output", "output": {"late": True}})
+    helper = f"import time; time.sleep(0.2); print({late!r}, flush=True)"
+    code = (
+        "import subprocess, sys\n"
+        "sys.stdin.readline()\n"
+        f"subprocess.Popen([sys.executable, '-c', {helper!r}])\n"
+    )
+    run = run_case([sys.executable, "-c", code])
+    assert run.failure is None
+    assert (run.output, run.exit_code) == ({"late": True}, 0)
+
+
 def test_task_error_fails_as_error_with_its_message() -> None:
     run = run_case(agent("task_error.py", "no idea, sorry"))
     assert run.failure is not None

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +36,6 @@ from trialrun.protocol import encode
 
 STDERR_TAIL_LINES = 200
 STDERR_TAIL_BYTES = 64 * 1024
-_STDERR_CHUNK = 64 * 1024
 _STDERR_SETTLE_S = 0.5
 """How long to wait, after the group is dead, for the last stderr bytes already in the pipe."""
 _KILL_REAP_S = 5.0
@@ -64,18 +63,6 @@ class MessageTooLargeError(TrialrunError):
         )
 
 
-class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The standard stream protocol, plus an event set when the agent itself exits."""
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited = asyncio.Event()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exited.set()
-
-
 class StderrRing:
     """The last lines an agent wrote to stderr, bounded in lines and in bytes."""
 
@@ -87,16 +74,16 @@ class StderrRing:
         self._partial = bytearray()
 
     def feed(self, chunk: bytes) -> None:
+        """Add the next bytes, in chunks of any size: how they were split changes nothing."""
         self._partial += chunk
-        if b"\n" not in chunk:
-            if len(self._partial) > self._max_bytes:
-                # One endless line: keep its end, which is what a reader wants to see.
-                del self._partial[: len(self._partial) - self._max_bytes]
-            return
-        *complete, rest = bytes(self._partial).split(b"\n")
-        self._partial = bytearray(rest)
-        for line in complete:
-            self._push(line)
+        if b"\n" in chunk:
+            *complete, rest = bytes(self._partial).split(b"\n")
+            self._partial = bytearray(rest)
+            for line in complete:
+                self._push(line)
+        if len(self._partial) > self._max_bytes:
+            # One endless line: keep its end, which is what a reader wants to see.
+            del self._partial[: len(self._partial) - self._max_bytes]
 
     def text(self) -> str:
         lines = list(self._lines)
@@ -110,6 +97,38 @@ class StderrRing:
         self._size += len(line) + 1
         while len(self._lines) > self._max_lines or self._size > self._max_bytes:
             self._size -= len(self._lines.popleft()) + 1
+
+
+class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The standard stream protocol, plus the agent's own exit and its output tail.
+
+    The tail pipe (stderr; stdout too on the ``fd`` channel) feeds ``tail`` as its bytes arrive:
+    no reader task per agent, and no buffer that could fill up and block a chatty agent.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, tail_fd: int) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.tail = StderrRing()
+        self.tail_closed: asyncio.Future[None] = loop.create_future()
+        self._tail_fd = tail_fd
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == self._tail_fd:
+            assert isinstance(data, bytes)  # pipes carry bytes; str exists only in the stubs
+            self.tail.feed(data)
+        else:
+            super().pipe_data_received(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        super().pipe_connection_lost(fd, exc)
+        if fd == self._tail_fd and not self.tail_closed.done():
+            self.tail_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 _PIDFD_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
@@ -138,7 +157,7 @@ class AgentProcess:
     def __init__(
         self,
         transport: asyncio.SubprocessTransport,
-        protocol: _ExitAwareProtocol,
+        protocol: _AgentProtocol,
         process: asyncio.subprocess.Process,
         max_message_bytes: int,
         channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None,
@@ -151,13 +170,8 @@ class AgentProcess:
             assert process.stdout is not None and process.stdin is not None
             self._reader: asyncio.StreamReader = process.stdout
             self._writer: asyncio.StreamWriter = process.stdin
-            output = process.stderr
         else:
             self._reader, self._writer = channel
-            output = process.stdout  # stderr joins it (stderr=STDOUT)
-        assert output is not None
-        self._stderr = StderrRing()
-        self._stderr_task = asyncio.ensure_future(self._drain_output(output))
         self._closed = False
         self.max_message_bytes = max_message_bytes
         self.channel: Channel = "stdio" if channel is None else "fd"
@@ -202,9 +216,11 @@ class AgentProcess:
                 "stderr": subprocess.STDOUT,
                 "pass_fds": (theirs.fileno(),),
             }
+        # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
+        tail_fd = 2 if channel == "stdio" else 1
         try:
             transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitAwareProtocol(limit=max_message_bytes, loop=loop),
+                lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
                 *command,
                 cwd=cwd,
                 env=child_env,
@@ -234,17 +250,19 @@ class AgentProcess:
 
     @property
     def exited(self) -> bool:
-        return self._protocol.exited.is_set()
+        return self._protocol.exited.done()
+
+    def on_exit(self, callback: Callable[[], object]) -> None:
+        """Have the event loop call ``callback`` once the agent itself has exited."""
+        self._protocol.exited.add_done_callback(lambda _: callback())
 
     async def wait_exited(self, timeout_s: float | None = None) -> bool:
         """Wait until the agent itself exits (its children may live on); False on timeout."""
         if self.exited:
             return True
-        try:
-            await asyncio.wait_for(self._protocol.exited.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        # asyncio.wait, unlike wait_for on Python 3.11, starts no task and cancels nothing.
+        done, _ = await asyncio.wait((self._protocol.exited,), timeout=timeout_s)
+        return bool(done)
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
@@ -284,7 +302,7 @@ class AgentProcess:
             writer.close()
 
     def stderr_tail(self) -> str:
-        return self._stderr.text()
+        return self._protocol.tail.text()
 
     def kill_now(self) -> None:
         """SIGKILL the whole group at once, without waiting (used when we are being cancelled)."""
@@ -301,8 +319,8 @@ class AgentProcess:
         if not self.exited:
             self._signal_group(signal.SIGTERM)
             await self.wait_exited(grace_s)
-        else:
-            self._signal_group(signal.SIGTERM)
+        # No SIGTERM for helpers of an agent that exited: the SIGKILL right after leaves them no
+        # time to act on it.
         self._signal_group(signal.SIGKILL)
         await self.wait_exited(_KILL_REAP_S)
         await self._settle_stderr()
@@ -319,7 +337,6 @@ class AgentProcess:
         if self._closed:
             return
         self._closed = True
-        self._stderr_task.cancel()
         if self.channel == "fd":
             self._writer.close()
         self._transport.close()
@@ -330,12 +347,8 @@ class AgentProcess:
             os.killpg(self.pid, signum)
 
     async def _settle_stderr(self) -> None:
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), _STDERR_SETTLE_S)
-
-    async def _drain_output(self, output: asyncio.StreamReader) -> None:
-        while chunk := await output.read(_STDERR_CHUNK):
-            self._stderr.feed(chunk)
+        if not self._protocol.tail_closed.done():
+            await asyncio.wait((self._protocol.tail_closed,), timeout=_STDERR_SETTLE_S)
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:

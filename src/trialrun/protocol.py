@@ -129,6 +129,10 @@ def _refuse_non_finite(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# One decoder for every line: json.loads with an option builds a new one per call.
+_decode_json = json.JSONDecoder(parse_constant=_refuse_non_finite).decode
+
+
 def parse_line(raw: bytes, line_no: int, source: str = "stdout") -> AgentMessage | None:
     """Parse one line the agent sent on ``source`` (its stdout, or the ``channel`` socket).
 
@@ -156,7 +160,7 @@ def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
         return None
     text = _decode(raw, line_no)
     try:
-        value = json.loads(text, parse_constant=_refuse_non_finite)
+        value = _decode_json(text)
     except RecursionError:
         raise ProtocolError(
             f"agent message on stdout line {line_no} is nested too deeply to parse",

@@ -171,7 +171,7 @@ async def run_case(
     run.events = [redact(event) for event in run.events]
     run.events_redacted = True
     result = judge_case(case, run)
-    _describe_cassette(result, case, options.mode)
+    _describe_cassette(result, case, options.mode, backend)
     return result
 
 
@@ -231,9 +231,17 @@ def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
     return judge_case(case, run)
 
 
-def _describe_cassette(result: CaseResult, case: Case, mode: Mode) -> None:
+def _describe_cassette(result: CaseResult, case: Case, mode: Mode, backend: ToolBackend) -> None:
     path = case.cassette_path
     result.cassette_path = str(path) if mode != "live" else None
+    if mode == "replay":
+        from trialrun.tools.cassette import ReplayBackend
+
+        # Replay never writes its cassette: the digest of the bytes it loaded still describes it.
+        assert isinstance(backend, ReplayBackend)
+        result.cassette_sha256 = backend.cassette.sha256
+        return
+    # Record mode may just have replaced the file: hash what is there now.
     try:
         result.cassette_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

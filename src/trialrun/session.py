@@ -135,7 +135,10 @@ class _Session:
         self._deadline: float | None = None
         self._decided = False
         self._line_no = 0
-        self._exit_watch: asyncio.Future[bool] | None = None
+        self._reading: asyncio.Timeout | None = None
+        """The deadline of the line being read, if any: the agent's exit shortens it."""
+        self._draining = False
+        """The agent exited: reads wait only for what it left in the pipe."""
 
     async def run(self, spawn: Spawn, task_input: Any, teardowns: Teardowns | None) -> AgentRun:
         self._started = time.monotonic()
@@ -156,6 +159,7 @@ class _Session:
         except AgentStartError as exc:
             self._record_failure("agent_error", str(exc), "error")
             return self._run
+        agent.on_exit(self._agent_exited)
         grace_s = self._limits.kill_grace_ms / 1000
         try:
             delivered = await self._converse(agent, task_input)
@@ -184,8 +188,6 @@ class _Session:
             await agent.terminate(0.0)
             raise
         finally:
-            if self._exit_watch is not None and not self._exit_watch.done():
-                self._exit_watch.cancel()
             agent.close()
             self._run.exit_code = agent.returncode
             self._run.stderr_tail = agent.stderr_tail()
@@ -367,23 +369,14 @@ class _Session:
 
     async def _next_line(self, agent: AgentProcess) -> bytes | None:
         """The next stdout line, racing the deadlines and the agent's own exit."""
-        timeout, is_wall = self._budget()
-        read = asyncio.ensure_future(agent.read_line())
-        if self._exit_watch is None:  # one watcher per conversation, not one task per line
-            self._exit_watch = asyncio.ensure_future(agent.wait_exited())
-        exit_wait = self._exit_watch
+        timeout, is_wall = (_EXIT_DRAIN_S, False) if self._draining else self._budget()
         try:
-            racing: set[asyncio.Future[Any]] = {read, exit_wait}
-            done, _ = await asyncio.wait(
-                racing, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if read in done:
-                return read.result()
-            if exit_wait in done:
-                # Whatever the agent wrote before exiting is already in the pipe.
-                drained, _ = await asyncio.wait({read}, timeout=_EXIT_DRAIN_S)
-                if read in drained:
-                    return read.result()
+            # The read runs in this task (no task per line); _agent_exited shortens its deadline.
+            async with asyncio.timeout(timeout) as reading:
+                self._reading = reading
+                return await agent.read_line()
+        except TimeoutError:
+            if self._draining:
                 self._fail(
                     "agent_crashed",
                     f"{_exit_description(agent.returncode)} before sending final_output "
@@ -394,8 +387,14 @@ class _Session:
                 self._wall_exceeded()
             self._idle_exceeded("to send its next message")
         finally:
-            if not read.done():
-                read.cancel()
+            self._reading = None
+
+    def _agent_exited(self) -> None:
+        """Whatever the agent wrote before exiting is already in the pipe: wait only for that."""
+        self._draining = True
+        reading = self._reading
+        if reading is not None and not reading.expired():
+            reading.reschedule(asyncio.get_running_loop().time() + _EXIT_DRAIN_S)
 
     async def _stdout_closed(self, agent: AgentProcess) -> NoReturn:
         self._decide()

@@ -42,6 +42,7 @@ MAX_NEAREST = 5
 MAX_SCORED_CANDIDATES = 300
 
 _MatchKey = tuple[str, str]
+_BOM_PROBLEM = "Unexpected UTF-8 BOM (decode using utf-8-sig)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,14 +208,20 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# One decoder for every line: json.loads with an option builds a new one per call.
+_decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
 def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
     def fail(message: str) -> CassetteError:
         return CassetteError(message, file=path, line=line_no)
 
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
+        raw = _decode_json(text)
     except json.JSONDecodeError as exc:
-        raise fail(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        # json.loads names a byte-order mark; the decoder itself only says "Expecting value".
+        problem = _BOM_PROBLEM if text.startswith("\ufeff") else exc.msg
+        raise fail(f"invalid JSON: {problem} at column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
         raise fail(f"invalid JSON: {exc}") from None
     if not isinstance(raw, dict):
