@@ -108,8 +108,11 @@ def encode(message: Mapping[str, Any]) -> bytes:
     Lone surrogates (PyYAML turns ``"\\ud83d"`` in a case file into one) become ``\\ud83d``
     escapes instead of failing. Raises ``TypeError`` / ``ValueError`` for values JSON cannot hold.
     """
-    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"))
-    return text.encode("ascii") + b"\n"
+    return _encode_json(message).encode("ascii") + b"\n"
+
+
+# Built once: json.dumps with options builds an encoder for every message.
+_encode_json = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
 def task_start(task_id: str, task_input: Any) -> JsonObject:
