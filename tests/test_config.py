@@ -785,6 +785,7 @@ def test_offline_keys_are_checked_at_load_with_their_lines(repo: Path) -> None:
         "mcp_servers:\n"
         "  bad name: {command: [python3, server.py]}\n"
         "  docs: {command: []}\n"
+        "  web: {command: [node, web.js], transprot: http}\n"
         "model_gateway:\n"
         "  upstreams: {gemini: http://127.0.0.1:9}\n"
         "  prices: prices.yaml\n"
@@ -797,9 +798,13 @@ def test_offline_keys_are_checked_at_load_with_their_lines(repo: Path) -> None:
     assert any(f":{first}: 'agent_channel' must be one of stdio, fd" in p for p in found)
     assert any(f":{first + 2}: keys of 'mcp_servers' must be plain names" in p for p in found)
     assert any(f":{first + 3}: 'command' must not be empty" in p for p in found)
-    assert any(f":{first + 5}: keys of 'upstreams' must be one of" in p for p in found)
-    assert any(f":{first + 6}: 'prices': file not found: prices.yaml" in p for p in found)
-    assert any(f":{first + 9}: invalid regular expression in 'pattern'" in p for p in found)
+    assert any(
+        f":{first + 4}: unknown key 'transprot' in web (did you mean 'transport'?)" in p
+        for p in found
+    )
+    assert any(f":{first + 6}: keys of 'upstreams' must be one of" in p for p in found)
+    assert any(f":{first + 7}: 'prices': file not found: prices.yaml" in p for p in found)
+    assert any(f":{first + 10}: invalid regular expression in 'pattern'" in p for p in found)
 
 
 def test_a_suite_using_every_offline_key_loads(repo: Path, probe: _ProbeType) -> None:

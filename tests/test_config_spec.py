@@ -151,7 +151,10 @@ def _plausible(record: type[Record], depth: int = 0) -> st.SearchStrategy[dict[A
     keys = [*accepted_keys(record), "unknown_key"]
 
     def value_for(name: str) -> st.SearchStrategy[Any]:
-        nested = record_at(record, [name]) if name in keys[:-1] else None
+        nested = None
+        if name in keys[:-1]:  # a record itself, or in a list or a map of them
+            found = (record_at(record, at) for at in ([name], [name, 0], [name, "k"]))
+            nested = next((r for r in found if r is not None), None)
         options = [values]
         if nested is not None and depth < 2:
             sub = _plausible(nested, depth + 1)

@@ -7,8 +7,8 @@ metadata. ``parse`` checks raw YAML data against a record and either builds it o
 them: the compare and verify-plan files are still pydantic models.
 
 Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydantic plus building
-these models cost ~70 ms of single-threaded start-up (a third of a small run's own time) for a
-dozen flat records. The semantics are pydantic's strict mode: no coercion except an integer
+these models cost ~85 ms of CPU on the single-threaded start-up (about 40% of a small run's own
+time) for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an integer
 where a number is expected, unknown keys refused, RunLedger's spellings accepted as aliases.
 """
 
@@ -323,36 +323,31 @@ def accepted_keys(record: type[Record]) -> list[str]:
 
 
 def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
-    """The record found at ``loc`` inside ``record`` (list indexes and map keys skipped)."""
-    current: type[Record] | None = record
+    """The record found at ``loc`` inside ``record`` (through lists, maps and optionals)."""
+    spec: Spec = Nested(record)
     for element in loc:
-        if current is None:
+        while isinstance(spec, Optional):
+            spec = spec.inner
+        if isinstance(spec, ListOf) and isinstance(element, int):
+            spec = spec.item
+        elif isinstance(spec, MapOf):
+            spec = spec.value
+        elif isinstance(spec, Nested) and isinstance(element, str):
+            field_key = _key_named(spec.record, element)
+            if field_key is None:
+                return None
+            spec = field_key.spec
+        else:
             return None
-        if isinstance(element, int):
-            continue
-        field_key = _key_named(current, element)
-        if field_key is None:
-            return None
-        current = _record_in(field_key.spec)
-    return current
+    while isinstance(spec, Optional):
+        spec = spec.inner
+    return spec.record if isinstance(spec, Nested) else None
 
 
 def _key_named(record: type[Record], name: str) -> Key | None:
     for field_name, field_key in keys_of(record).items():
         if name == field_name or name in field_key.aliases:
             return field_key
-    return None
-
-
-def _record_in(spec: Spec) -> type[Record] | None:
-    if isinstance(spec, Nested):
-        return spec.record
-    if isinstance(spec, Optional):
-        return _record_in(spec.inner)
-    if isinstance(spec, ListOf):
-        return _record_in(spec.item)
-    if isinstance(spec, MapOf):
-        return _record_in(spec.value)
     return None
 
 
