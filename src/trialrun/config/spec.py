@@ -8,8 +8,8 @@ them: the compare and verify-plan files are still pydantic models.
 
 Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydantic plus building
 these models cost ~85 ms of CPU on the single-threaded start-up (about 40% of a small run's own
-time) for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an integer
-where a number is expected, unknown keys refused, RunLedger's spellings accepted as aliases.
+time) for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an
+integer where a number is expected, unknown keys refused, RunLedger's spellings as aliases.
 """
 
 from __future__ import annotations
