@@ -222,7 +222,7 @@ def test_agent_that_exits_while_a_child_holds_stdout_is_not_waited_for(tmp_path:
 def test_a_line_sent_just_after_the_agent_exited_still_counts() -> None:
     # The agent exits at once; a helper still holding its stdout sends the final output later.
     late = json.dumps({"type": "final_output", "output": {"late": True}})
-    helper = f"import time; time.sleep(0.2); print({late!r}, flush=True)"
+    helper = f"import time; time.sleep(0.05); print({late!r}, flush=True)"
     code = (
         "import subprocess, sys\n"
         "sys.stdin.readline()\n"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from trialrun.results import AgentRun, CheckFailure
 
 if TYPE_CHECKING:
-    # Only for annotations: pydantic is loaded by whoever built the rules.
+    # Only for annotations: the config records are loaded by whoever built the rules.
     from trialrun.config.models import Budgets
 
 NOT_REPORTED = "unknown (the agent sent no usage message)"

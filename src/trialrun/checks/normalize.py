@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:
-    # Only for annotations: pydantic is loaded by whoever built the rules.
+    # Only for annotations: the config records are loaded by whoever built the rules.
     from trialrun.config.models import Normalization
 
 MAX_TEXT_PASSES = 10

@@ -27,7 +27,7 @@ from trialrun.checks.registry import CheckSubject, CompiledAssertion
 from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure
 
 if TYPE_CHECKING:
-    # Only for annotations: pydantic is loaded by whoever built the rules.
+    # Only for annotations: the config records are loaded by whoever built the rules.
     from trialrun.config.models import Budgets, CaseConfig, Normalization
 
 

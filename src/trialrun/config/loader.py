@@ -234,7 +234,7 @@ class _SuiteLoader:
     def _check_normalization(
         self, doc: LoadedYaml, raw: Any, within: tuple[PathElement, ...] = ()
     ) -> None:
-        """Regex patterns and flags of replace_text must compile (pydantic checks the shape)."""
+        """Regex patterns and flags of replace_text must compile (validation checks the shape)."""
         rules = raw.get("replace_text") if isinstance(raw, dict) else None
         if not isinstance(rules, list):
             return

@@ -2,7 +2,7 @@
 
 PyYAML's ``safe_load`` throws away positions and silently keeps the last of two duplicate keys.
 Here the document is composed into its node graph first, checked for duplicate keys, and only then
-constructed into Python data; the node graph is kept so any error found later (by pydantic, by an
+constructed into Python data; the node graph is kept so any error found later (by validation, by an
 assertion compiler) can be reported at the line of the key or value it concerns.
 """
 
