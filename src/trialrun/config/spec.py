@@ -14,6 +14,7 @@ integer where a number is expected, unknown keys refused, RunLedger's spellings 
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -36,19 +37,21 @@ class SpecError(ValueError):
         self.issues = issues
 
 
-class Spec:
-    """What one value accepts. ``check`` returns the value to store, or ``_INVALID``.
+class Spec(abc.ABC):
+    """What one value accepts.
 
     Specs are plain classes, not dataclasses: a dataclass costs ~0.4 ms to create at import.
     """
 
     __slots__ = ()
 
+    @abc.abstractmethod
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
-        raise NotImplementedError
+        """The value to store, or ``_INVALID`` after appending the problems to ``issues``."""
 
+    @abc.abstractmethod
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """This spec as JSON Schema; records it refers to are added to ``defs``."""
 
 
 def _issue(issues: list[Issue], kind: str, loc: Loc, value: Any, **ctx: Any) -> Any:
@@ -308,72 +311,19 @@ class Record:
         return {k: v for k, v in data.items() if v is not None} if exclude_none else data
 
 
-def keys_of(record: type[Record]) -> dict[str, Key]:
-    """Field name -> ``Key``, in declaration order."""
-    return {f.name: f.metadata["key"] for f in dataclasses.fields(record)}
-
-
-def accepted_keys(record: type[Record]) -> list[str]:
-    """Every spelling the record accepts: field names, then their aliases."""
-    names: list[str] = []
-    for name, field_key in keys_of(record).items():
-        names.append(name)
-        names.extend(a for a in field_key.aliases if a != name)
-    return names
-
-
-def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
-    """The record found at ``loc`` inside ``record`` (through lists, maps and optionals)."""
-    spec: Spec = Nested(record)
-    for element in loc:
-        while isinstance(spec, Optional):
-            spec = spec.inner
-        if isinstance(spec, ListOf) and isinstance(element, int):
-            spec = spec.item
-        elif isinstance(spec, MapOf):
-            spec = spec.value
-        elif isinstance(spec, Nested) and isinstance(element, str):
-            field_key = _key_named(spec.record, element)
-            if field_key is None:
-                return None
-            spec = field_key.spec
-        else:
-            return None
-    while isinstance(spec, Optional):
-        spec = spec.inner
-    return spec.record if isinstance(spec, Nested) else None
-
-
-def _key_named(record: type[Record], name: str) -> Key | None:
-    for field_name, field_key in keys_of(record).items():
-        if name == field_name or name in field_key.aliases:
-            return field_key
-    return None
-
-
-def parse(record: type[_R], data: Any) -> _R:
-    """Build ``record`` from raw data, or raise ``SpecError`` listing every problem."""
-    issues: list[Issue] = []
-    if not isinstance(data, dict):
-        _issue(issues, "model_type", (), data, class_name=record.__name__)
-        raise SpecError(issues)
-    built = _parse_into(record, data, (), issues)
-    if issues:
-        raise SpecError(issues)
-    assert isinstance(built, record)
-    return built
-
-
 class _Field:
-    """What parsing needs of one record field, worked out once per record class."""
+    """One record field as parsing, key lookup and schema export see it (worked out once)."""
 
-    __slots__ = ("name", "required", "spec", "spellings")
+    __slots__ = ("default", "name", "required", "spec", "spellings")
 
     def __init__(self, field: dataclasses.Field[Any]) -> None:
         key_of_field: Key = field.metadata["key"]
         self.name = field.name
         self.spellings = (field.name, *key_of_field.aliases)
+        """The field name first, then RunLedger's spellings of it."""
         self.spec = key_of_field.spec
+        self.default = field.default
+        """``dataclasses.MISSING`` when the field has no plain default."""
         self.required = (
             field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         )
@@ -387,6 +337,50 @@ def _fields(record: type[Record]) -> tuple[_Field, ...]:
     if found is None:
         found = _FIELDS[record] = tuple(_Field(f) for f in dataclasses.fields(record))
     return found
+
+
+def accepted_keys(record: type[Record]) -> list[str]:
+    """Every spelling the record accepts: field names, then their aliases."""
+    return [spelling for field in _fields(record) for spelling in field.spellings]
+
+
+def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
+    """The record found at ``loc`` inside ``record`` (through lists, maps and optionals)."""
+    spec: Spec = Nested(record)
+    for element in loc:
+        while isinstance(spec, Optional):
+            spec = spec.inner
+        if isinstance(spec, ListOf) and isinstance(element, int):
+            spec = spec.item
+        elif isinstance(spec, MapOf):
+            spec = spec.value
+        elif isinstance(spec, Nested) and isinstance(element, str):
+            named = _field_named(spec.record, element)
+            if named is None:
+                return None
+            spec = named.spec
+        else:
+            return None
+    while isinstance(spec, Optional):
+        spec = spec.inner
+    return spec.record if isinstance(spec, Nested) else None
+
+
+def _field_named(record: type[Record], name: str) -> _Field | None:
+    return next((field for field in _fields(record) if name in field.spellings), None)
+
+
+def parse(record: type[_R], data: Any) -> _R:
+    """Build ``record`` from raw data, or raise ``SpecError`` listing every problem."""
+    issues: list[Issue] = []
+    if not isinstance(data, dict):
+        _issue(issues, "model_type", (), data, class_name=record.__name__)
+        raise SpecError(issues)
+    built = _parse_into(record, data, (), issues)
+    if issues:
+        raise SpecError(issues)
+    assert isinstance(built, record)
+    return built
 
 
 def _parse_into(
@@ -421,15 +415,14 @@ def record_schema(record: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``record``; nested records go into ``defs``."""
     properties: dict[str, Any] = {}
     required: list[str] = []
-    for field in dataclasses.fields(record):
-        field_key: Key = field.metadata["key"]
-        schema = field_key.spec.json_schema(defs)
+    for field in _fields(record):
+        schema = field.spec.json_schema(defs)
         if field.default is not dataclasses.MISSING:
             schema = {**schema, "default": field.default}
-        elif field.default_factory is dataclasses.MISSING:
+        elif field.required:
             required.append(field.name)
         properties[field.name] = schema
-        for alias in field_key.aliases:
+        for alias in field.spellings[1:]:
             properties[alias] = {
                 **schema,
                 "description": f"Alias of '{field.name}' (RunLedger spelling).",
