@@ -231,3 +231,18 @@ def test_clients_that_hang_up_are_ordinary_traffic(
     assert proxy.request("POST", "/run/r/mcp", {"jsonrpc": "2.0", "id": 2, "method": "ping"})[0]
     code, stderr = proxy.stop()
     assert code == 0 and "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
+def test_a_server_that_dies_mid_run_fails_its_request_and_the_next_starts_a_new_one(
+    tmp_path: Path, proxies: list[HttpProxy]
+) -> None:
+    cassettes = tmp_path / "c"
+    recorder = start(proxies, "record", cassettes, SERVER_COMMAND, tmp_path / "ev")
+    status, _, body = recorder.request("POST", "/run/r/mcp", call(1, "crash_server", {}))
+    assert status == 200
+    assert "the MCP server exited (code 3)" in json.loads(body)["error"]["message"]
+    status, _, body = recorder.request("POST", "/run/r/mcp", call(2, "search_docs", {"q": "a"}))
+    assert status == 200 and "result" in json.loads(body)
+    code, stderr = recorder.stop()
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert [c.tool for c in load_cassette(cassettes / "r.jsonl").calls] == ["search_docs"]
