@@ -18,12 +18,15 @@ from trialrun.tools.live import LiveBackend
 from trialrun.tools.recorder import RecordingBackend
 
 AGENT = Path(__file__).parent / "agents" / "fd_agent.py"
+HANGUP_AGENT = Path(__file__).parent / "agents" / "fd_hangup.py"
 LIMITS = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=1024 * 1024, kill_grace_ms=300)
 
 
-def run(behaviour: str, backend: ToolBackend, mode: str = "record") -> AgentRun:
+def run(
+    behaviour: str, backend: ToolBackend, mode: str = "record", agent: Path = AGENT
+) -> AgentRun:
     spawn = Spawn(
-        [sys.executable, str(AGENT), behaviour],
+        [sys.executable, str(agent), behaviour],
         extra_env={"TRIALRUN_MODE": mode},
         channel="fd",
     )
@@ -118,6 +121,88 @@ def test_channel_faults_fail_the_case_with_a_named_reason(
     assert result.failure.kind == kind
     assert words in result.failure.message
     assert not (tmp_path / "c.jsonl").exists(), "a failed case must not replace the cassette"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message", "exit_code"),
+    [
+        (
+            "unread",
+            "Agent exited with code 1 before sending final_output; it closed its channel "
+            "without reading the task_start message",
+            1,
+        ),
+        (
+            "unread-alive",
+            "Agent closed its channel without reading the tool_run of call 'c1' (lookup) "
+            "before sending final_output (it was still running)",
+            -15,
+        ),
+        (
+            "partial",
+            "Agent exited with code 1 before sending final_output; it closed its channel in the "
+            "middle of a message (channel line 1 ends without a newline and is not whole JSON: "
+            '{"type": "tool_call", "name": "look)',
+            1,
+        ),
+    ],
+)
+def test_an_agent_that_hangs_up_mid_protocol_fails_as_crashed_with_its_stderr(
+    tmp_path: Path, behaviour: str, message: str, exit_code: int
+) -> None:
+    # "unread": the agent exits with task_start unread, so the kernel resets our end of the
+    # socket and the read fails with ECONNRESET instead of seeing the end of the stream.
+    backend = recording(tmp_path)
+    result = run(behaviour, backend, agent=HANGUP_AGENT)
+    backend.close(clean=result.failure is None)
+
+    assert result.failure is not None
+    assert (result.failure.kind, result.failure.status) == ("agent_crashed", "error")
+    assert result.failure.message == message
+    assert result.failure.stderr_tail.startswith("fake agent: starting\n")
+    assert result.exit_code == exit_code
+
+
+def test_a_suite_run_goes_on_after_an_agent_resets_its_channel(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    (suite / "cases").mkdir(parents=True)
+    marker = tmp_path / "first-case-ran"
+    command = [sys.executable, str(HANGUP_AGENT), "once", str(marker)]
+    (suite / "suite.yaml").write_text(
+        f"suite_name: sdk\nagent_command: {json.dumps(command)}\n"
+        "mode: replay\ncases_path: cases\ntool_registry: [lookup]\nagent_channel: fd\n"
+        "assertions: []\n",
+        encoding="utf-8",
+    )
+    for case_id in ("t1", "t2"):
+        case = {"id": case_id, "input": {"case": case_id}, "cassette": "cassettes/none.jsonl"}
+        (suite / f"cases/{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
+    (suite / "cassettes").mkdir()
+    (suite / "cassettes/none.jsonl").write_text("", encoding="utf-8")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(out), "--no-baseline"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    [run_dir] = (out / "sdk").iterdir()
+    artifacts = {"summary.json", "run.jsonl", "receipt.jsonl", "junit.xml", "report.html"}
+    assert artifacts <= {path.name for path in run_dir.iterdir()}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    first, second = summary["cases"]
+    assert (first["id"], first["status"], second["id"], second["status"]) == (
+        "t1",
+        "error",
+        "t2",
+        "pass",
+    )
+    assert "closed its channel without reading the task_start message" in done.stdout
+    assert "No module named 'agents'" in done.stdout
 
 
 def test_a_suite_with_agent_channel_fd_records_then_replays_through_the_cli(

@@ -5,14 +5,17 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hangup_peers import http_post, read_response, reset
 from mcp_proxy_support import (  # type: ignore[import-not-found]
     ABSENT_SERVER,
     MODERN_META,
@@ -204,3 +207,42 @@ def test_record_with_a_server_that_cannot_start_exits_2(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         f"error: cannot start MCP server: command not found: {ABSENT_SERVER[0]}"
     ]
+
+
+def test_clients_that_hang_up_are_ordinary_traffic(
+    replay_dir: Path, tmp_path: Path, proxies: list[HttpProxy]
+) -> None:
+    proxy = start(proxies, "replay", replay_dir, ABSENT_SERVER, tmp_path / "ev")
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    request = http_post("/run/r/mcp", ping)
+    idle = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    idle.sendall(request)
+    read_response(idle)
+    time.sleep(0.1)  # the proxy waits for the next request on this keep-alive connection
+    reset(idle)
+    mid_body = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    mid_body.sendall(request[:-3])
+    time.sleep(0.1)  # the proxy reads the body
+    reset(mid_body)
+    gone = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    gone.sendall(request)
+    reset(gone)  # before the answer: writing it fails
+    time.sleep(0.3)
+    assert proxy.request("POST", "/run/r/mcp", {"jsonrpc": "2.0", "id": 2, "method": "ping"})[0]
+    code, stderr = proxy.stop()
+    assert code == 0 and "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
+def test_a_server_that_dies_mid_run_fails_its_request_and_the_next_starts_a_new_one(
+    tmp_path: Path, proxies: list[HttpProxy]
+) -> None:
+    cassettes = tmp_path / "c"
+    recorder = start(proxies, "record", cassettes, SERVER_COMMAND, tmp_path / "ev")
+    status, _, body = recorder.request("POST", "/run/r/mcp", call(1, "crash_server", {}))
+    assert status == 200
+    assert "the MCP server exited (code 3)" in json.loads(body)["error"]["message"]
+    status, _, body = recorder.request("POST", "/run/r/mcp", call(2, "search_docs", {"q": "a"}))
+    assert status == 200 and "result" in json.loads(body)
+    code, stderr = recorder.stop()
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert [c.tool for c in load_cassette(cassettes / "r.jsonl").calls] == ["search_docs"]

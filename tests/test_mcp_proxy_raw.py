@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -194,3 +196,28 @@ def test_huge_messages_are_ordinary_traffic(tmp_path: Path) -> None:
     proxy.send(call(1, "dump", {"k": "v" * 100_000}))
     assert proxy.recv()["result"]["content"][0]["text"] == text
     assert proxy.close()[0] == 0
+
+
+@pytest.mark.parametrize("mode", ["record", "replay"])
+def test_a_client_that_closes_the_pipe_it_reads_is_a_hang_up_not_a_server_fault(
+    tmp_path: Path, small_cassette: Path, mode: str
+) -> None:
+    cassette = tmp_path / "rec.jsonl" if mode == "record" else small_cassette
+    argv = proxy_command(SERVER_COMMAND, cassette=cassette, mode=mode, name="docs")
+    proxy = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proxy.stdin is not None and proxy.stdout is not None and proxy.stderr is not None
+    proxy.stdout.close()  # the agent is gone: every answer the proxy writes hits EPIPE
+    request = (
+        call(1, "search_docs", {"q": "a"}) if mode == "record" else call(1, "slow_index", {"n": 2})
+    )
+    proxy.stdin.write(json.dumps(request).encode() + b"\n")
+    proxy.stdin.flush()
+    code = proxy.wait(15)
+    stderr = proxy.stderr.read().decode()
+    proxy.stdin.close()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "mid-session" not in stderr, stderr
+    if mode == "record":
+        assert [c.tool for c in load_cassette(cassette).calls] == ["search_docs"]

@@ -14,7 +14,10 @@ import enum
 import json
 import math
 import os
+import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -692,3 +695,31 @@ def test_a_sync_call_on_a_loop_busy_with_an_async_call_is_refused(start: Start) 
     assert asyncio.run(main()) == "async done"
     finish(session, thread)
     assert served.tool_sequence() == ["slow"]
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("close", "the trialrun runner closed the channel while the agent waited for its answer"),
+        ("reset", "lost the channel to the trialrun runner while waiting for its answer "),
+    ],
+)
+def test_a_real_agent_whose_runner_goes_away_gets_a_channel_error(how: str, words: str) -> None:
+    runner_end, agent_end = socket.socketpair()
+    agent = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "agents" / "sdk_runner_gone.py")],
+        env={**os.environ, "TRIALRUN_FD": str(agent_end.fileno())},
+        pass_fds=(agent_end.fileno(),),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    agent_end.close()
+    runner_end.sendall(b'{"type":"task_start","task_id":"t","input":1}\n')
+    select.select([runner_end], [], [], 10)  # the agent's tool_call arrived
+    if how == "close":
+        runner_end.recv(65536)
+    # Closing with the tool_call unread resets the agent's end (ECONNRESET on its read).
+    runner_end.close()
+    _, stderr = agent.communicate(timeout=20)
+    assert agent.returncode == 7, stderr
+    assert f"agent saw: {words}" in stderr and "Traceback" not in stderr

@@ -486,3 +486,31 @@ def test_agent_that_closes_stdout_but_keeps_running() -> None:
         "Agent closed its stdout before sending final_output (it was still running)"
     )
     assert run.exit_code == -signal.SIGTERM
+
+
+def test_agent_that_closes_stdin_and_waits_fails_at_once_naming_the_unread_message() -> None:
+    # Writing the tool_result fails with EPIPE: the agent can never get it, so waiting out the
+    # idle timeout would only hide what happened.
+    code = (
+        "import json, os, sys, time; sys.stdin.readline(); os.close(0);"
+        "print(json.dumps({'type': 'tool_call', 'name': 'search_docs', 'call_id': 'c1',"
+        " 'args': {}}), flush=True); time.sleep(30)"
+    )
+    started = time.monotonic()
+    run = run_case([sys.executable, "-c", code])
+    assert time.monotonic() - started < 1.8  # idle timeout is 2 s: we did not wait for it
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("agent_crashed", "error")
+    assert run.failure.message == (
+        "Agent closed its stdin without reading the tool_result of call 'c1' (search_docs) "
+        "before sending final_output (it was still running)"
+    )
+
+
+def test_agent_that_exits_before_reading_a_large_input_is_a_crash_not_a_broken_pipe() -> None:
+    code = "import sys; print('gone', file=sys.stderr); sys.exit(2)"
+    run = run_case([sys.executable, "-c", code], task_input={"blob": "x" * 3_000_000})
+    assert run.failure is not None
+    assert run.failure.kind == "agent_crashed"
+    assert run.failure.message.startswith("Agent exited with code 2 before sending final_output")
+    assert run.failure.stderr_tail == "gone"

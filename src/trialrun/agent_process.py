@@ -63,6 +63,21 @@ class MessageTooLargeError(TrialrunError):
         )
 
 
+class ChannelLostError(TrialrunError):
+    """The agent reset its end of the channel: it closed it with bytes of ours still unread.
+
+    A Unix or TCP socket whose owner exits before reading what was sent to it resets the
+    connection, so the runner's next read fails instead of seeing the end of the stream.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the agent closed its channel with messages unread ({reason})")
+
+
+class UnterminatedLine(bytes):
+    """The last bytes of a stream that ended without a newline: a whole message, or half of one."""
+
+
 class StderrRing:
     """The last lines an agent wrote to stderr, bounded in lines and in bytes."""
 
@@ -279,15 +294,21 @@ class AgentProcess:
     async def read_line(self) -> bytes | None:
         """The next protocol line without its newline; None at end of stream.
 
-        A final line without a newline still counts. Raises ``MessageTooLargeError`` for a line
-        longer than ``max_message_bytes`` (the stream reader's limit: no quadratic buffering).
+        A final line without a newline still counts; it comes as an ``UnterminatedLine``, so a
+        caller can tell an agent that died mid-message. Raises ``MessageTooLargeError`` for a
+        line longer than ``max_message_bytes`` (the stream reader's limit: no quadratic
+        buffering) and ``ChannelLostError`` when the agent reset the channel.
         """
         try:
             line = await self._reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
-            return bytes(exc.partial) if exc.partial else None
+            return UnterminatedLine(exc.partial) if exc.partial else None
         except asyncio.LimitOverrunError:
             raise MessageTooLargeError(self.max_message_bytes) from None
+        except ConnectionError as exc:
+            # A reset (or a write that failed on the same socket) ends the stream as surely as
+            # EOF does; the caller reports how the agent ended, not our socket's errno.
+            raise ChannelLostError(exc.strerror or type(exc).__name__) from None
         return line[:-1]
 
     def close_stdin(self) -> None:

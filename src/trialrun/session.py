@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from trialrun import protocol
-from trialrun.agent_process import AgentProcess, AgentStartError, Channel, MessageTooLargeError
+from trialrun.agent_process import (
+    AgentProcess,
+    AgentStartError,
+    Channel,
+    ChannelLostError,
+    MessageTooLargeError,
+    UnterminatedLine,
+)
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.protocol import (
     AgentMessage,
@@ -139,6 +146,10 @@ class _Session:
         """The deadline of the line being read, if any: the agent's exit shortens it."""
         self._draining = False
         """The agent exited: reads wait only for what it left in the pipe."""
+        self._last_sent = "the task_start message"
+        """What trialrun sent last, named for a failure message."""
+        self._unsent: str | None = None
+        """What could not be sent because the agent had closed its inbox: it can only end now."""
 
     async def run(self, spawn: Spawn, task_input: Any, teardowns: Teardowns | None) -> AgentRun:
         self._started = time.monotonic()
@@ -321,10 +332,14 @@ class _Session:
         self._fail(kind, message, status)
 
     async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
+        self._last_sent = what
         try:
-            # False (the agent closed its stdin) needs no handling here: the next read then
-            # finds its stdout closed too and reports how it exited.
-            await self._bounded(agent.send(message), f"to read {what} on its {_inbox(agent)}")
+            # False (the agent closed its stdin) fails nothing yet: its last lines may still be
+            # on the way, and the next read reports how it exited (or that it went deaf).
+            if not await self._bounded(
+                agent.send(message), f"to read {what} on its {_inbox(agent)}"
+            ):
+                self._unsent = what
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
                 self._fail(
@@ -355,12 +370,18 @@ class _Session:
             except MessageTooLargeError as exc:
                 where = f"{_source(agent)} line {self._line_no + 1}"
                 self._fail("message_too_large", f"{exc} ({where})", "error")
+            except ChannelLostError:
+                await self._stdout_closed(
+                    agent, f"closed its {_source(agent)} without reading {self._last_sent}"
+                )
             if raw is None:
-                await self._stdout_closed(agent)
+                await self._stdout_closed(agent, self._unread(agent))
             self._line_no += 1
             try:
                 message = protocol.parse_line(raw, self._line_no, _source(agent))
             except StdoutNoiseError as exc:
+                if isinstance(raw, UnterminatedLine) and raw.lstrip().startswith(b"{"):
+                    await self._stdout_closed(agent, _mid_message(agent, self._line_no, exc))
                 self._fail("stdout_noise", str(exc), "error")
             except ProtocolError as exc:
                 self._fail("protocol_error", str(exc), "error")
@@ -369,7 +390,8 @@ class _Session:
 
     async def _next_line(self, agent: AgentProcess) -> bytes | None:
         """The next stdout line, racing the deadlines and the agent's own exit."""
-        timeout, is_wall = (_EXIT_DRAIN_S, False) if self._draining else self._budget()
+        ending = self._draining or self._unsent is not None
+        timeout, is_wall = (_EXIT_DRAIN_S, False) if ending else self._budget()
         try:
             # The read runs in this task (no task per line); _agent_exited shortens its deadline.
             async with asyncio.timeout(timeout) as reading:
@@ -383,6 +405,9 @@ class _Session:
                     f"(a process it started still holds its {_source(agent)} open)",
                     "error",
                 )
+            if (unread := self._unread(agent)) is not None:
+                # Deaf to its inbox yet still running: it can only end, do not wait idle_ms.
+                self._fail("agent_crashed", _still_running(unread), "error")
             if is_wall:
                 self._wall_exceeded()
             self._idle_exceeded("to send its next message")
@@ -396,15 +421,20 @@ class _Session:
         if reading is not None and not reading.expired():
             reading.reschedule(asyncio.get_running_loop().time() + _EXIT_DRAIN_S)
 
-    async def _stdout_closed(self, agent: AgentProcess) -> NoReturn:
+    def _unread(self, agent: AgentProcess) -> str | None:
+        if self._unsent is None:
+            return None
+        return f"closed its {_inbox(agent)} without reading {self._unsent}"
+
+    async def _stdout_closed(self, agent: AgentProcess, how: str | None = None) -> NoReturn:
+        """The agent's messages ended; ``how`` ("closed its ...") says what it left undone."""
         self._decide()
         if await agent.wait_exited(_EXIT_DRAIN_S):
             problem = f"{_exit_description(agent.returncode)} before sending final_output"
+            if how is not None:
+                problem += f"; it {how}"
         else:
-            problem = (
-                f"Agent closed its {_source(agent)} before sending final_output "
-                "(it was still running)"
-            )
+            problem = _still_running(how or f"closed its {_source(agent)}")
         self._fail("agent_crashed", problem, "error")
 
     def _loop_deadline(self) -> float:
@@ -465,6 +495,19 @@ class _Session:
 def _source(agent: AgentProcess) -> str:
     """Where the agent's messages come from, as the diagnostics name it."""
     return "stdout" if agent.channel == "stdio" else "channel"
+
+
+def _mid_message(agent: AgentProcess, line_no: int, exc: StdoutNoiseError) -> str:
+    found = f": {exc.text}" if exc.text else ""
+    return (
+        f"closed its {_source(agent)} in the middle of a message ({_source(agent)} line "
+        f"{line_no} ends without a newline and is not whole JSON{found})"
+    )
+
+
+def _still_running(how: str) -> str:
+    """The failure of an agent that still runs but ``how`` (closed its ...) can no longer talk."""
+    return f"Agent {how} before sending final_output (it was still running)"
 
 
 def _inbox(agent: AgentProcess) -> str:

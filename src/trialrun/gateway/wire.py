@@ -19,14 +19,19 @@ from typing import Any
 
 from trialrun.gateway.routes import RouteError, error_body
 from trialrun.gateway.upstream import HOP_BY_HOP
+from trialrun.hangups import HANG_UPS, QuietServerMixin, describe
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 64 * 1024
 
 
-class Server(ThreadingHTTPServer):
-    """One daemon thread per connection; ``drop_connections`` ends them all at shutdown."""
+class Server(QuietServerMixin, ThreadingHTTPServer):
+    """One daemon thread per connection; ``drop_connections`` ends them all at shutdown.
+
+    A client that hangs up (an SDK closing its keep-alive connection at exit) ends its
+    connection without a word; any other error on a connection is logged as one line.
+    """
 
     daemon_threads = True  # an idle keep-alive connection must not hold up shutdown
 
@@ -45,6 +50,9 @@ class Server(ThreadingHTTPServer):
         with self._connections_lock:
             self._connections.discard(request)
         super().shutdown_request(request)
+
+    def report_error(self, line: str) -> None:
+        LOG.error("%s", line)
 
     def drop_connections(self) -> None:
         with self._connections_lock:
@@ -66,8 +74,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         try:
             self.server.serve(self)
-        except Exception:  # a bug must not end the connection's thread silently
-            LOG.exception("gateway error while serving %s %r", self.command, self.path)
+        except HANG_UPS:  # the client went away mid-request: nothing left to answer
+            LOG.info("the client hung up during %s %r", self.command, self.path)
+            self.close_connection = True
+        except Exception as exc:  # a bug must not end the connection's thread silently
+            LOG.error(
+                "gateway error while serving %s %r: %s", self.command, self.path, describe(exc)
+            )
             self.close_connection = True
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
@@ -128,20 +141,12 @@ def relay(handler: Handler, response: http.client.HTTPResponse) -> tuple[bytes, 
     is how streams come) and flushed before the next is read. If the agent goes away the rest is
     still read, so a recording holds the whole answer.
     """
-    handler.send_response(response.status, response.reason)
-    for name, value in response.getheaders():
-        if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding":
-            handler.send_header(name, value)
     length = response.getheader("Content-Length")
     no_body = response.status in (204, 304) or response.status < 200
     chunked = not no_body and (response.chunked or length is None)
-    if chunked:
-        handler.send_header("Transfer-Encoding", "chunked")
-    elif not no_body:
-        handler.send_header("Content-Length", str(length))
-    handler.end_headers()
+    client_ok = _send_head(handler, response, length, no_body=no_body, chunked=chunked)
     pieces: list[bytes] = []
-    client_ok = complete = True
+    complete = True
     while not no_body:
         try:
             data = response.read1(_CHUNK_BYTES)
@@ -161,6 +166,30 @@ def relay(handler: Handler, response: http.client.HTTPResponse) -> tuple[bytes, 
     if not (client_ok and complete):
         handler.close_connection = True
     return received, complete
+
+
+def _send_head(
+    handler: Handler,
+    response: http.client.HTTPResponse,
+    length: str | None,
+    *,
+    no_body: bool,
+    chunked: bool,
+) -> bool:
+    """The status line and headers; False when the client already hung up."""
+    handler.send_response(response.status, response.reason)
+    for name, value in response.getheaders():
+        if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding":
+            handler.send_header(name, value)
+    if chunked:
+        handler.send_header("Transfer-Encoding", "chunked")
+    elif not no_body:
+        handler.send_header("Content-Length", str(length))
+    try:
+        handler.end_headers()
+    except OSError:
+        return False
+    return True
 
 
 def _write(handler: Handler, data: bytes) -> bool:

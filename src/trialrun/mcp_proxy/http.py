@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any
 
 from trialrun.errors import CassetteError
+from trialrun.hangups import QuietServerMixin
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_cassette
 from trialrun.mcp_proxy.events import EventLog
@@ -181,9 +182,14 @@ def check_command(command: Sequence[str]) -> None:
         raise UpstreamError(f"cannot start MCP server: command not found: {command[0]}")
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(QuietServerMixin, ThreadingHTTPServer):
+    """A client that hangs up ends its connection quietly; other errors are one stderr line."""
+
     daemon_threads = True
     proxy: McpHttpProxy
+
+    def report_error(self, line: str) -> None:
+        print(f"trialrun mcp-proxy: error: {line}", file=sys.stderr, flush=True)
 
 
 class _IPv6Server(_Server):

@@ -127,7 +127,10 @@ def _record(
         try:
             out.write(line + b"\n")
         except OSError:
-            done.set()  # the client is gone
+            # The client closed the pipe it reads: it hung up, as much as an EOF on our stdin
+            # says so. The server is fine; blaming it would fail the session.
+            state["client_eof"] = True
+            done.set()
 
     def server_exited(code: int | None) -> None:
         state["exit"] = code
