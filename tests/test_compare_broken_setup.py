@@ -75,6 +75,7 @@ def test_evals_placeholder_in_the_judge_command_reaches_the_right_verdict(
         "failed": 0,
         "causes": {},
         "broken": False,
+        "never_ran": [],
     }
     assert "BROKEN SETUP" not in out + err
 
@@ -120,6 +121,7 @@ def test_a_judge_that_fails_every_call_is_a_broken_setup_and_fails_the_gate(
         "failed": 4,
         "causes": {"judge-error": 4},
         "broken": True,
+        "never_ran": [],
     }
     assert run_end(home)["broken_setup"] == ["judge"]
 
@@ -174,7 +176,8 @@ def test_an_agent_command_that_never_starts_is_a_broken_setup(
     lines = out.splitlines()
     assert lines[0].startswith("verdict: NEUTRAL [failed")
     assert lines[1].startswith(
-        "BROKEN SETUP: every agent run died, so no row was scored and the verdict measures "
+        "BROKEN SETUP: every arm run died (its setup or agent command failed), so no row was "
+        "scored and the verdict measures "
         "nothing (6 of 6: 6 failed); first error: agent exited with code 2"
     )
     assert "agnet.py" in lines[1]
@@ -197,3 +200,44 @@ def test_a_trigger_selector_that_fails_every_call_is_a_broken_setup(
     )
     assert broken in err
     assert only_receipt(home)["broken_setup"] == ["triggers"]
+
+
+def test_a_check_command_that_cannot_run_in_any_arm_is_a_broken_setup(
+    home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = subject / "evals" / "cases" / "build.yaml"
+    case.write_text(case.read_text() + "  - command_succeeds: trialrun-no-such-tool --version\n")
+
+    code, out, err = run_compare([str(subject), "-j", "2", "--gate", "--case", "build"], capsys)
+
+    assert code == 1  # every arm failed the check alike: ties, which used to pass the gate
+    lines = out.splitlines()
+    assert lines[0] == "verdict: NEUTRAL"
+    assert lines[1].startswith(
+        "BROKEN SETUP: a command_succeeds check could not run in any arm, so it fails every arm "
+        "alike and decides nothing (build: command_succeeds: trialrun-no-such-tool --version; "
+        "6 of 6: 6 could-not-run); first error: exit 127: "
+    )
+    assert "command not found" in lines[1]
+    assert lines[1] in err
+    receipt = only_receipt(home)
+    assert receipt["broken_setup"] == ["checks"]
+    assert receipt["command_health"]["checks"]["never_ran"] == [
+        "build: command_succeeds: trialrun-no-such-tool --version"
+    ]
+
+
+def test_a_setup_that_fails_in_every_arm_is_a_broken_setup(
+    home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = subject / "evals" / "cases" / "build.yaml"
+    case.write_text(case.read_text() + "setup: trialrun-no-such-tool init\n")
+
+    code, out, err = run_compare([str(subject), "--gate", "--case", "build", "--k", "1"], capsys)
+
+    assert code == 1
+    broken = out.splitlines()[1]
+    assert broken.startswith("BROKEN SETUP: every arm run died (its setup or agent command failed)")
+    assert "(3 of 3: 3 failed); first error: setup of build failed in " in broken
+    assert broken in err
+    assert only_receipt(home)["broken_setup"] == ["agent"]

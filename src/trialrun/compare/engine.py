@@ -382,6 +382,7 @@ def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
             if reported is not None
             else None,
             attempts=run.attempts,
+            unrunnable=tuple((o.name, o.detail) for o in outcomes if o.could_not_run),
         )
         entries.append(_Scored(sample, ArmResult(run.arm, passed, total), run.transcript))
     return entries

@@ -66,6 +66,8 @@ class ArmSampleResult:
     attempts: int = 1
     error: str | None = None
     """Why a dead arm died (for the broken-setup line); None for a live one."""
+    unrunnable: tuple[tuple[str, str], ...] = ()
+    """``(check name, detail)`` of each ``command_succeeds`` whose command could not be run."""
 
     @property
     def died(self) -> bool:

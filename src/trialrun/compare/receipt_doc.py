@@ -98,6 +98,7 @@ def build_receipt(
                 "failed": health.failed,
                 "causes": dict(health.causes),
                 "broken": health.broken,
+                "never_ran": [redact_text(name) for name in health.never_ran],
             }
             for health in outcome.health
         },
