@@ -76,10 +76,8 @@ class CommandHealth:
                 counts = f"{'; '.join(self.never_ran)}; {counts}"
             return f"BROKEN SETUP: {_BROKEN[self.command]} ({counts}){first}"
         prefix = "warning: " if self.mostly_failed else ""
-        return (
-            f"{prefix}{self.command}: {self.failed} of {self.asked} calls failed ({causes}); "
-            f"{_MEANING[self.command]}{first}"
-        )
+        counts = f"{self.failed} of {self.asked} {_CALLS[self.command]} failed ({causes})"
+        return f"{prefix}{self.command}: {counts}; {_MEANING[self.command]}{first}"
 
 
 _BROKEN = {
@@ -91,6 +89,7 @@ _BROKEN = {
     "checks": "a command_succeeds check could not run in any arm, so it fails every arm alike "
     "and decides nothing",
 }
+_CALLS = {"judge": "calls", "agent": "arm runs", "triggers": "probes", "checks": "check runs"}
 _MEANING = {
     "judge": "each failed call is a tie",
     "agent": "each dead arm is a hole",
