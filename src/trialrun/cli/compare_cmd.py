@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 @click.option(
     "--judge-command",
     metavar="CMD",
-    help="The judge command line (split like a shell would) [compare.yaml judge.command].",
+    help="The judge command line (split like a shell would; placeholders as in judge.command) "
+    "[compare.yaml judge.command].",
 )
 @click.option(
     "-j",
