@@ -23,9 +23,9 @@ from trialrun.compare.arms import (
     plan_runs,
     run_all,
     run_arm,
-    substitute_placeholders,
 )
 from trialrun.compare.config import CaseConfig, CompareCase, EvalAssets, load_eval_assets
+from trialrun.compare.placeholders import expand
 from trialrun.compare.sandbox import stage_subject
 from trialrun.errors import ConfigError
 
@@ -137,8 +137,8 @@ def test_arm_specs_two_or_three_arms_and_version_without_a_team(
 @given(text=st.text())
 def test_placeholders_are_substituted_once(text: str) -> None:
     values = {"task": text, "sandbox": "/s b", "evals": "/e", "name": "n"}
-    assert substitute_placeholders("{task}", values) == text
-    assert substitute_placeholders("-{sandbox}-{name}-{other}", values) == "-/s b-n-{other}"
+    assert expand("{task}", values) == text
+    assert expand("-{sandbox}-{name}-{{x}}", values) == "-/s b-n-{x}"
 
 
 # -- one arm ----------------------------------------------------------------------------------

@@ -232,8 +232,9 @@ def test_compare_placeholders_stage_and_incumbent(tmp_path: Path) -> None:
     errors = _errors(_full(tmp_path, **{"evals/compare.yaml": compare}))
     assert errors == [
         "compare.yaml:1: 'name' must be a plain name (letters, digits, . _ -), found 'a/b'",
-        "compare.yaml:3: unknown placeholder '{sandbx}' (did you mean 'sandbox'?); "
-        "known: {task}, {sandbox}, {evals}, {name}, {max_turns}",
+        "compare.yaml:3: unknown placeholder '{sandbx}' in agent.command "
+        "(did you mean '{sandbox}'?); placeholders here: {task}, {sandbox}, {evals}, {name}, "
+        "{max_turns}",
         "compare.yaml:4: 'stage': path '../subject' escapes the sandbox",
         "compare.yaml:8: 'incumbent' needs exactly one of 'path' or 'version'",
     ]

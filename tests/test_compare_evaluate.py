@@ -260,6 +260,25 @@ def test_command_failure_shows_its_exit_code_and_output_tail(tmp_path: Path) -> 
     assert len(outcome.detail) <= len("exit 3: ") + 500
 
 
+@pytest.mark.parametrize(
+    ("command", "could_not_run"),
+    [
+        ("trialrun-no-such-tool --version", True),  # bash: command not found, exit 127
+        ("./data.txt", True),  # found but not executable, exit 126
+        ("exit 1", False),  # ran and failed: the arm's failure, not the setup's
+        ("true", False),
+    ],
+)
+def test_a_command_that_could_not_run_is_told_apart_from_one_that_failed(
+    tmp_path: Path, command: str, could_not_run: bool
+) -> None:
+    (tmp_path / "data.txt").write_text("42\n")
+    outcome = run_one("command_succeeds", command, sandbox=tmp_path)
+    assert outcome.could_not_run is could_not_run
+    other = run_one("file_exists", "data.txt", sandbox=tmp_path)
+    assert other.could_not_run is False
+
+
 def test_command_killed_by_a_signal(tmp_path: Path) -> None:
     outcome = run_one("command_succeeds", "kill -TERM $$", sandbox=tmp_path)
     assert (outcome.passed, outcome.detail) == (False, "killed by signal 15")
@@ -317,7 +336,7 @@ def test_command_without_bash_fails_with_a_reason(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     outcome = run_one("command_succeeds", "true", sandbox=tmp_path)
-    assert not outcome.passed
+    assert not outcome.passed and outcome.could_not_run
     assert outcome.detail.startswith("cannot start bash: ")
 
 

@@ -204,6 +204,15 @@ def test_a_selector_that_cannot_start_errors_every_call(tmp_path: Path, plan: An
     assert all(p.error and p.error.startswith(f"cannot start selector {missing!r}") for p in probes)
 
 
+def test_the_selector_command_expands_evals_and_name(tmp_path: Path, plan: Any) -> None:
+    subject = make_library(tmp_path, selector=[sys.executable, "{evals}/selector.py", "{name}"])
+    (subject / "evals" / "selector.py").write_text(SELECTOR.read_text(encoding="utf-8"))
+    plan({"deploy the staging stack": {"select": ["deployer"]}})
+    probes = run(subject)
+    assert [p.error for p in probes] == [None] * 4
+    assert [p.fired for p in probes] == [True, False, False, False]
+
+
 def test_k_repeats_each_prompt_with_its_repetition_number(tmp_path: Path, plan: Any) -> None:
     subject = make_library(
         tmp_path, triggers={"should_trigger": ["a"], "should_not_trigger": ["b"]}

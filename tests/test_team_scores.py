@@ -349,6 +349,17 @@ def test_cli_library_card_text_and_json(
     assert "score: STALE PASS" in capsys.readouterr().out
 
 
+def test_a_card_says_when_its_receipt_came_from_a_broken_setup(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subject = make_subject(tmp_path / "subject")
+    receipt = make_receipt(content_digest(subject), "20260101T000000Z", "NEUTRAL")
+    store_local(home, {**receipt, "broken_setup": ["judge"]})
+    assert run_cli(["scores", str(subject)]) == 0
+    assert "score: NEUTRAL  candidate-vs-baseline" in (text := capsys.readouterr().out)
+    assert text.rstrip().splitlines()[1].endswith("  [BROKEN SETUP: judge]")
+
+
 def test_cli_marketplace_with_the_configured_team(
     tmp_path: Path, home: Path, team: Team, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,19 +1,24 @@
 """``trialrun compare SUBJECT``: is the candidate better than the baseline (and the incumbent)?
 
 Exit codes: 0 the run finished (whatever the verdict), 1 with ``--gate`` when the verdict is
-FAIL, 2 bad input, 130 interrupted (after the partial receipt is written and the report printed:
-the arms that finished were paid for, so their rows are kept). docs/compare.md has the details.
+FAIL or a user command failed on every call (a broken setup), 2 bad input, 130 interrupted
+(after the partial receipt is written and the report printed: the arms that finished were paid
+for, so their rows are kept). docs/compare.md has the details.
 """
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from trialrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    from trialrun.compare.outcome import CompareOutcome
 
 
 @click.command()
@@ -29,7 +34,8 @@ from trialrun.errors import ConfigError
 @click.option(
     "--judge-command",
     metavar="CMD",
-    help="The judge command line (split like a shell would) [compare.yaml judge.command].",
+    help="The judge command line (split like a shell would; placeholders as in judge.command) "
+    "[compare.yaml judge.command].",
 )
 @click.option(
     "-j",
@@ -40,7 +46,11 @@ from trialrun.errors import ConfigError
     help="Arms (and judge calls) run at once.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the receipt instead of the report.")
-@click.option("--gate", is_flag=True, help="Exit 1 when the verdict is FAIL.")
+@click.option(
+    "--gate",
+    is_flag=True,
+    help="Exit 1 when the verdict is FAIL or the setup is broken (a command failed every call).",
+)
 @click.option("--seed", type=int, help="Seed of the arm order shuffle [compare.yaml].")
 @click.option(
     "--rescore",
@@ -93,6 +103,7 @@ def compare(
         click.echo(dumps_json(result.receipt))
     else:
         click.echo(format_report(result.outcome))
+    _warn_about_commands(result.outcome)
     click.echo(f"receipt: {result.run_dir.receipt}", err=True)
     if not result.interrupted and rescore is None:
         from trialrun.team.publish import commit_after_compare
@@ -106,7 +117,19 @@ def compare(
         return EXIT_INTERRUPTED
     if gate and result.outcome.verdict == "FAIL":
         return EXIT_FAILED
+    if gate and result.outcome.broken_setup:
+        broken = ", ".join(health.command for health in result.outcome.broken_setup)
+        click.echo(f"--gate: failing: a broken setup ({broken}) decided nothing", err=True)
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _warn_about_commands(outcome: CompareOutcome) -> None:
+    """Repeat on stderr what a CI log reader must not miss: a command that mostly failed."""
+    for health in outcome.health:
+        message = health.message()
+        if message is not None and health.mostly_failed:
+            click.echo(message, err=True)
 
 
 def _judge_argv(text: str | None) -> tuple[str, ...] | None:

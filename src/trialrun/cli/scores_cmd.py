@@ -102,6 +102,9 @@ def _score_line(receipt: ScoredReceipt) -> str:
     if document["execution_status"] != "complete":
         rows = f"{document['scored_rows']}/{document['expected_rows']} rows scored"
         line += f"  [{document['execution_status']}: {rows}]"
+    broken = document.get("broken_setup")  # absent from receipts older than the field
+    if isinstance(broken, list) and broken:
+        line += f"  [BROKEN SETUP: {', '.join(str(command) for command in broken)}]"
     return line
 
 

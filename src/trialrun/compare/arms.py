@@ -10,11 +10,11 @@
 * One arm runs in ``workdir/<case>/<rep>/<arm>/``: fixture, ``files``, the staged subject,
   ``setup`` (``/bin/sh -ce``, 60 s; a failure makes the arm ``failed``, never retried, as it is
   the case that is broken), then the agent command with ``{task}``, ``{sandbox}``, ``{evals}``,
-  ``{name}`` and ``{max_turns}`` substituted in one pass, so text of the task is never
-  substituted again. The command runs without a shell: a task with spaces or quotes stays one
-  argument. The env has ``TRIALRUN_REP`` and ``TRIALRUN_MAX_TURNS`` (the case's or session's
-  ``max_turns``, default 200): the seed engine passes it as ``--max-turns``, which only the agent
-  command can do, so the command decides how to use it.
+  ``{name}`` and ``{max_turns}`` expanded in one pass by ``trialrun.compare.placeholders``, so
+  text of the task is never expanded again. The command runs without a shell: a task with
+  spaces or quotes stays one argument. The env has ``TRIALRUN_REP`` and ``TRIALRUN_MAX_TURNS``
+  (the case's or session's ``max_turns``, default 200): the seed engine passes it as
+  ``--max-turns``, which only the agent command can do, so the command decides how to use it.
 * A non-zero exit gets ONE retry in a fresh sandbox (``<arm>.retry/``); a timeout gets none, as
   it would most likely time out again at the full cost. Either way a dead arm is a hole for the
   caller, never a zero.
@@ -28,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from trialrun.compare.config import CompareCase, CompareSession, EvalAssets
+from trialrun.compare.placeholders import expand, expand_argv
 from trialrun.compare.sandbox import CommandOutcome, SandboxError, fresh_sandbox, run_command
 from trialrun.errors import ConfigError
 
@@ -51,7 +51,6 @@ __all__ = [
     "plan_runs",
     "run_all",
     "run_arm",
-    "substitute_placeholders",
 ]
 
 ArmName = Literal["baseline", "candidate", "incumbent"]
@@ -60,7 +59,6 @@ ARM_NAMES: tuple[ArmName, ...] = ("baseline", "candidate", "incumbent")
 SESSION_RUN_NAME = "session"
 SETUP_TIMEOUT_S = 60.0
 RETRY_SUFFIX = ".retry"
-_PLACEHOLDER = re.compile(r"\{(task|sandbox|evals|name|max_turns)\}")
 
 RunUnit = CompareCase | CompareSession
 
@@ -166,11 +164,6 @@ def plan_runs(
     return planned
 
 
-def substitute_placeholders(part: str, values: dict[str, str]) -> str:
-    """Replace ``{task}``, ``{sandbox}``, ``{evals}``, ``{name}``, ``{max_turns}`` in one pass."""
-    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], part)
-
-
 async def run_arm(
     run: PlannedRun,
     arm: ArmSpec,
@@ -253,7 +246,7 @@ async def _attempt(
     run: PlannedRun, arm: ArmSpec, assets: EvalAssets, sandbox: Path, workdir: Path, timeout: float
 ) -> ArmRun:
     config = assets.config
-    stage = Path(config.agent.stage.replace("{name}", config.name))
+    stage = Path(expand(config.agent.stage, {"name": config.name}))
     max_turns = str(run.unit.config.max_turns)
     env = dict(os.environ, TRIALRUN_REP=str(run.rep), CLAUDE_PROJECT_DIR=str(sandbox.resolve()))
     env["TRIALRUN_MAX_TURNS"] = max_turns
@@ -288,7 +281,7 @@ async def _attempt(
         "name": config.name,
         "max_turns": max_turns,
     }
-    argv = [substitute_placeholders(part, values) for part in config.agent.command]
+    argv = expand_argv(config.agent.command, values)
     done = await run_command(argv, cwd=sandbox, env=env, timeout_s=timeout)
     if done.start_error is not None:
         return dead(f"could not start the agent command {argv[0]!r}: {done.start_error}", done)

@@ -32,26 +32,37 @@ from pydantic import (
 )
 
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
+from trialrun.compare.placeholders import expand, placeholder_problems
 from trialrun.compare.selector import SelectorSection
 from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
-from trialrun.suggest import did_you_mean
 
 COMPARE_FILE = "compare.yaml"
 SESSION_FILE = "session.yaml"
 TRIGGERS_FILE = "triggers.yaml"
 CASES_DIR = "cases"
-COMMAND_PLACEHOLDERS = ("task", "sandbox", "evals", "name", "max_turns")
-STAGE_PLACEHOLDERS = ("name",)
 SESSION_ONLY_KEYS = ("task", "judge", "files", "fixture", "setup", "bucket")
 """Keys a session sub-case may not carry: they belong to the one shared session."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9_.+-]+|python3:[A-Za-z_][A-Za-z0-9_.]*")
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+_COMMAND_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("agent", "command"), "agent.command"),
+    (("judge", "command"), "judge.command"),
+    (("judge", "escalate_command"), "judge.escalate_command"),
+    (("triggers", "command"), "triggers.command"),
+)
+"""Every argv of compare.yaml, by where it sits and the name ``placeholders`` knows it by."""
+
+
+def _lookup(data: Any, at: tuple[str, ...]) -> Any:
+    for key in at:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 class _Strict(BaseModel):
@@ -252,21 +263,7 @@ class _AssetsLoader:
         if isinstance(name, str) and not _PLAIN_NAME.fullmatch(name):
             message = f"'name' must be a plain name (letters, digits, . _ -), found {name!r}"
             self._add(doc.error(message, ("name",), "name"))
-        agent = doc.data.get("agent")
-        agent = agent if isinstance(agent, dict) else {}
-        command = agent.get("command")
-        for index, part in enumerate(command if isinstance(command, list) else []):
-            if isinstance(part, str):
-                self._check_placeholders(
-                    doc, ("agent", "command", index), part, COMMAND_PLACEHOLDERS
-                )
-        stage = agent.get("stage")
-        if isinstance(stage, str) and self._check_placeholders(
-            doc, ("agent", "stage"), stage, STAGE_PLACEHOLDERS
-        ):
-            problem = sandbox_path_problem(stage.replace("{name}", "subject"))
-            if problem is not None:
-                self._add(doc.error(f"'stage': {problem}", ("agent", "stage"), "stage"))
+        self._check_commands(doc)
         arms = doc.data.get("arms")
         incumbent = arms.get("incumbent") if isinstance(arms, dict) else None
         if not isinstance(incumbent, dict):
@@ -286,18 +283,27 @@ class _AssetsLoader:
             return None
         return path
 
+    def _check_commands(self, doc: LoadedYaml) -> None:
+        for where, field in _COMMAND_FIELDS:
+            command = _lookup(doc.data, where)
+            for index, part in enumerate(command if isinstance(command, list) else []):
+                if isinstance(part, str):
+                    self._check_placeholders(doc, (*where, index), part, field)
+        stage = _lookup(doc.data, ("agent", "stage"))
+        if isinstance(stage, str) and self._check_placeholders(
+            doc, ("agent", "stage"), stage, "agent.stage"
+        ):
+            problem = sandbox_path_problem(expand(stage, {"name": "subject"}))
+            if problem is not None:
+                self._add(doc.error(f"'stage': {problem}", ("agent", "stage"), "stage"))
+
     def _check_placeholders(
-        self, doc: LoadedYaml, at: tuple[PathElement, ...], text: str, allowed: tuple[str, ...]
+        self, doc: LoadedYaml, at: tuple[PathElement, ...], text: str, field: str
     ) -> bool:
-        good = True
-        for found in _PLACEHOLDER.findall(text):
-            if found not in allowed:
-                known = ", ".join("{" + a + "}" for a in allowed)
-                hint = did_you_mean(found, allowed)
-                message = f"unknown placeholder '{{{found}}}'{hint}; known: {known}"
-                self._add(doc.error(message, at, str(at[-1])))
-                good = False
-        return good
+        problems = placeholder_problems(text, field)
+        for message in problems:
+            self._add(doc.error(message, at, str(at[-1])))
+        return not problems
 
     # -- cases and session --------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from trialrun.compare.outcome import (
     TriggerOutcome,
     build_outcome,
 )
+from trialrun.compare.placeholders import expand_argv, placeholder_problems
 from trialrun.compare.receipt_doc import build_receipt
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
@@ -161,6 +162,7 @@ def run_compare(options: CompareOptions) -> CompareResult:
             {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
             | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
             | {"interrupted": interrupted}
+            | {"broken_setup": [health.command for health in outcome.broken_setup]}
         )
     return CompareResult(outcome, receipt, run_dir, interrupted)
 
@@ -176,6 +178,8 @@ def _make_plan(options: CompareOptions) -> _Plan:
     if assets.session is not None and not options.case_names:
         units.append(assets.session)
     judge = assets.config.judge
+    if options.judge_command is not None:
+        _check_judge_option(options.judge_command)
     judge_command = options.judge_command or (tuple(judge.command) if judge else None)
     unjudged = [case.name for case in cases if case.config.judge and not judge_command]
     if unjudged:
@@ -190,6 +194,13 @@ def _make_plan(options: CompareOptions) -> _Plan:
     units, skipped = apply_requirements(units)
     planned = tuple(plan_runs(units, k, arms, seed))
     return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command, tuple(skipped))
+
+
+def _check_judge_option(argv: Sequence[str]) -> None:
+    """``--judge-command`` has no file to be checked with, so it is checked here, before any run."""
+    for part in argv:
+        for problem in placeholder_problems(part, "--judge-command"):
+            raise ConfigError(problem)
 
 
 def _selected_cases(assets: EvalAssets, names: Sequence[str]) -> list[CompareCase]:
@@ -343,7 +354,9 @@ def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
     entries: list[_Scored] = []
     for index, (name, checks) in enumerate(checked):
         if run.status != "ok":
-            sample = ArmSampleResult(name, run.rep, run.arm, run.status, attempts=run.attempts)
+            sample = ArmSampleResult(
+                name, run.rep, run.arm, run.status, attempts=run.attempts, error=run.error
+            )
             entries.append(_Scored(sample, None, run.transcript))
             continue
         passed, total, outcomes = evaluate_checks(
@@ -369,6 +382,7 @@ def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
             if reported is not None
             else None,
             attempts=run.attempts,
+            unrunnable=tuple((o.name, o.detail) for o in outcomes if o.could_not_run),
         )
         entries.append(_Scored(sample, ArmResult(run.arm, passed, total), run.transcript))
     return entries
@@ -380,16 +394,24 @@ def _judge_for(
     """The judge thunk of a case with a rubric; None for no rubric and for session sub-cases."""
     if not isinstance(unit, CompareCase) or unit.config.judge is None or not plan.judge_command:
         return None
-    command, rubric, task = plan.judge_command, unit.config.judge, unit.config.task
+    rubric, task = unit.config.judge, unit.config.task
+    values = {
+        "task": task,
+        "evals": str(plan.assets.evals_dir),
+        "name": plan.assets.config.name,
+        "max_turns": str(unit.config.max_turns),
+    }
+    command = expand_argv(plan.judge_command, values)
     judge_section = plan.assets.config.judge
     escalate = judge_section.escalate_command if judge_section is not None else None
+    escalate_argv = expand_argv(escalate, values) if escalate else None
     return lambda: ask_both_orders(
         command,
         task=task,
         rubric=rubric,
         candidate_transcript=candidate.transcript,
         opponent_transcript=opponent.transcript,
-        escalate_command=escalate,
+        escalate_command=escalate_argv,
     )
 
 

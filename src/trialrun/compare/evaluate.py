@@ -79,6 +79,8 @@ COMMAND_SUCCEEDS_TIMEOUT_S = 120.0
 _OUTPUT_TAIL_CHARS = 500
 _SHOWN_CHARS = 200
 _REAP_S = 5.0
+_SHELL_COULD_NOT_RUN = (126, 127)
+"""bash's exit codes for a command it found but could not execute, and one it did not find."""
 _TEXT_COMMAND = re.compile(r"^[ \t]*\$ (.*\S)", re.MULTILINE)
 
 
@@ -91,6 +93,9 @@ class CheckOutcome:
     passed: bool
     detail: str
     line: int
+    could_not_run: bool = False
+    """A ``command_succeeds`` whose command never ran (bash missing, exit 126 / 127: not
+    executable, not found): a failure of the setup rather than of the arm."""
 
     @property
     def name(self) -> str:
@@ -302,13 +307,14 @@ def _count(value: Any) -> int | None:
 
 
 def _evaluate(check: Check, view: _Transcript, sandbox: Path, timeout_s: float) -> CheckOutcome:
-    passed, detail = _judge_check(check, view, sandbox, timeout_s)
+    if check.kind == "command_succeeds":
+        passed, detail, ran = _run_command(check.param, sandbox, timeout_s)
+        return CheckOutcome(check.kind, check.param, passed, detail, check.line, not ran)
+    passed, detail = _judge_check(check, view, sandbox)
     return CheckOutcome(check.kind, check.param, passed, detail, check.line)
 
 
-def _judge_check(
-    check: Check, view: _Transcript, sandbox: Path, timeout_s: float
-) -> tuple[bool, str]:
+def _judge_check(check: Check, view: _Transcript, sandbox: Path) -> tuple[bool, str]:
     kind, param = check.kind, check.param
     if kind in ("transcript_mentions", "transcript_omits"):
         found = param.casefold() in view.words
@@ -320,8 +326,6 @@ def _judge_check(
         return _match_commands(kind, check.pattern, view.commands)
     if kind in ("file_exists", "file_absent"):
         return _check_path(kind, param, sandbox)
-    if kind == "command_succeeds":
-        return _run_command(param, sandbox, timeout_s)
     return False, f"unknown check kind '{kind}'"
 
 
@@ -352,9 +356,10 @@ def _check_path(kind: str, param: str, sandbox: Path) -> tuple[bool, str]:
     return passed, f"'{param}' {found}"
 
 
-def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, str]:
+def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, str, bool]:
+    """``(passed, detail, ran)``: ``ran`` is False when the command itself could not be run."""
     if not sandbox.is_dir():
-        return False, f"the sandbox {sandbox} is not a directory"
+        return False, f"the sandbox {sandbox} is not a directory", False
     with tempfile.TemporaryFile() as output:
         try:
             proc = subprocess.Popen(
@@ -366,14 +371,14 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
                 start_new_session=True,
             )
         except OSError as error:
-            return False, f"cannot start bash: {error.strerror or error}"
+            return False, f"cannot start bash: {error.strerror or error}", False
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=_REAP_S)
-            return False, f"timed out after {timeout_s:g}s (its process group was killed)"
+            return False, f"timed out after {timeout_s:g}s (its process group was killed)", True
         finally:
             # Background helpers the command left must not outlive the check.
             _kill_group(proc.pid)
@@ -382,10 +387,10 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
         tail = output.read().decode("utf-8", "replace")[-_OUTPUT_TAIL_CHARS:].strip()
     said = f": {tail}" if tail else ""
     if code == 0:
-        return True, "exit 0"
+        return True, "exit 0", True
     if code < 0:
-        return False, f"killed by signal {-code}{said}"
-    return False, f"exit {code}{said}"
+        return False, f"killed by signal {-code}{said}", True
+    return False, f"exit {code}{said}", code not in _SHELL_COULD_NOT_RUN
 
 
 def _kill_group(pgid: int) -> None:

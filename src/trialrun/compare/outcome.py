@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeVar
 
+from trialrun.compare.health import CommandHealth, command_health
 from trialrun.compare.rows import Row
 from trialrun.compare.stats import (
     ArmSample,
@@ -63,6 +64,10 @@ class ArmSampleResult:
     checks: tuple[tuple[str, bool], ...] = ()
     efficiency: SampleEfficiency | None = None
     attempts: int = 1
+    error: str | None = None
+    """Why a dead arm died (for the broken-setup line); None for a live one."""
+    unrunnable: tuple[tuple[str, str], ...] = ()
+    """``(check name, detail)`` of each ``command_succeeds`` whose command could not be run."""
 
     @property
     def died(self) -> bool:
@@ -139,6 +144,13 @@ class CompareOutcome:
     session_ran: bool
     seed: int
     arms: tuple[str, ...] = ()
+    health: tuple[CommandHealth, ...] = ()
+    """Each kind of user command asked in the run: how often it failed (``compare.health``)."""
+
+    @property
+    def broken_setup(self) -> tuple[CommandHealth, ...]:
+        """The commands that failed on every call: ``--gate`` fails on any of them."""
+        return tuple(health for health in self.health if health.broken)
 
 
 @dataclass(frozen=True)
@@ -277,6 +289,7 @@ def build_outcome(
         session_ran=session_ran,
         seed=seed,
         arms=arms,
+        health=command_health(sorted_rows, sorted_samples, triggers, session_cases),
     )
 
 

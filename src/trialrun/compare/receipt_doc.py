@@ -4,7 +4,9 @@ The seed's fields (``schema_version``, ``verdict``, ``attribution``, ``execution
 ``expected_rows``, ``scored_rows``, ``comparisons``, ``arm_scores``, ``case_runs``, ``triggers``,
 ``efficiency``, ``content_digest``, ``version``, ``provenance``) plus what makes two receipts
 comparable and recomputable: ``eval_assets_digest``, ``case_digests``, ``holes``, ``per_case``
-(every row with its ``decided_by``) and the statistics beyond the seed under each comparison.
+(every row with its ``decided_by``) and the statistics beyond the seed under each comparison;
+``command_health`` (per kind of user command: calls asked and failed, by cause) and
+``broken_setup`` (the commands that failed on every call; see ``trialrun.compare.health``).
 
 Everything in the document is a pure function of the outcome, the assets, the run id and the
 provenance the caller passes, and every list is in a fixed order; written with sorted keys
@@ -90,6 +92,17 @@ def build_receipt(
             for arm, eff in outcome.efficiency.items()
         },
         "per_case": _per_case(outcome),
+        "command_health": {
+            health.command: {
+                "asked": health.asked,
+                "failed": health.failed,
+                "causes": dict(health.causes),
+                "broken": health.broken,
+                "never_ran": [redact_text(name) for name in health.never_ran],
+            }
+            for health in outcome.health
+        },
+        "broken_setup": [health.command for health in outcome.broken_setup],
         "provenance": redact(dict(provenance)),
     }
 

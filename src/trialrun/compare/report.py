@@ -3,10 +3,12 @@
 The first block is the seed's report line for line (``verdict:``, ``why:``, one
 ``candidate-vs-...`` line per opponent, ``arm scores:``, ``case-runs passed:``, ``triggers:``
 with its ``MISS:`` / ``FALSE-FIRE:`` lines, ``efficiency:``), so a reader of the seed's docs can
-read it. Two deliberate differences: the ``sign test p`` shown is the receipt's, so after a
+read it. Three deliberate differences: the ``sign test p`` shown is the receipt's, so after a
 session run it reads ``1.000`` with the reason (the seed printed an unpinned p and told readers to
-trust the receipt instead), and holes are named right under ``why:``. Below that block come the
-statistics beyond the seed; they are reported and never change the verdict.
+trust the receipt instead); holes are named right under ``why:``; and a user command
+that failed (the judge, the agent, the trigger probes) is named right under ``verdict:``, as
+``BROKEN SETUP:`` when it failed on every call (``trialrun.compare.health``). Below that block
+come the statistics beyond the seed; they are reported and never change the verdict.
 
 Numbers are rounded half up on their exact decimal value, as the seed's JavaScript ``toFixed``
 does, so ``0.125`` prints ``0.13`` here too.
@@ -61,7 +63,10 @@ def _seed_lines(outcome: CompareOutcome) -> list[str]:
             f" [{outcome.execution_status} — {outcome.scored_rows}/{outcome.expected_rows}"
             " rows scored]"
         )
-    lines = [f"verdict: {outcome.verdict}{status}", f"why: {outcome.why}"]
+    lines = [f"verdict: {outcome.verdict}{status}"]
+    # Right under the verdict: a command that failed is the first thing that makes it doubtful.
+    lines.extend(message for health in outcome.health if (message := health.message()))
+    lines.append(f"why: {outcome.why}")
     lines.extend(_hole_line(hole) for hole in outcome.holes)
     for opponent, stats in outcome.comparisons.items():
         lines.append(f"{comparison_name(opponent)}: {_comparison_summary(stats, outcome)}")

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
+from trialrun.compare.placeholders import expand_argv
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ _FRONTMATTER_FENCE = "---"
 
 
 class SelectorSection(BaseModel):
-    """compare.yaml's ``triggers`` section: the selector's argv (no placeholders)."""
+    """compare.yaml's ``triggers`` section: the selector's argv (``{evals}`` and ``{name}``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     command: list[StrictStr] = Field(min_length=1)
@@ -168,12 +169,14 @@ def evaluate_with_selector(
     prompts = [(prompt, True) for prompt in assets.triggers.should_trigger]
     prompts += [(prompt, False) for prompt in assets.triggers.should_not_trigger]
     catalog = build_catalog(subject, assets.config.name)
+    values = {"evals": str(assets.evals_dir), "name": assets.config.name}
+    argv = expand_argv(section.command, values)
     probes: list[TriggerProbe] = []
     for prompt, should in prompts:
         payload = selection_payload(catalog, prompt)
         for rep in range(k):
             try:
-                selected = _ask(list(section.command), payload, rep, timeout_s)
+                selected = _ask(argv, payload, rep, timeout_s)
             except SelectorCallError as error:
                 probes.append(TriggerProbe(prompt, should, None, str(error)))
                 continue
