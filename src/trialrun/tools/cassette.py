@@ -23,6 +23,7 @@ import json
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,12 +66,21 @@ class Cassette:
         self.entries: list[CassetteEntry] = list(entries)
         self.sha256 = sha256
         """SHA-256 of the file's bytes (summary.json ``cassette_sha256``)."""
-        self._args_json = [canonjson.dumps(entry.args) for entry in self.entries]
-        self._remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
-        for entry, args_json in zip(self.entries, self._args_json, strict=True):
-            self._remaining.setdefault((entry.tool, args_json), deque()).append(entry)
         self._consumed_lines: set[int] = set()
         self._consumed_per_key: dict[_MatchKey, int] = {}
+
+    # The index is built on the first call, not at load: a suite's load parses every cassette,
+    # and the matching keys of each are only needed while its case runs.
+    @cached_property
+    def _args_json(self) -> list[str]:
+        return [canonjson.dumps(entry.args) for entry in self.entries]
+
+    @cached_property
+    def _remaining(self) -> dict[_MatchKey, deque[CassetteEntry]]:
+        remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
+        for entry, args_json in zip(self.entries, self._args_json, strict=True):
+            remaining.setdefault((entry.tool, args_json), deque()).append(entry)
+        return remaining
 
     @classmethod
     def load(cls, path: Path) -> Cassette:
@@ -107,13 +117,7 @@ class Cassette:
 
     def fresh(self) -> Cassette:
         """The same recordings with nothing consumed (one parse serves every case that names it)."""
-        copy = Cassette.__new__(Cassette)
-        copy.path, copy.entries, copy.sha256 = self.path, self.entries, self.sha256
-        copy._args_json = self._args_json
-        copy._remaining = {key: deque(queue) for key, queue in self._remaining.items()}
-        copy._consumed_lines = set()
-        copy._consumed_per_key = {}
-        return copy
+        return Cassette(self.path, self.entries, self.sha256)
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
         """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
