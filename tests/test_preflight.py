@@ -216,3 +216,20 @@ def test_a_bad_baseline_and_a_bad_cassette_are_reported_together(
     assert lines[0].startswith("error: suite/cassettes/t1.jsonl:1: invalid JSON")
     assert lines[1].startswith("error: base.json:1: invalid JSON")
     assert len(lines) == 2
+
+
+def test_a_bad_price_table_is_a_load_error_and_no_run_directory_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = write_suite(tmp_path, extra="model_gateway: {prices: prices.yaml}\n")
+    (suite / "prices.yaml").write_text("gpt-x: {input_per_mtok: cheap}\n", encoding="utf-8")
+    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--mode", "record")
+    assert code == 2
+    assert err.splitlines() == [
+        "error: suite/prices.yaml:1: input_per_mtok of 'gpt-x' must be a number >= 0 (US dollars "
+        "per million tokens); found 'cheap'",
+        "error: suite/prices.yaml:1: missing required key 'output_per_mtok' in prices of 'gpt-x'",
+    ]
+    assert not (tmp_path / "trialrun_out").exists()
+    code, out, _ = run(tmp_path, monkeypatch, capsys, "doctor", "suite")
+    assert "fail prices: suite/prices.yaml:1: missing required key 'output_per_mtok'" in out

@@ -72,6 +72,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
     checks.extend(_cassettes(suite, cassettes))
     checks.extend(_secrets(cassettes))
     checks.extend(_service_recordings(suite))
+    checks.extend(_prices(suite))
     checks.extend(_baseline(suite))
     checks.append(_ci_workflow(suite))
     checks.append(_versions())
@@ -167,6 +168,23 @@ def _service_recordings(suite: Suite) -> Iterator[Check]:
             )
     if not problems:
         yield Check("ok", "recordings", f"{checked} MCP/model recording(s) exist and parse")
+
+
+def _prices(suite: Suite) -> Iterator[Check]:
+    """The gateway's price table parses (`trialrun run` reads it before any agent starts)."""
+    settings = suite.config.model_gateway
+    if settings is None or settings.prices is None:
+        return
+    from trialrun.services import load_suite_prices
+
+    try:
+        prices = load_suite_prices(settings, suite.suite_dir)
+    except ConfigError as exc:
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        for error in errors:
+            yield Check("fail", "prices", str(error), "fix the price table")
+        return
+    yield Check("ok", "prices", f"{len(prices or {})} model price(s) load")
 
 
 def _secrets(loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Check]:

@@ -15,6 +15,9 @@ instead of a failing case (or a crash) in the middle of the run:
   is not read. The ``tool_module`` is imported and every ``tool_registry`` name must have an
   implementation, as in live mode.
 * **live**: the ``tool_module`` check only.
+
+In every mode the model gateway's price table (``model_gateway.prices``) is read, which the
+gateway otherwise read as the run started, after its run directory existed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from trialrun.errors import CassetteError, ConfigError, ConfigErrors, TrialrunEr
 if TYPE_CHECKING:
     from trialrun.config import Suite
     from trialrun.config.models import Mode
+    from trialrun.gateway import Price
     from trialrun.tools.cassette import Cassette
 
 MAX_PROBLEMS_PER_FILE = 10
@@ -44,6 +48,8 @@ class Preflight:
     """Tool cassettes parsed in replay, by resolved path (missing files are absent)."""
     tools: Mapping[str, Any] | None = None
     """The tool implementations selected for record and live modes."""
+    prices: dict[str, Price] | None = None
+    """The model gateway's price table (``model_gateway.prices``), in every mode."""
 
 
 def preflight(suite: Suite, mode: Mode) -> Preflight:
@@ -60,9 +66,17 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
             tools = select_suite_tools(suite)
         except TrialrunError as exc:
             errors.append(tool_module_error(suite, exc))
+    prices: dict[str, Price] | None = None
+    if suite.config.model_gateway is not None:
+        from trialrun.services import load_suite_prices
+
+        try:
+            prices = load_suite_prices(suite.config.model_gateway, suite.suite_dir)
+        except ConfigError as exc:
+            errors.append(exc)
     if errors:
         raise ConfigErrors(errors)
-    return Preflight(cassettes=cassettes, tools=tools)
+    return Preflight(cassettes=cassettes, tools=tools, prices=prices)
 
 
 def read_tool_cassettes(suite: Suite) -> tuple[dict[Path, Cassette], list[ConfigError]]:

@@ -231,7 +231,8 @@ def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
         return None
     from trialrun.services import RunServices
 
-    return RunServices(suite, options.mode)
+    prices = options.preflight.prices if options.preflight is not None else None
+    return RunServices(suite, options.mode, prices)
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:
