@@ -233,3 +233,16 @@ def test_a_bad_price_table_is_a_load_error_and_no_run_directory_is_left(
     assert not (tmp_path / "trialrun_out").exists()
     code, out, _ = run(tmp_path, monkeypatch, capsys, "doctor", "suite")
     assert "fail prices: suite/prices.yaml:1: missing required key 'output_per_mtok'" in out
+
+
+@pytest.mark.parametrize("how", ["option", "suite"])
+def test_a_baseline_that_is_a_directory_is_a_load_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    suite = write_suite(tmp_path, extra="baseline_path: baselines\n" if how == "suite" else "")
+    (suite / "baselines").mkdir()
+    extra = ["--baseline", "suite/baselines"] if how == "option" else []
+    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", *extra)
+    assert code == 2
+    assert err.endswith("baselines:1: expected a baseline file, found a directory\n")
+    assert not (tmp_path / "agent-started").exists()

@@ -182,6 +182,9 @@ def _baseline_for(
 
     if disabled:
         return None
+    for given in (explicit, configured):
+        if given is not None and given.is_dir():
+            raise ConfigError("expected a baseline file, found a directory", file=given)
     if explicit is not None:
         if not explicit.is_file():
             raise ConfigError(
