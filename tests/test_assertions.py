@@ -166,10 +166,39 @@ def test_json_schema_refuses_a_file_that_is_not_json(tmp_path: Path, ctx: Compil
         JSON_SCHEMA.compile({"schema_path": "latin.json"}, ctx)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {"a": {"$ref": "#/$defs/nowhere"}}},
+        {"prefixItems": [{"$ref": "other.json"}]},
+        {"$id": "https://x.test/s", "properties": {"a": {"$ref": "#/$defs/a"}}},
+    ],
+)
+def test_json_schema_unresolvable_ref_is_a_load_error(
+    tmp_path: Path, ctx: CompileContext, schema: dict[str, Any]
+) -> None:
+    path = write_schema(tmp_path, schema)
+    with pytest.raises(AssertionParamError, match=r"has a \$ref that cannot be resolved"):
+        JSON_SCHEMA.compile({"schema_path": path}, ctx)
+
+
+def test_json_schema_refs_that_resolve_load(tmp_path: Path, ctx: CompileContext) -> None:
+    for schema in (
+        {"$defs": {"a": {"type": "object"}}, "$ref": "#/$defs/a"},
+        {"$id": "https://x.test/s", "$defs": {"a": {"type": "object"}}, "$ref": "#/$defs/a"},
+        {"properties": {"$ref": {"type": "string"}}},
+    ):
+        compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
+
+
 def test_json_schema_unresolvable_ref_is_a_failure_not_a_crash(
     tmp_path: Path, ctx: CompileContext
 ) -> None:
-    schema = {"properties": {"a": {"$ref": "#/$defs/nowhere"}}}
+    # A nested $id moves the base of the refs under it: such a ref is only judged when followed.
+    schema = {
+        "$defs": {"a": {"$id": "https://y.test/a", "$ref": "#/nowhere"}},
+        "properties": {"a": {"$ref": "https://y.test/a"}},
+    }
     check = compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
     [failure] = run(check, {"a": 1})
     assert failure.type == "json_schema_error"

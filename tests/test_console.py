@@ -234,3 +234,38 @@ def test_a_failing_check_does_not_print_stderr() -> None:
     run = AgentRun(case_id="t1", failure=failure, stderr_tail="noise")
     case = CaseResult(case_id="t1", status="fail", run=run, failure=failure)
     assert "noise" not in "\n".join(format_failures([case], []))
+
+
+def unused_case(case_id: str, tools: list[str], *, count: int | None = None) -> CaseResult:
+    run = AgentRun(case_id=case_id, wall_ms=10)
+    run.unused_recordings = len(tools) if count is None else count
+    run.unused_recording_tools = tools
+    return CaseResult(case_id, "pass", run)
+
+
+def test_unused_recordings_are_listed_per_case_with_their_tools() -> None:
+    run = run_of(
+        unused_case("t1", ["search_docs", "fetch", "search_docs"]),
+        case("t2"),
+        unused_case("t3", ["fetch"]),
+    )
+    lines = format_run(run, build_summary(run, regression=None), None).splitlines()
+    start = lines.index("Unused recordings (they do not fail a case):")
+    assert lines[start - 1 : start + 3] == [
+        "",
+        "Unused recordings (they do not fail a case):",
+        "  t1: 3 (search_docs x2, fetch)",
+        "  t3: 1 (fetch)",
+    ]
+    assert "Failures" not in "\n".join(lines)
+
+
+def test_unused_recordings_without_tool_names_show_the_count() -> None:
+    run = run_of(unused_case("t1", [], count=2))
+    text = format_run(run, build_summary(run, regression=None), None)
+    assert "\n  t1: 2\n" in text + "\n"
+
+
+def test_a_run_that_used_every_recording_says_nothing_about_them() -> None:
+    text = format_run(run_of(case("t1")), build_summary(run_of(case("t1")), regression=None), None)
+    assert "Unused" not in text

@@ -228,3 +228,13 @@ def test_a_run_without_cases_or_baseline_renders(peer_fixtures: Path) -> None:
     page = parse(render_html(run, build_summary(run, regression=None)))
     assert "Regression checks" not in "".join(page.text)
     assert page.tags.count("script") == 1
+
+
+def test_unused_recordings_name_their_tools(peer_fixtures: Path) -> None:
+    run = xss_run(peer_fixtures)
+    run.cases[0].run.unused_recordings = 2
+    run.cases[0].run.unused_recording_tools = ["search_docs", f"fetch{PAYLOADS[0]}"]
+    page = render_html(run, build_summary(run, regression=None))
+    text = " ".join(" ".join(parse(page).text).split())
+    assert f"Unused recordings 2 (search_docs, fetch{PAYLOADS[0]})" in text
+    assert PAYLOADS[0] not in page  # shown as text, never as markup

@@ -171,6 +171,20 @@ def test_invalid_suite_is_a_collection_error_with_file_and_line(
     assert "Traceback" not in result.stdout.str()
 
 
+def test_a_corrupt_cassette_is_a_collection_error_not_a_failing_case(
+    pytester: pytest.Pytester, demo: Path
+) -> None:
+    (demo / "evals/demo/cassettes/t1.jsonl").write_bytes(b"\x00\xff binary\n")
+    result = pytester.runpytest_subprocess(*plugin_args(), "--trialrun", "evals/demo")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "trialrun suite is invalid:",
+            "*cassettes/t1.jsonl:1: expected UTF-8 text, found byte 0xff*",
+        ]
+    )
+
+
 def test_missing_suite_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(*plugin_args(), "--trialrun", "nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -33,7 +33,7 @@ from trialrun.results import (
 )
 
 OUR_RUN_KEYS = {"interrupted", "started_at", "finished_at"}
-OUR_CASE_KEYS = {"failure_kind", "stderr_tail", "unused_recordings"}
+OUR_CASE_KEYS = {"failure_kind", "stderr_tail", "unused_recordings", "unused_recordings_by_tool"}
 DEMO_FINISHED_AT = 1796202403.146931  # 2026-12-02T09:06:43.146931Z
 
 
@@ -309,3 +309,14 @@ def test_nearest_rank_definition(values: list[int], percent: int) -> None:
     below = sum(1 for v in ordered if v < result)
     assert at_or_below * 100 >= percent * len(ordered)
     assert below * 100 < percent * len(ordered)
+
+
+def test_unused_recordings_are_counted_per_tool() -> None:
+    case = make_case()
+    case.run.unused_recordings = 3
+    case.run.unused_recording_tools = ["fetch", "search_docs", "fetch"]
+    [doc] = build_summary(make_run(case), regression=None)["cases"]
+    assert (doc["unused_recordings"], doc["unused_recordings_by_tool"]) == (
+        3,
+        {"fetch": 2, "search_docs": 1},
+    )

@@ -72,6 +72,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
     checks.extend(_cassettes(suite, cassettes))
     checks.extend(_secrets(cassettes))
     checks.extend(_service_recordings(suite))
+    checks.extend(_prices(suite))
     checks.extend(_baseline(suite))
     checks.append(_ci_workflow(suite))
     checks.append(_versions())
@@ -96,30 +97,33 @@ def _agent_command(suite: Suite) -> Check:
     return Check("ok", "agent", f"agent_command resolves to {found}")
 
 
-def _load_cassettes(suite: Suite) -> dict[Path, Cassette | CassetteError]:
+def _load_cassettes(suite: Suite) -> dict[Path, Cassette | list[CassetteError]]:
     """Every cassette the suite names, parsed once for all the checks that read them."""
     from trialrun.tools.cassette import Cassette
 
-    loaded: dict[Path, Cassette | CassetteError] = {}
+    loaded: dict[Path, Cassette | list[CassetteError]] = {}
     for path in sorted({case.cassette_path for case in suite.cases}):
-        try:
-            loaded[path] = Cassette.load(path)
-        except CassetteError as exc:
-            loaded[path] = exc
+        cassette, problems = Cassette.read(path)
+        loaded[path] = problems if problems or cassette is None else cassette
     return loaded
 
 
-def _cassettes(suite: Suite, loaded: dict[Path, Cassette | CassetteError]) -> Iterator[Check]:
+def _cassettes(suite: Suite, loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Check]:
     if suite.config.mode != "replay":
         yield Check("ok", "cassettes", f"not read in {suite.config.mode} mode")
+        yield _tools(suite)
         return
+    from trialrun.preflight import as_config_errors
+
     allowed = set(suite.config.tool_registry)
     for path, cassette in loaded.items():
         shown = display_path(path)
-        if isinstance(cassette, CassetteError):
-            yield Check(
-                "fail", "cassette", str(cassette), "record it with `trialrun run --mode record`"
-            )
+        if isinstance(cassette, list):
+            # The same lines `trialrun run` prints before it refuses to start.
+            for error in as_config_errors(cassette):
+                yield Check(
+                    "fail", "cassette", str(error), "record it with `trialrun run --mode record`"
+                )
             continue
         outside = [entry for entry in cassette.entries if entry.tool not in allowed]
         for entry in outside:
@@ -134,44 +138,60 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | CassetteError]) -> It
             yield Check("ok", "cassette", f"{shown}: {len(cassette.entries)} recording(s) parse")
 
 
+def _tools(suite: Suite) -> Check:
+    """Record and live modes import the tool module: `trialrun run` refuses to start without it."""
+    from trialrun.errors import TrialrunError
+    from trialrun.preflight import select_suite_tools, tool_module_error
+
+    try:
+        tools = select_suite_tools(suite)
+    except TrialrunError as exc:
+        return Check("fail", "tools", str(tool_module_error(suite, exc)), "fix tool_module")
+    return Check("ok", "tools", f"{len(tools)} tool(s) of tool_registry have an implementation")
+
+
 def _service_recordings(suite: Suite) -> Iterator[Check]:
     """The MCP and model recordings a replay needs exist and parse (``mcp_servers``, gateway)."""
     config = suite.config
     if config.mode != "replay" or not (config.mcp_servers or config.model_gateway):
         return
-    from trialrun.gateway.cassette import parse_cassette
-    from trialrun.mcp_proxy import load_cassette
-    from trialrun.services import mcp_cassette_path, model_cassette_path
+    from trialrun.preflight import as_config_errors, read_service_recording, service_recordings
 
     problems = 0
     checked = 0
-    for case in suite.cases:
-        paths = [mcp_cassette_path(case, name) for name in config.mcp_servers]
-        if config.model_gateway is not None:
-            paths.append(model_cassette_path(case))
-        for path in paths:
-            checked += 1
-            try:
-                if path.name.endswith(".model.jsonl"):
-                    if not path.is_file():
-                        raise CassetteError("model cassette not found", file=path)
-                    parse_cassette(path.read_text(encoding="utf-8", errors="replace"), path)
-                else:
-                    load_cassette(path)
-            except CassetteError as exc:
-                problems += 1
-                yield Check(
-                    "fail", "recordings", str(exc), "record it with `trialrun run --mode record`"
-                )
+    for path in service_recordings(suite):
+        checked += 1
+        for error in as_config_errors(read_service_recording(path)):
+            problems += 1
+            yield Check(
+                "fail", "recordings", str(error), "record it with `trialrun run --mode record`"
+            )
     if not problems:
         yield Check("ok", "recordings", f"{checked} MCP/model recording(s) exist and parse")
 
 
-def _secrets(loaded: dict[Path, Cassette | CassetteError]) -> Iterator[Check]:
+def _prices(suite: Suite) -> Iterator[Check]:
+    """The gateway's price table parses (`trialrun run` reads it before any agent starts)."""
+    settings = suite.config.model_gateway
+    if settings is None or settings.prices is None:
+        return
+    from trialrun.services import load_suite_prices
+
+    try:
+        prices = load_suite_prices(settings, suite.suite_dir)
+    except ConfigError as exc:
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        for error in errors:
+            yield Check("fail", "prices", str(error), "fix the price table")
+        return
+    yield Check("ok", "prices", f"{len(prices or {})} model price(s) load")
+
+
+def _secrets(loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Check]:
     """Redaction must find nothing in a cassette: whatever it would mask is a leaked secret."""
     clean = True
     for path, cassette in loaded.items():
-        if isinstance(cassette, CassetteError):
+        if isinstance(cassette, list):
             continue  # the cassette check reports it (in replay mode)
         for entry in cassette.entries:
             _, changed = redact_changed(

@@ -33,6 +33,7 @@ import pytest
 
 if TYPE_CHECKING:
     from trialrun.config import Case, Suite
+    from trialrun.preflight import Preflight
     from trialrun.results import CaseResult
 
 RESULT_ATTRIBUTE = "trialrun_case_result"
@@ -117,22 +118,31 @@ class SuiteFile(pytest.File):
     def collect(self) -> Iterator[CaseItem]:
         from trialrun.config import load_suite
         from trialrun.errors import TrialrunError
+        from trialrun.preflight import preflight
+        from trialrun.runner import resolve_mode
 
         try:
             suite = load_suite(self.path)
+            # As `trialrun run`: a corrupt cassette is the suite's error, not a case's failure.
+            checked = preflight(suite, resolve_mode(suite, self.config.getoption("trialrun_mode")))
         except TrialrunError as exc:
             raise self.CollectError(f"trialrun suite is invalid:\n{exc}") from exc
         for case in sorted(suite.cases, key=lambda c: c.config.id):
-            yield CaseItem.from_parent(self, name=case.config.id, suite=suite, case=case)
+            yield CaseItem.from_parent(
+                self, name=case.config.id, suite=suite, case=case, checked=checked
+            )
 
 
 class CaseItem(pytest.Item):
     """One case of a suite, run as a test."""
 
-    def __init__(self, *, suite: Suite, case: Case, **kwargs: Any) -> None:
+    def __init__(
+        self, *, suite: Suite, case: Case, checked: Preflight | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.suite = suite
         self.case = case
+        self.checked = checked
         self.result: CaseResult | None = None
 
     def runtest(self) -> None:
@@ -142,7 +152,8 @@ class CaseItem(pytest.Item):
         from trialrun.runner import RunOptions, resolve_mode, run_case
 
         mode = resolve_mode(self.suite, self.config.getoption("trialrun_mode"))
-        self.result = asyncio.run(run_case(self.suite, self.case, RunOptions(mode=mode)))
+        options = RunOptions(mode=mode, preflight=self.checked)
+        self.result = asyncio.run(run_case(self.suite, self.case, options))
         if not self.result.passed:
             raise CaseFailed(self.result, display_path(self.case.file))
 

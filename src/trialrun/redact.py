@@ -54,7 +54,9 @@ __all__ = [
 ]
 
 REDACTED = "[REDACTED]"
-DATA_KEYS: frozenset[str] = frozenset({"tool_calls_by_name", "tool_errors_by_name"})
+DATA_KEYS: frozenset[str] = frozenset(
+    {"tool_calls_by_name", "tool_errors_by_name", "unused_recordings_by_tool"}
+)
 
 # ---- names -------------------------------------------------------------------------------
 

@@ -106,6 +106,8 @@ class AgentRun:
     exit_code: int | None = None
     events: list[JsonObject] = field(default_factory=list)
     unused_recordings: int = 0
+    unused_recording_tools: list[str] = field(default_factory=list)
+    """The tool of each unused recording, in cassette order (replay; empty when unknown)."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     events_redacted: bool = False
@@ -136,6 +138,13 @@ class CaseResult:
     @property
     def failure_reason(self) -> str | None:
         return self.failure.message if self.failure else None
+
+    def unused_recordings_by_tool(self) -> dict[str, int]:
+        """Unused recordings per tool, in cassette order (empty when only the count is known)."""
+        counts: dict[str, int] = {}
+        for name in self.run.unused_recording_tools:
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     def tool_calls_by_name(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -27,6 +27,7 @@ from trialrun.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
 
 if TYPE_CHECKING:
+    from trialrun.preflight import Preflight
     from trialrun.services import RunServices
 
 CaseCallback = Callable[[int, CaseResult], None]
@@ -37,6 +38,8 @@ class RunOptions:
     mode: Mode
     jobs: int = 1
     env: Mapping[str, str] | None = None
+    preflight: Preflight | None = None
+    """What ``preflight.preflight`` read before the run (cassettes, tools): used, not re-read."""
 
 
 @dataclass
@@ -56,7 +59,7 @@ async def run_suite(
     on_case_done: CaseCallback | None = None,
 ) -> list[CaseResult]:
     """Run every case of ``suite``; ``on_case_done`` is called in case order."""
-    tools = _ToolModuleCache(suite)
+    tools = _ToolModuleCache(suite, options.preflight)
     teardowns = Teardowns()
     services = _services_for(suite, options)
     if options.env is None:  # one snapshot for the run, not a copy of os.environ per agent
@@ -110,10 +113,10 @@ async def run_case(
             return await run_case(suite, case, options, tools, teardowns, own)
         finally:
             own.stop()
-    tools = tools or _ToolModuleCache(suite)
+    tools = tools or _ToolModuleCache(suite, options.preflight)
     config = suite.config
     try:
-        backend = _backend_for(case, options.mode, tools)
+        backend = _backend_for(case, options, tools)
     except CassetteError as exc:
         return _setup_failure(case, "cassette_error", str(exc))
     except TrialrunError as exc:
@@ -162,7 +165,7 @@ async def run_case(
             except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
                 run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
         clean = run.failure is None
-        run.unused_recordings = backend.unused()
+        _note_unused(run, backend)
     finally:
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
@@ -175,11 +178,15 @@ async def run_case(
     return result
 
 
-def _backend_for(case: Case, mode: Mode, tools: _ToolModuleCache) -> ToolBackend:
+def _backend_for(case: Case, options: RunOptions, tools: _ToolModuleCache) -> ToolBackend:
+    mode = options.mode
     if mode == "replay":
         from trialrun.tools.cassette import Cassette, ReplayBackend
 
-        return ReplayBackend(Cassette.load(case.cassette_path), case.normalization)
+        checked = options.preflight.cassettes if options.preflight is not None else {}
+        parsed = checked.get(case.cassette_path)
+        cassette = parsed.fresh() if parsed is not None else Cassette.load(case.cassette_path)
+        return ReplayBackend(cassette, case.normalization)
     from trialrun.tools.live import LiveBackend
 
     live = LiveBackend(tools.get(), timeout_s=tools.timeout_s, normalization=case.normalization)
@@ -190,27 +197,31 @@ def _backend_for(case: Case, mode: Mode, tools: _ToolModuleCache) -> ToolBackend
     return RecordingBackend(live, case.cassette_path)
 
 
-class _ToolModuleCache:
-    """Imports the suite's ``tool_module`` once per run, on first need."""
+def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
+    """How many recordings no call used, and of which tools (replay only)."""
+    from trialrun.tools.cassette import ReplayBackend
 
-    def __init__(self, suite: Suite) -> None:
+    if isinstance(backend, ReplayBackend):
+        unused = backend.cassette.unused()
+        run.unused_recordings = len(unused)
+        run.unused_recording_tools = [entry.tool for entry in unused]
+    else:
+        run.unused_recordings = backend.unused()
+
+
+class _ToolModuleCache:
+    """Imports the suite's ``tool_module`` once per run, on first need, unless preflight did."""
+
+    def __init__(self, suite: Suite, checked: Preflight | None = None) -> None:
         self._suite = suite
-        self._tools: Mapping[str, Any] | None = None
+        self._tools: Mapping[str, Any] | None = checked.tools if checked is not None else None
         self.timeout_s = suite.config.tool_timeout_ms / 1000
 
     def get(self) -> Mapping[str, Any]:
         if self._tools is None:
-            from trialrun.tools.live import builtin_tools, load_tool_module, select_tools
+            from trialrun.preflight import select_suite_tools
 
-            module = self._suite.config.tool_module
-            available = (
-                load_tool_module(module, self._suite.tool_module_dir) if module else builtin_tools()
-            )
-            registry = self._suite.config.tool_registry
-            if self._suite.config.agent_channel == "fd":
-                # SDK agents hold their tools in-process: only the ones given here run here.
-                registry = [name for name in registry if name in available]
-            self._tools = select_tools(available, registry)
+            self._tools = select_suite_tools(self._suite)
         return self._tools
 
 
@@ -220,7 +231,8 @@ def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
         return None
     from trialrun.services import RunServices
 
-    return RunServices(suite, options.mode)
+    prices = options.preflight.prices if options.preflight is not None else None
+    return RunServices(suite, options.mode, prices)
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:

@@ -39,7 +39,7 @@ from trialrun.fsutil import atomic_write_bytes
 from trialrun.results import AgentRun, Failure, ModelCall, Status, ToolCall
 
 if TYPE_CHECKING:
-    from trialrun.gateway import Gateway
+    from trialrun.gateway import Gateway, Price
     from trialrun.gateway import ModelCall as GatewayCall
 
 _PROXY_SAVE_S = 5.0
@@ -66,9 +66,11 @@ class RunServices:
     """The services of one run, started once and shared by every case: the model gateway and
     the proxies of ``transport: http`` MCP servers."""
 
-    def __init__(self, suite: Suite, mode: Mode) -> None:
+    def __init__(self, suite: Suite, mode: Mode, prices: dict[str, Price] | None = None) -> None:
+        """``prices``: the gateway's price table as loaded before the run (else read at start)."""
         self._suite = suite
         self._mode = mode
+        self._prices = prices
         self._gateway: Gateway | None = None
         self._http: dict[str, HttpMcpProxy] = {}
         self._workdir: Path | None = None
@@ -76,7 +78,7 @@ class RunServices:
     def start(self) -> None:
         settings = self._suite.config.model_gateway
         if settings is not None and self._gateway is None:
-            self._gateway = _start_gateway(settings, self._suite.suite_dir)
+            self._gateway = _start_gateway(settings, self._suite.suite_dir, self._prices)
         for name, server in self._suite.config.mcp_servers.items():
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
@@ -136,12 +138,13 @@ class HttpMcpProxy:
         self._proxy.close()
 
 
-def _start_gateway(settings: ModelGateway, suite_dir: Path) -> Gateway:
-    from trialrun.gateway import Gateway, load_prices
+def _start_gateway(
+    settings: ModelGateway, suite_dir: Path, prices: dict[str, Price] | None
+) -> Gateway:
+    from trialrun.gateway import Gateway
 
-    prices = None
-    if settings.prices is not None:
-        prices = load_prices((suite_dir / settings.prices).resolve())
+    if prices is None:
+        prices = load_suite_prices(settings, suite_dir)
     gateway = Gateway(
         upstreams={str(provider): url for provider, url in settings.upstreams.items()},
         normalization=settings.normalization,
@@ -153,6 +156,17 @@ def _start_gateway(settings: ModelGateway, suite_dir: Path) -> Gateway:
     )
     gateway.start()
     return gateway
+
+
+def load_suite_prices(settings: ModelGateway, suite_dir: Path) -> dict[str, Price] | None:
+    """The suite's ``model_gateway.prices`` table, if it names one (ConfigErrors at its lines)."""
+    if settings.prices is None:
+        return None
+    from trialrun.config.paths import display_path
+    from trialrun.gateway import load_prices
+
+    path = (suite_dir / settings.prices).resolve()
+    return load_prices(path, display=display_path(path))
 
 
 @dataclass(frozen=True, slots=True)

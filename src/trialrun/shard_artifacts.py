@@ -133,6 +133,7 @@ def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseR
         stderr_tail=stderr_tail,
         events=trace,
         unused_recordings=int(doc.get("unused_recordings") or 0),
+        unused_recording_tools=_unused_tools(doc.get("unused_recordings_by_tool")),
     )
     replay = doc.get("replay") or {}
     return CaseResult(
@@ -349,3 +350,10 @@ def _check_failure(entry: dict[str, Any], *, budget: bool) -> CheckFailure:
         observed=str(observed) if observed is not None else None,
         details=details,
     )
+
+
+def _unused_tools(counts: Any) -> list[str]:
+    """``unused_recordings_by_tool`` back to one name per recording (absent in older shards)."""
+    if not isinstance(counts, dict):
+        return []
+    return [str(name) for name, n in counts.items() if isinstance(n, int) for _ in range(n)]

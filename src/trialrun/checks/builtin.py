@@ -96,6 +96,13 @@ class _Schema:
             ) from None
         self.source = source
         self._validator = Draft202012Validator(schema)
+        unresolved = _unresolvable_ref(schema)
+        if unresolved is not None:
+            # jsonschema only follows a $ref while validating: found here, it is a load error
+            # instead of every case failing with json_schema_error.
+            raise AssertionParamError(
+                f"{source} has a $ref that cannot be resolved: {unresolved}", key=key
+            )
 
     def first_error(self, instance: Any) -> _SchemaError | None:
         """The error with the smallest instance path (RunLedger's choice), or None if valid."""
@@ -120,6 +127,47 @@ class _Schema:
         ):
             missing = [name for name in first.validator_value if name not in first.instance]
         return _SchemaError(path=path, error=first.message, missing=missing)
+
+
+def _unresolvable_ref(schema: Any) -> str | None:
+    """The first ``$ref`` of ``schema`` that leads nowhere, if any.
+
+    Refs are resolved against the root; a schema that declares ``$id`` below its root changes
+    the base of the refs under it, so such schemas are left to validation time.
+    """
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    refs: list[str] = []
+    if not _collect_refs(schema, refs, root=True):
+        return None
+    resource = DRAFT202012.create_resource(schema)
+    resolver = (
+        Registry()
+        .with_resource(resource.id() or "", resource)
+        .resolver(base_uri=resource.id() or "")
+    )
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Unresolvable as exc:
+            return str(exc)
+    return None
+
+
+def _collect_refs(node: Any, refs: list[str], *, root: bool = False) -> bool:
+    """Gather string ``$ref`` values; False when a nested ``$id`` makes root resolution wrong."""
+    if isinstance(node, dict):
+        if not root and isinstance(node.get("$id"), str):
+            return False
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            refs.append(ref)
+        return all(_collect_refs(value, refs) for value in node.values())
+    if isinstance(node, list):
+        return all(_collect_refs(item, refs) for item in node)
+    return True
 
 
 def _load_schema_file(path: Path, *, key: str) -> Any:

@@ -17,6 +17,9 @@ from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
+    from trialrun.config import Suite
+    from trialrun.config.models import Mode
+    from trialrun.preflight import Preflight
     from trialrun.recording import Baseline
 
 
@@ -84,7 +87,7 @@ def run(
         shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
         loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
     run_mode = resolve_mode(loaded, mode)
-    baseline_found = _baseline_for(loaded.baseline_path, baseline, no_baseline)
+    checked, baseline_found = _check_inputs(loaded, run_mode, baseline, no_baseline)
     argv = click.get_current_context().find_root().obj["argv"]
     recorder = RunRecorder(
         loaded,
@@ -100,7 +103,7 @@ def run(
             _stop_on_sigterm(
                 run_suite(
                     loaded,
-                    RunOptions(mode=run_mode, jobs=jobs),
+                    RunOptions(mode=run_mode, jobs=jobs, preflight=checked),
                     progress,
                     on_case_done=lambda _index, result: recorder.record(result),
                 )
@@ -144,6 +147,31 @@ async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+def _check_inputs(
+    suite: Suite, mode: Mode, baseline: Path | None, no_baseline: bool
+) -> tuple[Preflight, Baseline | None]:
+    """Every file the run reads, checked before any agent starts; all problems in one report."""
+    from trialrun.errors import ConfigError, ConfigErrors
+    from trialrun.preflight import preflight
+
+    errors: list[ConfigError] = []
+    checked: Preflight | None = None
+    found: Baseline | None = None
+    try:
+        checked = preflight(suite, mode)
+    except ConfigError as exc:
+        errors.append(exc)
+    try:
+        found = _baseline_for(suite.baseline_path, baseline, no_baseline)
+    except ConfigError as exc:
+        errors.append(exc)
+    collected = ConfigErrors.collect(errors)
+    if collected is not None:
+        raise collected
+    assert checked is not None
+    return checked, found
+
+
 def _baseline_for(
     configured: Path | None, explicit: Path | None, disabled: bool
 ) -> Baseline | None:
@@ -154,6 +182,9 @@ def _baseline_for(
 
     if disabled:
         return None
+    for given in (explicit, configured):
+        if given is not None and given.is_dir():
+            raise ConfigError("expected a baseline file, found a directory", file=given)
     if explicit is not None:
         if not explicit.is_file():
             raise ConfigError(

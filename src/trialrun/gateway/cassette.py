@@ -228,13 +228,29 @@ def read_cassette_text(path: Path) -> str:
 
 def parse_cassette(text: str, path: Path) -> list[Recording]:
     """The recordings of a cassette's text; ``CassetteError`` at the first bad line."""
+    recordings, problems = check_cassette(text, path)
+    if problems:
+        raise problems[0]
+    return recordings
+
+
+def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[CassetteError]]:
+    """The recordings of a cassette's text and every problem in it (a suite load shows all)."""
     lines = text.split("\n")
-    _check_header(lines[0], path)
-    return [
-        _parse_recording(line, path, number)
-        for number, line in enumerate(lines[1:], start=2)
-        if line.strip()
-    ]
+    problems: list[CassetteError] = []
+    try:
+        _check_header(lines[0], path)
+    except CassetteError as exc:
+        problems.append(exc)
+    recordings: list[Recording] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            recordings.append(_parse_recording(line, path, number))
+        except CassetteError as exc:
+            problems.append(exc)
+    return recordings, problems
 
 
 def _load_line(line: str, path: Path, number: int) -> Any:

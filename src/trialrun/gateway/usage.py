@@ -198,12 +198,15 @@ def cost_usd(
     ) / 1_000_000
 
 
-def load_prices(path: Path) -> dict[str, Price]:
-    """Read a price table (YAML or JSON); every problem is a ConfigError at its line."""
+def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
+    """Read a price table (YAML or JSON); every problem is a ConfigError at its line.
+
+    ``display``: how errors name the file (default: ``path`` as given).
+    """
     from trialrun.config.yamlload import load_yaml_file
     from trialrun.errors import ConfigErrors
 
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, display=display)
     prices: dict[str, Price] = {}
     errors: list[ConfigError] = []
     for model, entry in doc.data.items():

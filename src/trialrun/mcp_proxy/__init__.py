@@ -5,7 +5,8 @@ any server, of either protocol era. What the runner needs is here:
 
 * ``proxy_command(...)`` builds the argv that launches the stdio proxy in front of a server;
 * ``read_events(path)`` reads the per-call events the proxy appends while it runs;
-* ``load_cassette(path)`` validates a cassette (``CassetteError`` names file and line).
+* ``load_cassette(path)`` validates a cassette (``CassetteError`` names file and line);
+  ``read_cassette(path)`` collects every problem instead of stopping at the first.
 
 The file format and the replay rules are documented in docs/mcp.md.
 """
@@ -22,6 +23,7 @@ from trialrun.mcp_proxy.cassette import (
     ExchangeRecord,
     McpCassette,
     load_cassette,
+    read_cassette,
 )
 from trialrun.mcp_proxy.events import read_events
 
@@ -31,6 +33,7 @@ __all__ = [
     "McpCassette",
     "load_cassette",
     "proxy_command",
+    "read_cassette",
     "read_events",
 ]
 

@@ -204,40 +204,58 @@ def _line(value: JsonObject) -> bytes:
 
 
 def load_cassette(path: str | Path) -> McpCassette:
-    """Parse and validate a cassette; every problem raises ``CassetteError`` with file and line."""
+    """Parse and validate a cassette; the first problem raises ``CassetteError`` (file, line)."""
+    cassette, problems = read_cassette(path)
+    if problems:
+        raise problems[0]
+    assert cassette is not None
+    return cassette
+
+
+def read_cassette(path: str | Path) -> tuple[McpCassette | None, list[CassetteError]]:
+    """Parse a cassette and collect every problem in it (a suite's load reports them all).
+
+    The cassette is None when the file cannot be read or decoded at all.
+    """
     file = Path(path)
     try:
         data = file.read_bytes()
     except FileNotFoundError:
-        raise CassetteError(
-            "cassette not found (replay needs a recorded cassette: run once with --mode record)",
-            file=file,
-        ) from None
+        missing = (
+            "cassette not found (replay needs a recorded cassette: run once with --mode record)"
+        )
+        return None, [CassetteError(missing, file=file)]
     except IsADirectoryError:
-        raise CassetteError("expected a cassette file, found a directory", file=file) from None
+        return None, [CassetteError("expected a cassette file, found a directory", file=file)]
     except OSError as exc:
-        raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=file) from None
+        return None, [CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=file)]
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise CassetteError(
-            f"expected UTF-8 text, found byte 0x{data[exc.start]:02x}",
-            file=file,
-            line=data[: exc.start].count(b"\n") + 1,
-        ) from None
+        line = data[: exc.start].count(b"\n") + 1
+        message = f"expected UTF-8 text, found byte 0x{data[exc.start]:02x}"
+        return None, [CassetteError(message, file=file, line=line)]
     header: JsonObject | None = None
     records: list[Record] = []
+    problems: list[CassetteError] = []
+    seen_line = False
     for line_no, line_text in enumerate(text.split("\n"), start=1):
         if not line_text.strip():
             continue
-        raw = _parse_line(line_text, file, line_no)
-        if raw.get("kind") == "header":
-            if header is not None or records:
-                raise CassetteError("the header must be the first line", file=file, line=line_no)
-            header = _check_header(raw, file, line_no)
-        else:
-            records.append(_parse_record(raw, file, line_no))
-    return McpCassette(path=file, header=header, records=tuple(records))
+        try:
+            raw = _parse_line(line_text, file, line_no)
+            if raw.get("kind") == "header":
+                if seen_line:
+                    raise CassetteError(
+                        "the header must be the first line", file=file, line=line_no
+                    )
+                header = _check_header(raw, file, line_no)
+            else:
+                records.append(_parse_record(raw, file, line_no))
+        except CassetteError as exc:
+            problems.append(exc)
+        seen_line = True
+    return McpCassette(path=file, header=header, records=tuple(records)), problems
 
 
 def _reject_constant(name: str) -> Any:

@@ -139,12 +139,38 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
         f"(pass rate {run.pass_rate:.1%})"
     )
+    unused = format_unused(run.cases)
+    if unused:
+        lines += ["", *unused]
     if regression is not None:
         lines += ["", *format_regression(regression)]
     failure_block = format_failures(run.cases, gate_failures(regression))
     if failure_block:
         lines += ["", *failure_block]
     return "\n".join(lines)
+
+
+def format_unused(cases: Sequence[CaseResult]) -> list[str]:
+    """Per case, the recordings no call used: a stale cassette, or a call the agent stopped making.
+
+    They do not fail the case (RunLedger never even reported them), so this is not in the
+    failure block.
+    """
+    lines = [
+        f"  {clean(case.case_id)}: {case.run.unused_recordings}"
+        + (f" ({clean(names)})" if (names := unused_tools_text(case)) else "")
+        for case in cases
+        if case.run.unused_recordings
+    ]
+    return ["Unused recordings (they do not fail a case):", *lines] if lines else []
+
+
+def unused_tools_text(case: CaseResult) -> str:
+    """``search_docs x2, fetch``: the tools of a case's unused recordings, in cassette order."""
+    return ", ".join(
+        name if count == 1 else f"{name} x{count}"
+        for name, count in case.unused_recordings_by_tool().items()
+    )
 
 
 def format_regression(regression: dict[str, Any]) -> list[str]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.fsutil import escape_lone_surrogates
 from trialrun.redact import redact
-from trialrun.report.console import clean, failure_details
+from trialrun.report.console import clean, failure_details, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
 from trialrun.results import CaseResult, RunResult
 
@@ -203,6 +203,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "tokens_out": _number(run.usage.tokens_out),
         "cost_usd": _number(run.usage.cost_usd),
         "unused_recordings": run.unused_recordings,
+        "unused_tools": unused_tools_text(case),
         "failure_kind": case.failure.kind if case.failure else None,
         "failure_message": clean(case.failure.message) if case.failure else None,
         "details": [detail.cleaned() for detail in failure_details(case)],

@@ -14,7 +14,8 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   incomplete), else ``failed`` when any case failed or the regression gate failed, else
   ``success``. ``run.interrupted``, ``run.started_at`` and ``run.finished_at`` are ours.
 * Per case, ours: ``failure_kind`` (a stable machine name), ``stderr_tail`` (the last lines,
-  bounded) and ``unused_recordings`` (cassette entries never consumed).
+  bounded), ``unused_recordings`` (cassette entries never consumed; they do not fail the case,
+  RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool).
 * Redaction is applied only to text the agent produced (failure messages, stderr). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
   (``tool_calls_by_name: {"reset_password": 2}``); counts are never redacted here.
@@ -222,6 +223,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "failure_kind": case.failure.kind if case.failure else None,
         "stderr_tail": _redacted_text(stderr_tail_of(case)) or None,
         "unused_recordings": case.run.unused_recordings,
+        "unused_recordings_by_tool": case.unused_recordings_by_tool(),
     }
 
 

@@ -21,8 +21,9 @@ import difflib
 import hashlib
 import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,30 +66,58 @@ class Cassette:
         self.entries: list[CassetteEntry] = list(entries)
         self.sha256 = sha256
         """SHA-256 of the file's bytes (summary.json ``cassette_sha256``)."""
-        self._args_json = [canonjson.dumps(entry.args) for entry in self.entries]
-        self._remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
-        for entry, args_json in zip(self.entries, self._args_json, strict=True):
-            self._remaining.setdefault((entry.tool, args_json), deque()).append(entry)
         self._consumed_lines: set[int] = set()
         self._consumed_per_key: dict[_MatchKey, int] = {}
 
+    # The index is built on the first call, not at load: a suite's load parses every cassette,
+    # and the matching keys of each are only needed while its case runs.
+    @cached_property
+    def _args_json(self) -> list[str]:
+        return [canonjson.dumps(entry.args) for entry in self.entries]
+
+    @cached_property
+    def _remaining(self) -> dict[_MatchKey, deque[CassetteEntry]]:
+        remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
+        for entry, args_json in zip(self.entries, self._args_json, strict=True):
+            remaining.setdefault((entry.tool, args_json), deque()).append(entry)
+        return remaining
+
     @classmethod
     def load(cls, path: Path) -> Cassette:
-        """Parse a cassette file; every problem raises ``CassetteError`` naming file and line."""
+        """Parse a cassette file; the first problem raises ``CassetteError`` (file and line)."""
+        cassette, problems = cls.read(path)
+        if problems:
+            raise problems[0]
+        assert cassette is not None
+        return cassette
+
+    @classmethod
+    def read(cls, path: Path) -> tuple[Cassette | None, list[CassetteError]]:
+        """Parse a cassette file and every problem in it, so a suite's load reports them at once.
+
+        The cassette is None when the file cannot be read at all; a file with problems still
+        yields its good lines, but a caller must not replay it.
+        """
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise CassetteError("cassette file not found", file=path.resolve()) from None
+            return None, [CassetteError("cassette file not found", file=path.resolve())]
         except IsADirectoryError:
-            raise CassetteError("expected a cassette file, found a directory", file=path) from None
+            return None, [CassetteError("expected a cassette file, found a directory", file=path)]
         except OSError as exc:
-            raise CassetteError(f"cannot read cassette: {exc.strerror}", file=path) from None
-        entries = [
-            _parse_entry(text, path, line_no)
-            for line_no, text in enumerate(_decode(data, path).split("\n"), start=1)
-            if text.strip()
-        ]
-        return cls(path, entries, hashlib.sha256(data).hexdigest())
+            return None, [CassetteError(f"cannot read cassette: {exc.strerror}", file=path)]
+        entries: list[CassetteEntry] = []
+        problems: list[CassetteError] = []
+        for line_no, text in _lines(data, path, problems):
+            try:
+                entries.append(_parse_entry(text, path, line_no))
+            except CassetteError as exc:
+                problems.append(exc)
+        return cls(path, entries, hashlib.sha256(data).hexdigest()), problems
+
+    def fresh(self) -> Cassette:
+        """The same recordings with nothing consumed (one parse serves every case that names it)."""
+        return Cassette(self.path, self.entries, self.sha256)
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
         """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
@@ -190,18 +219,38 @@ def _best_matches(target: str, keys: list[_MatchKey]) -> list[tuple[_MatchKey, f
     return [(keys[index], score) for score, index in scored[:MAX_NEAREST]]
 
 
-def _decode(data: bytes, path: Path) -> str:
+def _lines(data: bytes, path: Path, problems: list[CassetteError]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line; lines that are not UTF-8 go to problems."""
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise CassetteError(
-            f"expected UTF-8 text, found byte 0x{data[exc.start]:02x} that is not valid UTF-8",
-            file=path,
-            line=line,
-        ) from None
+    except UnicodeDecodeError:
+        yield from _lines_one_by_one(data, path, problems)
+        return
     # Editors on Windows like to start files with a byte-order mark; it is not part of the JSON.
-    return text.removeprefix("\ufeff")
+    for line_no, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        if line.strip():
+            yield line_no, line
+
+
+def _lines_one_by_one(
+    data: bytes, path: Path, problems: list[CassetteError]
+) -> Iterator[tuple[int, str]]:
+    """The slow path for a file that is not UTF-8 throughout: each bad line is reported."""
+    for line_no, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(
+                CassetteError(
+                    f"expected UTF-8 text, found byte 0x{raw[exc.start]:02x} that is not "
+                    "valid UTF-8",
+                    file=path,
+                    line=line_no,
+                )
+            )
+            continue
+        if line.strip():
+            yield line_no, line
 
 
 def _reject_constant(name: str) -> Any:
@@ -226,15 +275,20 @@ def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
         raise fail(f"invalid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise fail(f"expected a JSON object per line, found {_json_type(raw)}")
-    for key, expected_type, type_name in (
-        ("tool", str, "a string"),
-        ("args", dict, "an object"),
-        ("ok", bool, "true or false"),
-    ):
-        if key not in raw:
-            raise fail(f"entry is missing required key '{key}' (expected {type_name})")
-        if not isinstance(raw[key], expected_type):
-            raise fail(f"'{key}' must be {type_name}, found {_json_type(raw[key])}")
+    # Every field's problem at once: a hand-edited line is fixed in one go.
+    problems = [
+        f"entry is missing required key '{key}' (expected {type_name})"
+        if key not in raw
+        else f"'{key}' must be {type_name}, found {_json_type(raw[key])}"
+        for key, expected_type, type_name in (
+            ("tool", str, "a string"),
+            ("args", dict, "an object"),
+            ("ok", bool, "true or false"),
+        )
+        if not isinstance(raw.get(key), expected_type)
+    ]
+    if problems:
+        raise fail("; ".join(problems))
     error = raw.get("error")
     if error is not None and not isinstance(error, str):
         # RunLedger dropped a structured error silently; keep it, as canonical JSON text.
