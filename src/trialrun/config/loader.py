@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from trialrun.checks.registry import CompiledAssertion
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
-CASE_FILE_SUFFIXES = (".yaml", ".yml")
+CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _LISTED_IDS = 20
 
@@ -192,7 +192,9 @@ class _SuiteLoader:
             key=lambda p: p.name,
         )
         if not files:
-            self._add(doc.error(f"no case files (*.yaml, *.yml) in {shown}", ("cases_path",)))
+            self._add(
+                doc.error(f"no case files (*.yaml, *.yml, *.json) in {shown}", ("cases_path",))
+            )
         return files
 
     def _resolve(self, doc: LoadedYaml, at: tuple[PathElement, ...], raw: str) -> Path | None:
