@@ -481,6 +481,13 @@ def test_json_case_files_are_cases_and_cassettes_beside_them_are_not(
     assert suite.cases[0].config.input == {"n": 100000.0, "m": 0.00001, "s": "x\ty"}
 
 
+def test_json_the_yaml_parser_refuses_still_loads(repo: Path, probe: _ProbeType) -> None:
+    # A key past YAML's 1024-character limit for implicit keys: still JSON, still the case.
+    case = {"id": "long", "input": {"k" * 2000: 1}, "cassette": "c.jsonl"}
+    suite = load_suite(make_suite(repo, cases={"t.json": json.dumps(case, indent=2)}))
+    assert suite.cases[0].config.input == case["input"]
+
+
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
