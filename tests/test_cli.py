@@ -356,3 +356,34 @@ def test_init_files_name_the_shipped_json_schemas(
         assert first == f"# yaml-language-server: $schema={modeline}"
         schema = json.loads((path.parent / modeline).read_text())
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["baseline", "promote", "--from", "{run}", "--to", "a_dir"],
+        ["receipt", "show", "{run}/receipt.jsonl", "--html", "a_dir"],
+        ["run", "evals/demo", "--out", "a_file"],
+        ["merge", "{run}", "--out", "a_file"],
+        ["incident", "import", "{run}/run.jsonl", "--out", "a_file"],
+        ["incident", "inspect", "{run}/summary.json", "--out", "a_file"],
+        ["receipt", "keygen", "a_file"],
+        ["scenario", "init", "a_file"],
+        ["verify", "plan.yaml", "--out", "a_file"],
+        ["attempt", "--goal", "g", "--verify", "true", "--agent", "true", "--receipt", "a_dir"],
+    ],
+)
+def test_an_output_path_of_the_wrong_kind_is_invalid_input(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    # A file where a directory is written (or the reverse) was a traceback from os.replace.
+    assert call(["init"], capsys)[0] == 0
+    assert call(["run", "evals/demo"], capsys)[0] == 0
+    [run_dir] = (project / "trialrun_out" / "demo").iterdir()
+    (project / "a_dir").mkdir()
+    (project / "a_file").write_text("mine")
+    (project / "plan.yaml").write_text("")
+    code, out, err = call([arg.replace("{run}", str(run_dir)) for arg in args], capsys)
+    assert code == 2, out + err
+    assert "Traceback" not in err and ("is a directory" in err or "is a file" in err)
+    assert (project / "a_file").read_text() == "mine" and not any((project / "a_dir").iterdir())

@@ -23,7 +23,12 @@ def incident() -> None:
 
 @incident.command("import")
 @click.argument("export", type=_FILE)
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Output directory.",
+)
 @click.option(
     "--redact-path",
     "redact_paths",
@@ -53,7 +58,12 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...]) -> int:
 
 @incident.command("inspect")
 @click.argument("incident_file", metavar="INCIDENT", type=_FILE)
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Output directory.",
+)
 @click.option("--rules", "rules_file", type=_FILE, help="YAML list of business rules.")
 def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
     """Write HTML, JSON, trace and JUnit views of INCIDENT, judged by the business rules."""
