@@ -518,6 +518,15 @@ def test_each_json_case_problem_is_reported_at_its_line(
     assert problems(make_suite(repo, cases={"t.json": case})) == [expected]
 
 
+def test_an_output_dir_that_is_a_file_is_reported_at_load(repo: Path, probe: _ProbeType) -> None:
+    # Found only when the run made its first directory there, as a traceback.
+    suite_dir = make_suite(repo)
+    (suite_dir / "out").write_text("mine")
+    assert problems(suite_dir) == [
+        "suite/suite.yaml:15: 'output_dir': expected a directory, found a file: out"
+    ]
+
+
 def test_duplicate_case_ids_name_both_files(repo: Path, probe: _ProbeType) -> None:
     cases = {"a.yaml": CASE.format(id="same"), "b.yml": "# again\n" + CASE.format(id="same")}
     assert problems(make_suite(repo, cases=cases)) == [

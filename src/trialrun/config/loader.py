@@ -124,6 +124,10 @@ class _SuiteLoader:
         self._check_model_gateway(doc)
         baseline_path = self._optional_path(doc, "baseline_path")
         output_dir = self._optional_path(doc, "output_dir")
+        if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
+            raw = doc.data["output_dir"]
+            message = f"'output_dir': expected a directory, found a file: {raw}"
+            self._add(doc.error(message, ("output_dir",), "output_dir"))
         drafts = [self._load_case(file) for file in self._case_files(doc)]
         self._check_duplicate_ids(drafts)
         selected = self._select(drafts, case_ids)
