@@ -131,6 +131,29 @@ def test_not_verified_exits_1_and_default_receipt_is_outside_the_workspace(
     assert read_events(receipts[0])[-1]["data"]["stopReason"] == "attempts_exhausted"
 
 
+@pytest.mark.parametrize("git", [True, False], ids=["git repository", "plain folder"])
+def test_defaults_only_work_from_inside_the_workspace(tmp_path: Path, git: bool) -> None:
+    # Workspace `.` and the receipt under ./trialrun_out/attempt/: the receipt grows inside the
+    # workspace, so it must be neither a file change nor rolled back with a worse attempt.
+    plan = {"1": {"write": {"calc.py": BROKEN_ADD}}, "2": {"write": {"calc.py": FIXED}}}
+    workspace, agent = make_project(tmp_path, plan)
+    if git:
+        git_env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+        git_env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+        for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
+            subprocess.run(["git", *command], cwd=workspace, env=git_env, check=True)
+    proc = trialrun("attempt", "--goal", "g", "--verify", VERIFY, "--agent", agent, cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    [receipt] = (workspace / "trialrun_out" / "attempt").glob("*/receipt.jsonl")
+    assert f"Receipt: {receipt.relative_to(workspace)}" in proc.stdout
+    events = read_events(receipt)
+    outcomes = [e["data"]["outcome"] for e in events if e["type"] == "attempt_end"]
+    assert outcomes == ["worse", "verified"]
+    assert [e["data"]["path"] for e in events if e["type"] == "file_change"] == ["calc.py"]
+    assert verify_receipt(receipt).ok
+    assert (events[0]["data"]["repoHead"] is not None) is git
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -310,11 +310,20 @@ def test_missing_workspace_is_refused(tmp_path: Path) -> None:
     assert not opts.receipt_path.exists()
 
 
-def test_receipt_inside_the_workspace_is_refused(tmp_path: Path) -> None:
-    workspace = make_workspace(tmp_path)
-    opts = options(tmp_path, workspace, {}, receipt_path=workspace / "r.jsonl")
-    with pytest.raises(AttemptInputError, match="inside the workspace"):
-        run_attempts(opts)
+def test_a_receipt_inside_the_workspace_is_neither_a_change_nor_rolled_back(
+    tmp_path: Path,
+) -> None:
+    workspace = make_workspace(tmp_path, score=1)
+    plan = {"1": {"write": {"score.txt": "5\n"}}, "2": {"write": {"score.txt": "0\n"}}}
+    receipt = workspace / "trialrun_out" / "attempt" / "r1" / "receipt.jsonl"
+    report = run_attempts(options(tmp_path, workspace, plan, receipt_path=receipt))
+    assert [(r.outcome, r.rolled_back) for r in report.attempts] == [
+        ("worse", True),
+        ("verified", False),
+    ]
+    evs = events(receipt)
+    assert [c["path"] for c in of_type(evs, "file_change")] == ["score.txt"]
+    assert verify_receipt(receipt).ok and evs[-1]["type"] == "run_end"
 
 
 def test_verify_timeout_is_recorded(tmp_path: Path) -> None:

@@ -198,6 +198,127 @@ def test_init_outside_a_repository_keeps_every_path_inside_the_suite(
     assert "min_pass_rate" in out
 
 
+def tree(root: Path, *, skip: Path | None = None) -> dict[str, bytes]:
+    """Every file under ``root`` (outside ``.git`` and ``skip``) with its bytes."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts and (skip is None or skip not in p.parents)
+    }
+
+
+def workflow_paths(workflow: Path) -> tuple[str, str]:
+    """The suite and the baseline the workflow's `trialrun run` step names."""
+    import re
+
+    found = re.search(
+        r'trialrun run "([^"]+)" --mode replay --baseline "([^"]+)"', workflow.read_text()
+    )
+    assert found, workflow.read_text()
+    return found.group(1), found.group(2)
+
+
+def test_init_path_in_a_repository_subfolder_writes_nothing_outside_it(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "README.md").write_text("mine\n")
+    target = project / "services" / "bot" / "evals"
+    target.mkdir(parents=True)
+    before = tree(project)
+    code, out, err = call(["init", "--path", str(target)], capsys)
+    assert code == 0, out + err
+    assert tree(project, skip=target) == before
+    workflow = target / ".github/workflows/trialrun.yml"
+    assert workflow.is_file() and (target / "baselines/demo.json").is_file()
+    assert (target / ".gitignore").read_text() == "trialrun_out/\n"
+    # The workflow runs from the checkout: its paths are relative to the repository root.
+    suite, baseline = workflow_paths(workflow)
+    assert (suite, baseline) == (
+        "./services/bot/evals/demo",
+        "./services/bot/evals/baselines/demo.json",
+    )
+    assert "move services/bot/evals/.github/workflows/trialrun.yml to .github/workflows/" in out
+    assert "--workflow-dir .github/workflows" in out
+    assert "add it to .gitignore too" in out
+    code, out, err = call(["run", suite, "--mode", "replay", "--baseline", baseline], capsys)
+    assert code == 0, out + err
+
+
+def test_init_workflow_dir_puts_the_workflow_where_github_reads_it(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = call(
+        ["init", "--path", "tools/evals", "--workflow-dir", ".github/workflows"], capsys
+    )
+    assert code == 0, out + err
+    assert sorted(p.name for p in project.iterdir() if p.name != ".git") == [".github", "tools"]
+    workflow = project / ".github/workflows/trialrun.yml"
+    assert workflow_paths(workflow) == ("./tools/evals/demo", "./tools/evals/baselines/demo.json")
+    assert "Note: GitHub reads" not in out
+
+
+def test_init_path_naming_the_repository_root_writes_the_workflow_there(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(project.parent)
+    code, out, err = call(["init", "--path", str(project)], capsys)
+    assert code == 0, out + err
+    assert workflow_paths(project / ".github/workflows/trialrun.yml") == (
+        "./demo",
+        "./baselines/demo.json",
+    )
+    assert (project / ".gitignore").read_text() == "trialrun_out/\n"
+    assert "Note:" not in out
+
+
+def test_init_path_outside_a_repository_writes_nothing_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What `make demo` does: init --path "$d/evals", then run from "$d".
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "plain"
+    work.mkdir()
+    (work / "keep.txt").write_text("x")
+    code, out, err = call(["init", "--path", str(work / "evals")], capsys)
+    assert code == 0, out + err
+    assert sorted(p.name for p in work.iterdir()) == ["evals", "keep.txt"]
+    workflow = work / "evals/.github/workflows/trialrun.yml"
+    assert workflow_paths(workflow) == ("./demo", "./demo/baselines/demo.json")
+    assert "not in a git repository" in out
+    monkeypatch.chdir(work / "evals")
+    code, out, err = call(["run", "./demo", "--baseline", "./demo/baselines/demo.json"], capsys)
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    [
+        (None, "trialrun_out/\n"),
+        ("node_modules/", "node_modules/\ntrialrun_out/\n"),
+        ("*.pyc\n", "*.pyc\ntrialrun_out/\n"),
+        ("/trialrun_out\n", "/trialrun_out\n"),
+        ("a\ntrialrun_out/\nb\n", "a\ntrialrun_out/\nb\n"),
+    ],
+)
+def test_init_adds_trialrun_out_to_gitignore_once(
+    project: Path, capsys: pytest.CaptureFixture[str], existing: str | None, expected: str
+) -> None:
+    gitignore = project / ".gitignore"
+    if existing is not None:
+        gitignore.write_text(existing)
+    for _ in range(2):
+        code, out, err = call(["init"], capsys)
+        assert code == 0, out + err
+        assert gitignore.read_text() == expected
+    code, out, err = call(["init", "--force"], capsys)
+    assert code == 0 and gitignore.read_text() == expected
+    assert call(["run", "evals/demo"], capsys)[0] == 0
+    ignored = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], capture_output=True, text=True, check=True
+    )
+    assert "!! trialrun_out/" in ignored.stdout
+
+
 @pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 def test_init_node_writes_a_node_agent_that_passes(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -235,3 +356,34 @@ def test_init_files_name_the_shipped_json_schemas(
         assert first == f"# yaml-language-server: $schema={modeline}"
         schema = json.loads((path.parent / modeline).read_text())
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["baseline", "promote", "--from", "{run}", "--to", "a_dir"],
+        ["receipt", "show", "{run}/receipt.jsonl", "--html", "a_dir"],
+        ["run", "evals/demo", "--out", "a_file"],
+        ["merge", "{run}", "--out", "a_file"],
+        ["incident", "import", "{run}/run.jsonl", "--out", "a_file"],
+        ["incident", "inspect", "{run}/summary.json", "--out", "a_file"],
+        ["receipt", "keygen", "a_file"],
+        ["scenario", "init", "a_file"],
+        ["verify", "plan.yaml", "--out", "a_file"],
+        ["attempt", "--goal", "g", "--verify", "true", "--agent", "true", "--receipt", "a_dir"],
+    ],
+)
+def test_an_output_path_of_the_wrong_kind_is_invalid_input(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    # A file where a directory is written (or the reverse) was a traceback from os.replace.
+    assert call(["init"], capsys)[0] == 0
+    assert call(["run", "evals/demo"], capsys)[0] == 0
+    [run_dir] = (project / "trialrun_out" / "demo").iterdir()
+    (project / "a_dir").mkdir()
+    (project / "a_file").write_text("mine")
+    (project / "plan.yaml").write_text("")
+    code, out, err = call([arg.replace("{run}", str(run_dir)) for arg in args], capsys)
+    assert code == 2, out + err
+    assert "Traceback" not in err and ("is a directory" in err or "is a file" in err)
+    assert (project / "a_file").read_text() == "mine" and not any((project / "a_dir").iterdir())

@@ -465,6 +465,68 @@ def test_each_case_problem_is_reported_at_its_line(
     assert problems(make_suite(repo, cases={"t.yaml": case})) == [expected]
 
 
+def test_json_case_files_are_cases_and_cassettes_beside_them_are_not(
+    repo: Path, probe: _ProbeType
+) -> None:
+    cases = {
+        # Tabs between tokens and 1e5 / 1e-05 numbers: valid JSON that YAML 1.1 reads otherwise.
+        "a.json": '{\n\t"id": "from-json",\n\t"input": {"n": 1e5, "m": 1e-05, "s": "x\\ty"},'
+        '\n\t"cassette": "cassettes/a.jsonl"\n}\n',
+        "b.yaml": CASE.format(id="from-yaml"),
+        "a.jsonl": '{"tool": "search_docs", "args": {}, "ok": true, "result": {}}\n',
+        "notes.txt": "not a case",
+    }
+    suite = load_suite(make_suite(repo, cases=cases))
+    assert [c.config.id for c in suite.cases] == ["from-json", "from-yaml"]
+    assert suite.cases[0].config.input == {"n": 100000.0, "m": 0.00001, "s": "x\ty"}
+
+
+def test_json_the_yaml_parser_refuses_still_loads(repo: Path, probe: _ProbeType) -> None:
+    # A key past YAML's 1024-character limit for implicit keys: still JSON, still the case.
+    case = {"id": "long", "input": {"k" * 2000: 1}, "cassette": "c.jsonl"}
+    suite = load_suite(make_suite(repo, cases={"t.json": json.dumps(case, indent=2)}))
+    assert suite.cases[0].config.input == case["input"]
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        (
+            '{\n  "id": "t",\n  "inptu": {},\n  "cassette": "c.jsonl"\n}\n',
+            "suite/cases/t.json:3: unknown key 'inptu' in case (did you mean 'input'?)",
+        ),
+        (
+            '{\n  "id": "t",\n  "input": {},\n  "cassette": "c.jsonl",\n}\n',
+            "suite/cases/t.json:5: invalid JSON: Expecting property name enclosed in double "
+            "quotes (column 1)",
+        ),
+        (
+            "[1]\n",
+            "suite/cases/t.json:1: expected an object of keys to values at the top level, found "
+            "a list",
+        ),
+        (
+            '{\n  "id": "t",\n  "input": {},\n  "input": {},\n  "cassette": "c.jsonl"\n}\n',
+            "suite/cases/t.json:4: duplicate key 'input' (first defined at line 3; YAML would "
+            "silently keep only the last one)",
+        ),
+    ],
+)
+def test_each_json_case_problem_is_reported_at_its_line(
+    repo: Path, probe: _ProbeType, case: str, expected: str
+) -> None:
+    assert problems(make_suite(repo, cases={"t.json": case})) == [expected]
+
+
+def test_an_output_dir_that_is_a_file_is_reported_at_load(repo: Path, probe: _ProbeType) -> None:
+    # Found only when the run made its first directory there, as a traceback.
+    suite_dir = make_suite(repo)
+    (suite_dir / "out").write_text("mine")
+    assert problems(suite_dir) == [
+        "suite/suite.yaml:15: 'output_dir': expected a directory, found a file: out"
+    ]
+
+
 def test_duplicate_case_ids_name_both_files(repo: Path, probe: _ProbeType) -> None:
     cases = {"a.yaml": CASE.format(id="same"), "b.yml": "# again\n" + CASE.format(id="same")}
     assert problems(make_suite(repo, cases=cases)) == [
@@ -491,7 +553,7 @@ def test_cases_path_must_be_a_directory_with_case_files(repo: Path, probe: _Prob
     (suite_dir / "cases").mkdir()
     (suite_dir / "cases" / "README.md").write_text("cases go here")
     assert problems(suite_dir) == [
-        "suite/suite.yaml:4: no case files (*.yaml, *.yml) in suite/cases"
+        "suite/suite.yaml:4: no case files (*.yaml, *.yml, *.json) in suite/cases"
     ]
     shutil.rmtree(suite_dir / "cases")
     assert problems(suite_dir) == [

@@ -222,6 +222,7 @@ def test_end_to_end_import_promote_run_fails_the_buggy_agent_and_passes_the_fixe
         capsys, "incident", "promote", str(incident_path), "--to", str(target)
     )
     assert code == 0, err
+    assert sorted(p.name for p in target.parent.iterdir()) == ["refund-incident.json"]
     cassette = suite / "cassettes" / "refund-incident.jsonl"
     assert CARD not in cassette.read_text(encoding="utf-8")
     out = tmp_path / f"out_{variant}"
@@ -232,3 +233,41 @@ def test_end_to_end_import_promote_run_fails_the_buggy_agent_and_passes_the_fixe
     assert case["id"] == "refund-incident"
     assert case["status"] == ("pass" if variant == "fixed" else "fail")
     assert case["tool_calls_by_name"]["issue_refund"] == (3 if variant == "buggy" else 2)
+
+
+def test_promote_refuses_a_case_file_name_no_suite_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    incident_path, _ = import_incident(capsys, tmp_path)
+    target = tmp_path / "suite" / "cases" / "refund.txt"
+    code, lines, err = invoke(
+        capsys, "incident", "promote", str(incident_path), "--to", str(target)
+    )
+    assert code == 2 and lines == []
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert "expected a case file ending in .yaml, .yml, .json" in err
+    assert not (tmp_path / "suite").exists()
+
+
+def test_shared_files_name_the_export_but_not_where_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An export in a private folder, imported with an absolute path from elsewhere.
+    private = tmp_path / "home" / "dana" / "exports"
+    private.mkdir(parents=True)
+    export = private / "prod-run.jsonl"
+    export.write_bytes(EXPORT.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    incident_path, _ = import_incident(capsys, tmp_path / "bundle", export)
+    out = tmp_path / "bundle" / "inspect"
+    code, _, err = invoke(capsys, "incident", "inspect", str(incident_path), "--out", str(out))
+    assert code == 0, err
+    target = tmp_path / "suite" / "cases" / "x.yaml"
+    code, _, err = invoke(capsys, "incident", "promote", str(incident_path), "--to", str(target))
+    assert code == 0, err
+    assert json.loads(incident_path.read_text(encoding="utf-8"))["source_file"] == "prod-run.jsonl"
+    shared = [incident_path, target, *out.iterdir()]
+    for path in shared:
+        text = path.read_text(encoding="utf-8")
+        assert str(tmp_path) not in text and "dana" not in text, path
+    assert "prod-run.jsonl" in (out / "inspect.html").read_text(encoding="utf-8")

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.config import load_suite
 from trialrun.errors import ConfigError
 from trialrun.incident.model import Incident, IncidentCall
-from trialrun.incident.promote import case_file_for, cassette_text, promote
+from trialrun.incident.promote import cassette_text, promote
 from trialrun.runner import RunOptions, RunProgress, run_suite
 from trialrun.tools.cassette import Cassette
 
@@ -84,7 +86,9 @@ def test_promoted_case_loads_and_passes_against_an_agent_repeating_the_calls(
 ) -> None:
     suite_dir = make_suite(tmp_path)
     case_path, cassette_path = promote(incident(), suite_dir / "cases" / "refund-incident.json")
-    assert case_path == suite_dir / "cases" / "refund-incident.yaml"
+    assert case_path == suite_dir / "cases" / "refund-incident.json"
+    assert sorted(p.name for p in case_path.parent.iterdir()) == ["refund-incident.json"]
+    assert json.loads(case_path.read_text(encoding="utf-8"))["id"] == "refund-incident"
     assert cassette_path == suite_dir / "cassettes" / "refund-incident.jsonl"
     suite = load_suite(suite_dir)
     (case,) = suite.cases
@@ -124,12 +128,43 @@ def test_cassette_keeps_order_and_failed_calls(tmp_path: Path) -> None:
 
 
 def test_case_file_outside_a_cases_directory_puts_the_cassette_beside_it(tmp_path: Path) -> None:
-    case_path, cassette_path = promote(incident(), tmp_path / "one")
-    assert case_path == tmp_path / "one.yaml"
+    case_path, cassette_path = promote(incident(), tmp_path / "one.yml")
+    assert case_path == tmp_path / "one.yml"
     assert cassette_path == tmp_path / "cassettes" / "one.jsonl"
-    case = json.loads(case_path.read_text(encoding="utf-8"))
+    case = yaml.safe_load(case_path.read_text(encoding="utf-8"))
     assert case["cassette"] == "cassettes/one.jsonl"
     assert case["id"] == "one"
+
+
+@pytest.mark.parametrize("name", ["x.json", "x.yaml", "x.yml"])
+def test_the_case_file_is_written_exactly_where_asked_and_loads_the_same(
+    tmp_path: Path, name: str
+) -> None:
+    # 1e-05 is what json.dumps writes for 0.00001, and YAML 1.1 would read it as a string.
+    wanted = {"ticket": "refund please", "amount": 0.00001, "big": 1e300, "note": "a\tb\u2028"}
+    suite_dir = make_suite(tmp_path)
+    case_path, _ = promote(incident(input=wanted), suite_dir / "cases" / name)
+    assert sorted(p.name for p in case_path.parent.iterdir()) == [name]
+    is_json = case_path.read_text(encoding="utf-8").startswith("{")
+    assert is_json == (name == "x.json")
+    (case,) = load_suite(suite_dir).cases
+    assert case.config.input == wanted
+
+
+@pytest.mark.parametrize("name", ["x", "x.txt", "x.jsonl", "x.JSON"])
+def test_a_case_file_name_the_suite_would_not_load_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape("expected a case file ending in .yaml, .yml, .json")
+    ):
+        promote(incident(), tmp_path / "cases" / name)
+    assert not (tmp_path / "cases").exists() and not (tmp_path / "cassettes").exists()
+
+
+def test_the_case_description_names_the_source_file_only(tmp_path: Path) -> None:
+    source = "/home/dana/exports/prod-7/refund.jsonl"
+    case_path, _ = promote(incident(source_file=source), tmp_path / "cases" / "x.json")
+    text = case_path.read_text(encoding="utf-8")
+    assert "refund.jsonl" in text and "/home/dana" not in text
 
 
 @pytest.mark.parametrize(
@@ -156,13 +191,6 @@ def test_refuses_an_inconclusive_incident_saying_what_is_missing(
     assert "export.json" in str(caught.value)
     assert not (tmp_path / "cases").exists()
     assert not (tmp_path / "cassettes").exists()
-
-
-def test_case_file_for_maps_targets_to_loadable_names() -> None:
-    assert case_file_for(Path("cases/a.json")) == Path("cases/a.yaml")
-    assert case_file_for(Path("cases/a.yml")) == Path("cases/a.yml")
-    assert case_file_for(Path("cases/a.yaml")) == Path("cases/a.yaml")
-    assert case_file_for(Path("cases/a")) == Path("cases/a.yaml")
 
 
 json_values = st.recursive(

@@ -59,7 +59,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_bundled_recording_replays_offline_and_mcp_calls_join_the_trace(
     project: Path,
 ) -> None:
-    done = trialrun(project, "run", "evals/mcp", "--baseline", "baselines/mcp.json")
+    done = trialrun(project, "run", "evals/mcp", "--baseline", "evals/baselines/mcp.json")
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = last_run(project)
     assert tool_sequence(run_dir) == [("search_docs", {"q": "reset password"})]

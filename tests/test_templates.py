@@ -56,7 +56,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         done = trialrun(root, "init", "--template", template, "--path", "evals")
         # init writes the baseline only after the bundled recordings replayed and passed.
         assert done.returncode == 0, done.stdout + done.stderr
-        assert (root / "baselines" / f"{template}.json").is_file()
+        assert (root / "evals" / "baselines" / f"{template}.json").is_file()
     return root
 
 
@@ -71,7 +71,9 @@ def scripted_model() -> Iterator[str]:
 def test_the_bundled_recordings_replay_offline_with_model_usage_in_the_receipt(
     project: Path, template: str
 ) -> None:
-    done = trialrun(project, "run", f"evals/{template}", "--baseline", f"baselines/{template}.json")
+    done = trialrun(
+        project, "run", f"evals/{template}", "--baseline", f"evals/baselines/{template}.json"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = last_run(project, template)
     trace = events(run_dir, "run.jsonl")

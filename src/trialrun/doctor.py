@@ -251,8 +251,12 @@ def _baseline(suite: Suite) -> Iterator[Check]:
 
 def _ci_workflow(suite: Suite) -> Check:
     # Without a git repository the suite directory is the root; `trialrun init` then wrote the
-    # workflow beside the suite's parent, where CI starts, so the working directory counts too.
-    roots = list(dict.fromkeys([suite.root, Path.cwd().resolve()]))
+    # workflow into the folder holding the suite (`--path`) or the working directory, so both
+    # count too.
+    candidates = [suite.root, Path.cwd().resolve()]
+    if suite.root == suite.suite_dir:
+        candidates.append(suite.suite_dir.parent)
+    roots = list(dict.fromkeys(candidates))
     for root in roots:
         workflows = root / ".github" / "workflows"
         names = {_relative(suite.suite_dir, root), _relative(suite.suite_file, root)}

@@ -103,8 +103,8 @@ def run_attempts(
 ) -> AttemptReport:
     """Run the whole loop and write the receipt. Raises AttemptInputError for bad options."""
     workspace_root = _check_options(options)
-    workspace = Workspace(workspace_root)
     writer = ReceiptWriter(options.receipt_path, signer=options.signer)
+    workspace = Workspace(workspace_root, exclude=_inside(options.receipt_path, workspace_root))
     with writer, tempfile.TemporaryDirectory(prefix="trialrun-attempt-") as scratch_dir:
         run = _AttemptRun(options, workspace_root, workspace, writer, Path(scratch_dir), progress)
         return run.execute()
@@ -342,13 +342,20 @@ def _check_options(options: AttemptOptions) -> Path:
     root = options.workspace.resolve()
     if not root.is_dir():
         raise AttemptInputError(f"the workspace {options.workspace} is not an existing directory")
-    receipt = options.receipt_path.resolve()
-    if receipt.is_relative_to(root):
-        raise AttemptInputError(
-            f"the receipt {options.receipt_path} is inside the workspace {options.workspace}; "
-            "it would show up among the file changes: write it elsewhere"
-        )
     return root
+
+
+def _inside(path: Path, root: Path) -> list[str]:
+    """``[path relative to root]`` when ``path`` lies inside ``root``, else ``[]``.
+
+    The receipt grows while the agent works: inside the workspace (the default
+    ``trialrun_out/attempt/...`` when the workspace is ``.``) it must be neither a file change
+    nor rolled back, so the snapshots leave it alone.
+    """
+    resolved = path.parent.resolve() / path.name
+    if not resolved.is_relative_to(root):
+        return []
+    return [resolved.relative_to(root).as_posix()]
 
 
 def _int_member(data: dict[str, Any], key: str) -> int:

@@ -4,7 +4,8 @@
 temporary directory and remembers modes and directories. ``.gitignore`` is not honoured: an agent
 may touch ignored files too, and an exact rollback means everything. Any entry named ``.git``
 (the repository, a submodule's git file) is never read, copied, deleted or rewritten; neither are
-sockets, FIFOs and device files (copying a FIFO would block).
+sockets, FIFOs and device files (copying a FIFO would block), nor the paths given as
+``exclude`` (the run's own receipt, when it is written inside the workspace).
 
 Safety of ``restore``: files are never written in place. A path that must change is unlinked and
 created afresh with ``O_EXCL | O_NOFOLLOW``, so a symlink or hard link the agent planted cannot
@@ -28,7 +29,7 @@ import shutil
 import stat
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -145,16 +146,18 @@ class Snapshot:
 class Workspace:
     """A directory whose state can be saved, compared and restored exactly."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, exclude: Iterable[str] = ()) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise SnapshotError(f"workspace: expected a directory, found {root!s}")
+        self.exclude = frozenset(exclude)
+        """Relative posix paths left alone like ``.git``: never saved, compared or restored."""
 
     def snapshot(self) -> Snapshot:
         store = Path(tempfile.mkdtemp(prefix="trialrun-snapshot-"))
         entries: dict[str, _Entry] = {}
         try:
-            for index, (rel, kind, st) in enumerate(_walk(self.root)):
+            for index, (rel, kind, st) in enumerate(_walk(self.root, self.exclude)):
                 mode = stat.S_IMODE(st.st_mode)
                 if kind == "file":
                     stored = f"{index:07d}"
@@ -180,7 +183,7 @@ class Workspace:
         """Make the workspace (outside ``.git``) exactly as it was when ``snapshot`` was taken."""
         self._check_usable(snapshot)
         saved = snapshot._entries
-        current = {rel: (kind, st) for rel, kind, st in _walk(self.root)}
+        current = {rel: (kind, st) for rel, kind, st in _walk(self.root, self.exclude)}
         try:
             self._remove_extra(saved, current)
             rewrite = [rel for rel in sorted(saved) if not self._matches(snapshot, rel, current)]
@@ -202,7 +205,9 @@ class Workspace:
         """Files and symlinks that differ from ``snapshot``, sorted by path."""
         self._check_usable(snapshot)
         saved = {rel: e for rel, e in snapshot._entries.items() if e.kind != "dir"}
-        current = {rel: (kind, st) for rel, kind, st in _walk(self.root) if kind != "dir"}
+        current = {
+            rel: (kind, st) for rel, kind, st in _walk(self.root, self.exclude) if kind != "dir"
+        }
         changes: list[FileChange] = []
         for rel in sorted(saved.keys() | current.keys()):
             before = saved.get(rel)
@@ -289,8 +294,11 @@ class Workspace:
                 )
 
 
-def _walk(root: Path) -> Iterator[tuple[str, Kind, os.stat_result]]:
-    """Every directory, regular file and symlink under ``root``, never entering symlinks."""
+def _walk(
+    root: Path, exclude: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Kind, os.stat_result]]:
+    """Every directory, regular file and symlink under ``root`` but ``exclude``, never entering
+    symlinks."""
     pending: list[tuple[str, str]] = [("", os.fspath(root))]
     while pending:
         rel_dir, abs_dir = pending.pop()
@@ -299,6 +307,8 @@ def _walk(root: Path) -> Iterator[tuple[str, Kind, os.stat_result]]:
                 if dir_entry.name == _GIT_NAME:
                     continue
                 rel = f"{rel_dir}/{dir_entry.name}" if rel_dir else dir_entry.name
+                if rel in exclude:
+                    continue
                 try:
                     st = dir_entry.stat(follow_symlinks=False)
                 except FileNotFoundError:

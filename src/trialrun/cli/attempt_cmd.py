@@ -54,9 +54,10 @@ DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
 @click.option(
     "--receipt",
     "receipt_path",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Where to write the receipt [default: trialrun_out/attempt/<run_id>/receipt.jsonl "
-    "under the current directory]. Never inside the workspace.",
+    "under the current directory]. Inside the workspace it is left out of snapshots, file "
+    "changes and rollbacks.",
 )
 @sign_key_option("the receipt")
 @click.option(

@@ -21,7 +21,10 @@ def baseline() -> None:
     help="A run directory or its summary.json.",
 )
 @click.option(
-    "--to", required=True, type=click.Path(path_type=Path), help="The baseline file to write."
+    "--to",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The baseline file to write.",
 )
 @click.option("--allow-failing", is_flag=True, help="Promote a run even though it did not pass.")
 def promote(from_: Path, to: Path, allow_failing: bool) -> int:

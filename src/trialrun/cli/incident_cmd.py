@@ -23,7 +23,12 @@ def incident() -> None:
 
 @incident.command("import")
 @click.argument("export", type=_FILE)
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Output directory.",
+)
 @click.option(
     "--redact-path",
     "redact_paths",
@@ -53,10 +58,16 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...]) -> int:
 
 @incident.command("inspect")
 @click.argument("incident_file", metavar="INCIDENT", type=_FILE)
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Output directory.",
+)
 @click.option("--rules", "rules_file", type=_FILE, help="YAML list of business rules.")
 def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
     """Write HTML, JSON, trace and JUnit views of INCIDENT, judged by the business rules."""
+    from trialrun.config.paths import display_path
     from trialrun.incident.inspect import inspect_incident
     from trialrun.incident.model import load_incident
     from trialrun.incident.rules import load_rules
@@ -70,7 +81,7 @@ def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
             f"{violation['message']}"
         )
     files = report.get("files", {})
-    click.echo(f"Wrote {', '.join(str(path) for path in files.values())}")
+    click.echo(f"Wrote {', '.join(display_path(out / name) for name in files.values())}")
     click.echo(str(report.get("verdict", "")))
     return EXIT_OK
 
@@ -78,7 +89,11 @@ def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
 @incident.command("promote")
 @click.argument("incident_file", metavar="INCIDENT", type=_FILE)
 @click.option(
-    "--to", "to", required=True, type=click.Path(path_type=Path), help="Case file to write."
+    "--to",
+    "to",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Case file to write, exactly there: .json writes JSON, .yaml or .yml YAML.",
 )
 def promote_(incident_file: Path, to: Path) -> int:
     """Turn INCIDENT into a case file plus its cassette, ready for a suite."""

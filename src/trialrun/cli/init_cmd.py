@@ -18,10 +18,19 @@ import click
 @click.option(
     "--path",
     "path",
-    type=click.Path(path_type=Path),
-    default=Path("evals"),
-    show_default=True,
-    help="Directory that will hold the demo suite.",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Directory that will hold the suite; init writes nothing outside it unless "
+    "--workflow-dir says so. [default: ./evals, with baselines/, .github/workflows/ and "
+    ".gitignore in the current directory]",
+)
+@click.option(
+    "--workflow-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Directory for the GitHub workflow, e.g. the repository root's .github/workflows "
+    "[default: <root>/.github/workflows when the repository root is the directory init writes "
+    "to, else .github/workflows inside it].",
 )
 @click.option(
     "--template",
@@ -32,7 +41,9 @@ import click
     "replay offline from bundled recordings.",
 )
 @click.option("--force", is_flag=True, help="Overwrite files written by an earlier init.")
-def init(language: str, path: Path, template: str, force: bool) -> int:
+def init(
+    language: str, path: Path | None, workflow_dir: Path | None, template: str, force: bool
+) -> int:
     """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""
     from trialrun.config.paths import display_path
     from trialrun.scaffold import init_project
@@ -43,13 +54,24 @@ def init(language: str, path: Path, template: str, force: bool) -> int:
         )
 
     report = init_project(
-        path, language="node" if language == "node" else "python", force=force, template=template
+        path,
+        language="node" if language == "node" else "python",
+        force=force,
+        template=template,
+        workflow_dir=workflow_dir,
     )
     for title, paths in (("Written", report.written), ("Unchanged", report.unchanged)):
         if paths:
             click.echo(f"{title}:")
             for written in paths:
                 click.echo(f"  {display_path(written)}")
-    click.echo(f"Next: trialrun run {display_path(path / template)} --mode replay")
+    if report.updated:
+        click.echo("Updated:")
+        for updated, change in report.updated:
+            click.echo(f"  {display_path(updated)}: {change}")
+    for note in report.notes:
+        click.echo(f"Note: {note}")
+    suites = path if path is not None else Path("evals")
+    click.echo(f"Next: trialrun run {display_path(suites / template)} --mode replay")
     click.echo("Commit these files to run the same check on every pull request.")
     return 0

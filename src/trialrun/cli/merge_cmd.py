@@ -19,7 +19,7 @@ from trialrun.cli.signing_option import load_signer, sign_key_option
     "--out",
     "--output-dir",
     "out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     required=True,
     help="Directory for the merged run's artifacts (written to <out>/<suite>/<run_id>/).",
 )

@@ -98,7 +98,7 @@ def sign(file: Path, key_file: Path) -> int:
 
 
 @receipt.command()
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 def keygen(directory: Path) -> int:
     """Write an Ed25519 key pair into DIRECTORY (never overwrites an existing key)."""
     from trialrun.receipt.signing import generate_keypair
@@ -114,7 +114,7 @@ def keygen(directory: Path) -> int:
 @click.option(
     "--html",
     "html_out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Also write a self-contained HTML page here.",
 )
 def show(file: Path, html_out: Path | None) -> int:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     "--out",
     "--output-dir",
     "out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     help="Directory for run artifacts (default: the suite's output_dir, else ./trialrun_out).",
 )
 @click.option(

@@ -30,7 +30,7 @@ SCHEMA = "trialrun.verify/1"
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="Evidence directory (default: trialrun_out/verify/<id>/).",
 )

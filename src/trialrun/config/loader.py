@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from trialrun.checks.registry import CompiledAssertion
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
-CASE_FILE_SUFFIXES = (".yaml", ".yml")
+CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _LISTED_IDS = 20
 
@@ -124,6 +124,10 @@ class _SuiteLoader:
         self._check_model_gateway(doc)
         baseline_path = self._optional_path(doc, "baseline_path")
         output_dir = self._optional_path(doc, "output_dir")
+        if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
+            raw = doc.data["output_dir"]
+            message = f"'output_dir': expected a directory, found a file: {raw}"
+            self._add(doc.error(message, ("output_dir",), "output_dir"))
         drafts = [self._load_case(file) for file in self._case_files(doc)]
         self._check_duplicate_ids(drafts)
         selected = self._select(drafts, case_ids)
@@ -192,7 +196,9 @@ class _SuiteLoader:
             key=lambda p: p.name,
         )
         if not files:
-            self._add(doc.error(f"no case files (*.yaml, *.yml) in {shown}", ("cases_path",)))
+            self._add(
+                doc.error(f"no case files (*.yaml, *.yml, *.json) in {shown}", ("cases_path",))
+            )
         return files
 
     def _resolve(self, doc: LoadedYaml, at: tuple[PathElement, ...], raw: str) -> Path | None:

@@ -8,6 +8,7 @@ assertion compiler) can be reported at the line of the key or value it concerns.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from trialrun.errors import ConfigError, ConfigErrors
 PathElement = str | int
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_START = yaml.Mark("", 0, 0, 0, None, 0)
 
 # libyaml is several times faster, but it refuses "\ud83d"-style escapes that the pure-Python
 # parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
@@ -62,7 +64,7 @@ class LoadedYaml:
 
 
 def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
-    """Read and parse a YAML file whose top level must be a mapping.
+    """Read and parse a YAML file whose top level must be a mapping (a ``.json`` file: JSON).
 
     Raises ConfigError (unreadable file, not UTF-8, syntax error, not a mapping) or ConfigErrors
     (every duplicate key).
@@ -81,7 +83,41 @@ def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
             file=shown,
             line=line,
         ) from None
+    if path.suffix == ".json":
+        return parse_json(text, file=shown)
     return parse_yaml(text, file=shown)
+
+
+def parse_json(text: str, *, file: str) -> LoadedYaml:
+    """Parse JSON text whose top level must be an object, with the lines of its keys.
+
+    JSON is nearly YAML, but YAML 1.1 reads ``1e5`` as a string and forbids tabs between tokens:
+    the values come from the JSON parser, the node graph for line numbers (and the duplicate-key
+    check) from the YAML parser.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno
+        ) from None
+    if not isinstance(data, dict):
+        found = "a list" if isinstance(data, list) else f"the value {json.dumps(data)}"
+        raise ConfigError(
+            f"expected an object of keys to values at the top level, found {found}",
+            file=file,
+            line=1,
+        )
+    # Outside strings valid JSON holds tabs only as whitespace, where a space means the same.
+    try:
+        node, _ = _compose_and_construct(text.replace("\t", " "), file)
+    except ConfigErrors:
+        raise
+    except ConfigError:
+        node = None  # valid JSON the YAML parser still refuses: no line numbers, same data
+    if not isinstance(node, yaml.MappingNode):
+        node = yaml.MappingNode("tag:yaml.org,2002:map", [], _START, _START)
+    return LoadedYaml(data=data, file=file, root=node)
 
 
 def parse_yaml(text: str, *, file: str) -> LoadedYaml:

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trialrun.config.paths import display_path
 from trialrun.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
-from trialrun.incident.model import Incident, IncidentCall, is_inconclusive
+from trialrun.incident.model import Incident, IncidentCall, is_inconclusive, source_name
 from trialrun.incident.rules import Rule, check_rules
 from trialrun.redact import redact
 from trialrun.report.junit import XML_DECLARATION, xml_text
@@ -38,7 +37,7 @@ def inspect_incident(incident: Incident, *, rules: Sequence[Rule], out_dir: Path
     out_dir.mkdir(parents=True, exist_ok=True)
     calls = [call_record(call) for call in incident.calls]
     violations = check_rules(incident.calls, list(rules))
-    report = build_report(incident, calls, rules, violations, out_dir)
+    report = build_report(incident, calls, rules, violations)
     atomic_write_text(out_dir / TRACE_FILE, trace_text(calls))
     atomic_write_text(out_dir / JUNIT_FILE, junit_text(report))
     atomic_write_text(out_dir / HTML_FILE, html_text(report))
@@ -78,7 +77,6 @@ def build_report(
     calls: list[dict[str, Any]],
     rules: Sequence[Rule],
     violations: list[dict[str, Any]],
-    out_dir: Path,
 ) -> dict[str, Any]:
     inconclusive = is_inconclusive(incident)
     rule_results = []
@@ -95,7 +93,7 @@ def build_report(
         "schema_version": 1,
         "verdict": verdict,
         "source_format": incident.source_format,
-        "source_file": incident.source_file,
+        "source_file": source_name(incident.source_file),
         "inconclusive": inconclusive,
         "capture_gaps": capture_gaps(incident),
         "input": redact(incident.input),
@@ -104,10 +102,8 @@ def build_report(
         "rules": rule_results,
         "violations": violations,
         "recorded_violations": redact(incident.violations),
-        "files": {
-            name: display_path(out_dir / name)
-            for name in (HTML_FILE, JSON_FILE, TRACE_FILE, JUNIT_FILE)
-        },
+        # Names only: the report travels with its siblings, not with the folder they sat in.
+        "files": {name: name for name in (HTML_FILE, JSON_FILE, TRACE_FILE, JUNIT_FILE)},
     }
 
 

@@ -8,11 +8,14 @@ Decisions:
   never read as a pass.
 * ``write_incident`` redacts once more on the way out: the importers redact already, and
   redaction is idempotent, so a hand-built incident cannot leak a secret either.
+* ``source_file`` is the export's file name only: an incident is made to be shared, and the
+  directory it was imported from (a home directory, a server's path) is not the user's to share.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ __all__ = [
     "IncidentCall",
     "is_inconclusive",
     "load_incident",
+    "source_name",
     "write_incident",
 ]
 
@@ -172,8 +176,16 @@ def load_incident(path: str | Path) -> Incident:
 
 
 def write_incident(path: str | Path, incident: Incident) -> None:
-    """Write ``incident.json`` atomically (sorted keys, indent 2), redacted."""
-    write_json(path, redact(incident.to_json()))
+    """Write ``incident.json`` atomically (sorted keys, indent 2), redacted, naming its source
+    by file name only."""
+    document = incident.to_json()
+    document["source_file"] = source_name(incident.source_file)
+    write_json(path, redact(document))
+
+
+def source_name(source_file: str) -> str:
+    """The file name in ``source_file``, a path written on any platform."""
+    return re.split(r"[\\/]", source_file)[-1]
 
 
 def _object(data: Any, where: str) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Turn an incident into a replayable regression case: a case file plus its cassette.
 
-``trialrun incident promote incident.json --to cases/NAME.json`` names the case file. The suite
-loader reads only ``.yaml``/``.yml`` case files, so a ``.json`` target is written under the same
-stem with ``.yaml`` (JSON is valid YAML; the content stays JSON). The cassette goes next to the
+``trialrun incident promote incident.json --to cases/NAME.json`` writes exactly the case file
+named: JSON for ``.json``, YAML for ``.yaml`` and ``.yml``, the three kinds the suite loader
+reads. Any other name is refused (the suite would never load it). The cassette goes next to the
 ``cases`` directory, in ``cassettes/NAME.jsonl``, and the case refers to it suite-relatively.
 
 An inconclusive incident is refused: a cassette without the recorded arguments or results
@@ -17,26 +17,27 @@ from typing import Any
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
 from trialrun.fsutil import atomic_write_text, dumps_json
-from trialrun.incident.model import Incident, IncidentCall
+from trialrun.incident.model import Incident, IncidentCall, source_name
 
-CASE_SUFFIXES = (".yaml", ".yml")
+CASE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def promote(incident: Incident, to: Path) -> tuple[Path, Path]:
-    """Write the case file and its cassette for ``incident``; return (case path, cassette path).
+    """Write the case file ``to`` and its cassette for ``incident``; return both paths.
 
-    ``to`` is the case file wanted (``cases/NAME.json``, ``cases/NAME.yaml`` ...). Raises
-    ``ConfigError`` when the incident is inconclusive or its input is not a JSON object.
+    Raises ``ConfigError`` when ``to`` is not a case file name the suite loader reads, or when
+    the incident is inconclusive or its input is not a JSON object.
     """
+    case_path = Path(to)
+    check_case_file_name(case_path)
     refuse_if_unreplayable(incident)
-    case_path = case_file_for(Path(to))
     name = case_path.stem
     suite_dir = case_path.parent.parent if case_path.parent.name == "cases" else case_path.parent
     cassette_path = suite_dir / "cassettes" / f"{name}.jsonl"
     case = {
         "id": name,
         "description": (
-            f"promoted from incident {incident.source_file} ({incident.source_format})"
+            f"promoted from incident {source_name(incident.source_file)} ({incident.source_format})"
         ),
         "input": incident.input,
         "cassette": f"cassettes/{name}.jsonl",
@@ -45,17 +46,31 @@ def promote(incident: Incident, to: Path) -> tuple[Path, Path]:
     case_path.parent.mkdir(parents=True, exist_ok=True)
     # Cassette first: a case file that exists always has its cassette.
     atomic_write_text(cassette_path, cassette_text(incident.calls))
-    atomic_write_text(case_path, dumps_json(case, sort_keys=False) + "\n")
+    atomic_write_text(case_path, case_text(case, case_path.suffix))
     return case_path, cassette_path
 
 
-def case_file_for(to: Path) -> Path:
-    """The case file the suite loader will read for the requested target ``to``."""
-    if to.suffix in CASE_SUFFIXES:
-        return to
-    if to.suffix == ".json":
-        return to.with_suffix(".yaml")
-    return to.with_name(to.name + ".yaml")
+def check_case_file_name(to: Path) -> None:
+    """``ConfigError`` unless the suite loader reads a case file named ``to``."""
+    if to.suffix not in CASE_SUFFIXES:
+        raise ConfigError(
+            f"--to {display_path(to)}: expected a case file ending in "
+            f"{', '.join(CASE_SUFFIXES)} (the kinds a suite loads), found "
+            f"{repr(to.suffix) if to.suffix else 'no extension'}"
+        )
+
+
+def case_text(case: dict[str, Any], suffix: str) -> str:
+    """The case as JSON for ``.json``, else as YAML.
+
+    Not JSON in a ``.yaml`` file: YAML 1.1 reads JSON's ``1e-05`` as a string.
+    """
+    if suffix == ".json":
+        return dumps_json(case, sort_keys=False) + "\n"
+    import yaml
+
+    text: str = yaml.safe_dump(case, sort_keys=False, allow_unicode=True, width=100)
+    return text
 
 
 def cassette_text(calls: list[IncidentCall]) -> str:
@@ -88,7 +103,7 @@ def refuse_if_unreplayable(incident: Incident) -> None:
         found = type(incident.input).__name__ if incident.input is not None else "nothing"
         problems.append(f"the input must be a JSON object to become a case input, found {found}")
     if problems:
-        source = display_path(incident.source_file) if incident.source_file else "an unknown file"
+        source = source_name(incident.source_file) or "an unknown file"
         raise ConfigError(
             f"cannot promote the incident imported from {source}: " + "; ".join(problems)
         )

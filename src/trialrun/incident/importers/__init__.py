@@ -51,6 +51,8 @@ def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Inci
             "trace/observations export",
             file=shown,
         )
+    # Only the name: the directory the export sat in is not part of what the user shares.
+    incident.source_file = Path(path).name
     document = apply_redact_paths(redact(incident.to_json()), patterns)
     return Incident.from_json(document)
 
