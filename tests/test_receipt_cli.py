@@ -305,6 +305,17 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert (tmp_path / "receipt-key.pem").read_bytes() == before
 
 
+def test_keygen_into_a_file_says_it_is_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine", encoding="utf-8")
+    code, out, err = call(["keygen", str(target)], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"error: {target}: expected a directory for the key pair, found a file\n"
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
 def test_show_exit_codes_and_html(
     conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
