@@ -238,6 +238,17 @@ def test_corrupt_summary_names_the_file_and_line(
     assert f"{bad / 'summary.json'}:2: expected JSON" in err
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_summary_has_no_line_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    summary = tmp_path / "summary.json"
+    summary.write_text(content, encoding="utf-8")
+    code, _, err = diff([str(tmp_path), str(tmp_path)], capsys)
+    assert code == 2
+    assert err == f"error: {summary}: expected a run summary (JSON), found an empty file\n"
+
+
 @pytest.mark.parametrize(
     ("summary", "expected"),
     [

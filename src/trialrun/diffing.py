@@ -268,7 +268,11 @@ def _bounded(line: str) -> str:
 
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            # About the file as a whole: the parser would blame line 1 (or the last line).
+            raise ConfigError("expected a run summary (JSON), found an empty file", file=path)
+        document = json.loads(text)
     except OSError as exc:
         raise ConfigError(f"cannot read the run summary ({exc.strerror})", file=path) from exc
     except UnicodeDecodeError as exc:
