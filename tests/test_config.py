@@ -456,7 +456,7 @@ def test_regression_aliases_are_accepted(repo: Path, probe: _ProbeType) -> None:
             "id: t\ninput: {}\ncassette: c.jsonl\nbudgets:\n  3: 1\n",
             "suite/cases/t.yaml:5: keys of 'budgets' must be strings, found integer 3",
         ),
-        ("", "suite/cases/t.yaml:1: the file is empty; expected a mapping of keys to values"),
+        ("", "suite/cases/t.yaml: the file is empty; expected a mapping of keys to values"),
     ],
 )
 def test_each_case_problem_is_reported_at_its_line(

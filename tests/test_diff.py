@@ -137,6 +137,37 @@ def test_json_shape(suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert document["notes"] == []
 
 
+def test_cases_in_one_run_only_are_not_counted_as_differing(
+    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_once(suite, tmp_path / "out")
+    b = run_once(suite, tmp_path / "out", "--case", "c2")  # c2 behaves exactly as in A
+    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    assert code == 1  # the runs are not the same: c1 is missing from B
+    assert "Only in A (1): c1" in out
+    assert out.rstrip().endswith(
+        "No compared case differs (1 compared); 1 case(s) in one run only."
+    )
+    code, out, _ = diff([str(a), str(b), "--json", *NO_WALL], capsys)
+    document = json.loads(out)
+    assert code == 1 and document["differs"] is True
+    assert (document["cases_compared"], document["cases_differing"]) == (1, 0)
+    assert (document["differing"], document["only_in_a"]) == ([], ["c1"])
+
+
+def test_differing_counts_compared_cases_only(
+    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_once(suite, tmp_path / "out", "--case", "c1")
+    behave(suite, c1={"tools": [], "output": PASSING["output"]}, c2=PASSING)
+    b = run_once(suite, tmp_path / "out")
+    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    assert code == 1 and "Only in B (1): c2" in out
+    assert out.rstrip().endswith("1 case(s) differ (1 compared); 1 case(s) in one run only.")
+    document = json.loads(diff([str(a), str(b), "--json", *NO_WALL], capsys)[1])
+    assert (document["cases_differing"], document["differing"]) == (1, ["c1"])
+
+
 def test_wall_time_change_needs_both_thresholds(
     suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,6 +210,23 @@ def test_missing_run_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixt
     assert err.startswith("error: ") and "summary.json" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_a_missing_run_has_no_line_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], side: str
+) -> None:
+    existing = tmp_path / "run"
+    existing.mkdir()
+    (existing / "summary.json").write_text('{"cases": []}', encoding="utf-8")
+    missing = tmp_path / "nonexistent"
+    args = [str(missing), str(existing)] if side == "a" else [str(existing), str(missing)]
+    code, out, err = diff(args, capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: {missing}: expected a run directory holding summary.json, or a summary.json "
+        "file; found no such file\n"
+    )
+
+
 def test_corrupt_summary_names_the_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -188,6 +236,17 @@ def test_corrupt_summary_names_the_file_and_line(
     code, _, err = diff([str(bad), str(bad)], capsys)
     assert code == 2
     assert f"{bad / 'summary.json'}:2: expected JSON" in err
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_summary_has_no_line_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    summary = tmp_path / "summary.json"
+    summary.write_text(content, encoding="utf-8")
+    code, _, err = diff([str(tmp_path), str(tmp_path)], capsys)
+    assert code == 2
+    assert err == f"error: {summary}: expected a run summary (JSON), found an empty file\n"
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,33 @@ def option_args(opts: str, conformance: Path) -> list[str]:
     return ["--public-key", str(conformance / key_file)]
 
 
+NOT_RECEIPTS = {"invalid-empty.jsonl"}
+"""Conformance vectors with no event on any line: invalid input (exit 2), not a failed check."""
+
+
+def expected_exit(file: str, result: dict[str, Any]) -> int:
+    if file in NOT_RECEIPTS:
+        return 2
+    return 0 if result["ok"] else 1
+
+
+def expected_head(result: dict[str, Any]) -> str:
+    """The first line of the text verdict; signature verdicts name no seq."""
+    reason, message = result.get("reason"), result["message"]
+    if result["ok"]:
+        return f"Verified: {message}"
+    if reason == "unsigned":
+        return (
+            "NOT SIGNED (unsigned): the receipt is not signed, but one is required; its chain is "
+            f"intact ({result['eventCount']} events, run complete)"
+        )
+    if reason == "untrusted_key":
+        return f"UNTRUSTED SIGNER (untrusted_key): {message}"
+    if reason == "bad_signature":
+        return f"TAMPERED or invalid signature (bad_signature): {message}"
+    return f"TAMPERED or invalid at seq {result['firstBadSeq']} ({reason}): {message}"
+
+
 def test_verify_json_matches_every_conformance_result(
     conformance: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -78,7 +105,9 @@ def test_verify_json_matches_every_conformance_result(
                 ["verify", str(conformance / entry["file"]), *args, "--json"], capsys
             )
             result = check["result"]
-            if (code, json.loads(out)) != (0 if result["ok"] else 1, result) or err:
+            code_wanted = expected_exit(entry["file"], result)
+            err_wanted = code_wanted == 2  # one error line beside the JSON, as for any exit 2
+            if (code, json.loads(out)) != (code_wanted, result) or bool(err) != err_wanted:
                 mismatches.append((entry["file"], check["opts"], (code, out, err)))
             checked += 1
     assert mismatches == []
@@ -92,23 +121,28 @@ def test_verify_human_output_matches_every_conformance_verdict(
     for entry in expected:
         for check in entry["checks"]:
             args = option_args(check["opts"], conformance)
-            code, out, _ = call(["verify", str(conformance / entry["file"]), *args], capsys)
+            path = conformance / entry["file"]
+            code, out, err = call(["verify", str(path), *args], capsys)
             result = check["result"]
-            first = out.splitlines()[0]
+            if entry["file"] in NOT_RECEIPTS:
+                assert (code, out) == (2, "") and err.startswith(f"error: {path}: ")
+                continue
+            assert (code, out.splitlines()[0]) == (
+                expected_exit(entry["file"], result),
+                expected_head(result),
+            ), entry["file"]
             if result["ok"]:
-                assert (code, first) == (0, f"Verified: {result['message']}")
                 assert "It does not prove the run happened." in out
-            else:
-                head = f"TAMPERED or invalid at seq {result['firstBadSeq']} ({result['reason']})"
-                assert (code, first) == (1, f"{head}: {result['message']}"), entry["file"]
 
 
 def test_verify_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = call(["verify", str(tmp_path / "missing.jsonl")], capsys)
     assert (code, out) == (2, "")
-    assert err.startswith("error: Cannot read") and err.count("\n") == 1
-    code, out, _ = call(["verify", str(tmp_path), "--json"], capsys)
+    missing = tmp_path / "missing.jsonl"
+    assert err == f"error: {missing}: cannot read the receipt: No such file or directory\n"
+    code, out, err = call(["verify", str(tmp_path), "--json"], capsys)
     assert code == 2 and json.loads(out)["reason"] == "unreadable"
+    assert err == f"error: {tmp_path}: cannot read the receipt: Is a directory\n"
 
 
 def test_verify_public_key_as_base64_text(
@@ -189,8 +223,9 @@ def test_sign_refuses_an_already_signed_receipt(
     other = tmp_path / "other.pem"
     other.write_bytes(private_pem(b"\x02" * 32))
     code, out, err = call(["sign", str(unsigned), "--key", str(other)], capsys)
-    assert (code, out) == (1, "")
-    assert "already signed" in err and SIGNER_PUBLIC_B64 in err
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {unsigned}: cannot sign it: it is already signed")
+    assert SIGNER_PUBLIC_B64 in err and err.count("\n") == 1
     assert unsigned.read_bytes() == before
 
 
@@ -200,7 +235,6 @@ def test_sign_refuses_an_already_signed_receipt(
         ("tamper-edited-field.jsonl", "hash_mismatch"),
         ("tamper-truncated-tail.jsonl", "truncated"),
         ("tamper-event-after-run-end.jsonl", "event_after_run_end"),
-        ("invalid-empty.jsonl", "empty"),
         ("tamper-signed-rehashed-after-signing.jsonl", "bad_signature"),
     ],
 )
@@ -215,7 +249,8 @@ def test_sign_refuses_an_invalid_receipt(
     target = tmp_path / name
     shutil.copyfile(conformance / name, target)
     code, _, err = call(["sign", str(target), "--key", str(signer_key)], capsys)
-    assert code == 1 and f"does not verify ({reason})" in err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {target}: cannot sign it: it does not verify ({reason})")
     assert target.read_bytes() == (conformance / name).read_bytes()
 
 
@@ -270,6 +305,17 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert (tmp_path / "receipt-key.pem").read_bytes() == before
 
 
+def test_keygen_into_a_file_says_it_is_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine", encoding="utf-8")
+    code, out, err = call(["keygen", str(target)], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"error: {target}: expected a directory for the key pair, found a file\n"
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
 def test_show_exit_codes_and_html(
     conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -317,6 +363,9 @@ def test_show_never_fails_on_a_conformance_vector(
 
     for path in sorted(conformance.glob("*.jsonl")):
         code, out, err = call(["show", str(path)], capsys)
+        if path.name in NOT_RECEIPTS:
+            assert (code, out) == (2, "") and err.startswith(f"error: {path}: "), path.name
+            continue
         assert (code, err) == (0 if verify_receipt(path).ok else 1, ""), path.name
         assert out.startswith(f"Receipt: {path}")
 
@@ -364,3 +413,113 @@ def test_signing_any_receipt_changes_only_the_run_end_line(
     assert sign_receipt(path, signer) == (
         f"it is already signed (public key {signer.public_key_b64})"
     )
+
+
+# ---- input that is no receipt versus a receipt that was tampered with -----------------------
+
+NOT_A_RECEIPT: dict[str, bytes | None] = {
+    "empty": b"",
+    "binary": bytes(range(256)) * 4,
+    "text": b"hello\nworld\n",
+    "json-object": b'{"cases": []}\n',
+    "json-array": b"[1, 2]\n",
+    "pretty-json": b'{\n  "v": "0"\n}\n',
+    "directory": None,
+}
+
+
+def not_a_receipt(tmp_path: Path, kind: str) -> Path:
+    content = NOT_A_RECEIPT[kind]
+    if content is None:
+        return tmp_path
+    path = tmp_path / f"{kind}.jsonl"
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("kind", [*NOT_A_RECEIPT, "missing"])
+@pytest.mark.parametrize("command", ["verify", "verify --json", "sign", "show"])
+def test_input_that_is_no_receipt_is_invalid_input(
+    tmp_path: Path, signer_key: Path, capsys: pytest.CaptureFixture[str], kind: str, command: str
+) -> None:
+    path = tmp_path / "missing.jsonl" if kind == "missing" else not_a_receipt(tmp_path, kind)
+    extra = ["--key", str(signer_key)] if command == "sign" else []
+    code, out, err = call([*command.split(), str(path), *extra], capsys)
+    assert code == 2, (out, err)
+    assert err.startswith(f"error: {path}: ") and err.count("\n") == 1, err
+    assert "TAMPERED" not in out + err and "Traceback" not in err
+    if command == "verify --json":
+        assert json.loads(out)["ok"] is False  # the verdict object is still printed
+    else:
+        assert out == ""
+
+
+def test_the_error_says_what_was_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = {}
+    for kind in ("empty", "binary", "json-object", "json-array"):
+        found[kind] = call(["verify", str(not_a_receipt(tmp_path, kind))], capsys)[2]
+    expected = "expected a Run Receipt v0 file (JSON Lines, one event per line), found"
+    assert all(expected in err for err in found.values())
+    assert found["empty"].rstrip().endswith("found an empty file")
+    assert "(line 1 is not JSON)" in found["binary"]
+    assert (
+        "(line 1 is a JSON object without v, seq, ts, type, data, prev, hash)"
+        in (found["json-object"])
+    )
+    assert "(line 1 is a JSON array)" in found["json-array"]
+
+
+@pytest.mark.parametrize("line", [0, 4, 16])
+@pytest.mark.parametrize("junk", [b"garbage", b"\x00\xff\xfe binary", b"[1, 2]", b""])
+def test_a_receipt_with_a_garbage_line_is_tampered_not_invalid_input(
+    unsigned: Path, capsys: pytest.CaptureFixture[str], line: int, junk: bytes
+) -> None:
+    lines = unsigned.read_bytes().split(b"\n")
+    lines[line] = junk
+    unsigned.write_bytes(b"\n".join(lines))
+    code, out, err = call(["verify", str(unsigned)], capsys)
+    assert (code, err) == (1, "")
+    assert out.startswith(f"TAMPERED or invalid at seq {line} (")
+    assert call(["show", str(unsigned)], capsys)[0] == 1
+
+
+def test_require_signature_on_an_unsigned_receipt_says_it_is_not_signed(
+    unsigned: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = call(["verify", str(unsigned), "--require-signature"], capsys)
+    head = out.splitlines()[0]
+    assert code == 1
+    assert "the receipt is not signed" in head and "seq" not in head
+    assert "its chain is intact (17 events, run complete)" in head
+
+
+def test_a_signature_from_another_key_names_no_seq(
+    conformance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signed = str(conformance / "valid-signed.jsonl")
+    attacker = str(conformance / "test-key-attacker.pub.pem")
+    code, out, _ = call(["verify", signed, "--public-key", attacker], capsys)
+    assert code == 1 and out.startswith("UNTRUSTED SIGNER (untrusted_key): ")
+
+
+@pytest.mark.parametrize("line", [3, 16])
+def test_a_tampered_signed_receipt_reports_its_signature_as_present_and_unchecked(
+    conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], line: int
+) -> None:
+    lines = (conformance / "valid-signed.jsonl").read_bytes().split(b"\n")
+    lines[line] = (
+        lines[line]
+        .replace(b'"ok":true', b'"ok":false')
+        .replace(b'"verified":true', b'"verified":false')
+    )
+    target = tmp_path / "tampered.jsonl"
+    target.write_bytes(b"\n".join(lines))
+    code, out, _ = call(["verify", str(target)], capsys)
+    assert code == 1 and out.startswith(f"TAMPERED or invalid at seq {line} (hash_mismatch)")
+    assert (
+        "  signature: present, not checked because the chain is broken "
+        f"(claims public key {SIGNER_PUBLIC_B64})"
+    ) in out
+    code, out, _ = call(["verify", str(target), "--json"], capsys)
+    assert code == 1
+    assert json.loads(out)["signature"] == {"present": True, "publicKey": SIGNER_PUBLIC_B64}

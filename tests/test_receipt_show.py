@@ -147,9 +147,11 @@ def test_truncated_receipt_says_run_end_is_missing(conformance: Path) -> None:
     assert "Run end: missing" in summarize(conformance / "tamper-truncated-tail.jsonl")
 
 
-def test_empty_and_foreign_events(conformance: Path) -> None:
-    empty = summarize(conformance / "invalid-empty.jsonl")
-    assert "(empty)" in empty and "No run_start event could be read." in empty
+def test_empty_and_foreign_events(conformance: Path, tmp_path: Path) -> None:
+    with pytest.raises(ReceiptError, match="found an empty file"):
+        summarize(conformance / "invalid-empty.jsonl")
+    only_start = write_receipt(tmp_path / "start.jsonl", [("run_start", RUN_START)])
+    assert "Run end: missing" in summarize(only_start)
     edge = summarize(conformance / "edge-strings.jsonl")
     assert "Other events: custom_probe x1" in edge
 

@@ -478,6 +478,88 @@ def test_arbitrary_bytes_never_make_the_verifier_raise(junk: bytes, require: boo
         result = check(data, require_signature=require, public_key=None if require else "junk")
         assert not result.ok and result.reason in REASONS
         json.dumps(result.to_json())
+        # With a valid first line the file is a receipt, whatever follows.
+        assert data == junk or result.input_error is None
+
+
+# ---- no receipt at all versus a tampered receipt ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "found"),
+    [
+        (b"", "an empty file"),
+        (b"\x00\xff" * 50, "no event on any line (line 1 is not JSON)"),
+        (b"\n\n", "no event on any line (line 1 is not JSON)"),
+        (b'{"a": 1}\n{"b": 2}\n', "(line 1 is a JSON object without v, seq, ts, type, data"),
+        (b"[1]\n", "no event on any line (line 1 is a JSON array)"),
+        (b'"text"\n', "(line 1 is a JSON string)"),
+    ],
+)
+def test_input_with_no_event_on_any_line_is_no_receipt(data: bytes, found: str) -> None:
+    result = check(data)
+    assert not result.ok and result.reason in ("empty", "invalid_json", "invalid_event")
+    assert result.input_error is not None and found in result.input_error
+    assert "input_error" not in json.dumps(result.to_json())  # the reference's object is kept
+
+
+def test_the_reference_verdict_is_kept_for_input_that_is_no_receipt(tmp_path: Path) -> None:
+    assert check(b"").to_json()["reason"] == "empty"
+    missing = verify_receipt(tmp_path / "nope.jsonl")
+    assert missing.input_error == "cannot read the receipt: No such file or directory"
+    assert verify_receipt(tmp_path).input_error == "cannot read the receipt: Is a directory"
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_one_event_shaped_line_makes_the_file_a_tampered_receipt(position: int) -> None:
+    lines = build(TOOL_CALL).split(b"\n")
+    lines[position] = b"garbage \xff"
+    result = check(b"\n".join(lines))
+    assert (result.reason, result.first_bad_seq) == ("invalid_json", position)
+    assert result.input_error is None
+
+
+def test_a_first_line_with_the_envelope_but_a_wrong_hash_is_tampered() -> None:
+    line = build().split(b"\n")[0].replace(b'"goal":"demo"', b'"goal":"other"')
+    result = check(line + b"\n")
+    assert result.reason == "hash_mismatch" and result.input_error is None
+
+
+def _signed(events: list[Event]) -> list[bytes]:
+    chained = chain_events(events)
+    chained[-1]["signature"] = Ed25519Signer.from_seed(b"\x01" * 32).sign(chained[-1]["hash"])
+    return receipt_bytes(chained).split(b"\n")
+
+
+@pytest.mark.parametrize("edited", [1, 2])
+def test_a_signature_past_a_broken_chain_is_present_and_not_checked(edited: int) -> None:
+    lines = _signed([RUN_START, TOOL_CALL, RUN_END])
+    signer_key = json.loads(lines[2])["signature"]["publicKey"]
+    lines[edited] = (
+        lines[edited]
+        .replace(b'"ok":true', b'"ok":false')
+        .replace(b'"verified":true', b'"verified":false')
+    )
+    result = check(b"\n".join(lines))
+    assert (result.reason, result.first_bad_seq) == ("hash_mismatch", edited)
+    assert (result.signature.present, result.signature.valid) == (True, None)
+    assert result.to_json()["signature"] == {"present": True, "publicKey": signer_key}
+
+
+def test_a_signature_before_an_appended_event_is_present_and_not_checked() -> None:
+    lines = _signed([RUN_START, RUN_END])
+    extra = chain_events([RUN_START, RUN_END, TOOL_CALL])[2]
+    extra["prev"] = json.loads(lines[1])["hash"]
+    extra["hash"] = event_hash(extra)
+    result = check(b"\n".join(lines[:2]) + b"\n" + canonjson.dumps(extra).encode() + b"\n")
+    assert result.reason == "event_after_run_end"
+    assert (result.signature.present, result.signature.valid) == (True, None)
+
+
+def test_a_broken_unsigned_chain_reports_no_signature() -> None:
+    lines = build(TOOL_CALL).split(b"\n")
+    lines[1] = lines[1].replace(b'"ok":true', b'"ok":false')
+    assert check(b"\n".join(lines)).signature.present is False
 
 
 # ---- memory --------------------------------------------------------------------------------

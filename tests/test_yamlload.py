@@ -109,21 +109,26 @@ def test_syntax_errors_give_the_problem_line(text: str, line: int, message: str)
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "expected"),
     [
-        ("", "the file is empty; expected a mapping of keys to values"),
-        ("# only a comment\n", "the file is empty; expected a mapping of keys to values"),
-        ("- a\n- b\n", "expected a mapping of keys to values at the top level, found a list"),
+        ("", "x.yaml: the file is empty; expected a mapping of keys to values"),
+        ("# only a comment\n", "x.yaml: the file is empty; expected a mapping of keys to values"),
         (
-            "hello\n",
-            "expected a mapping of keys to values at the top level, found the scalar 'hello'",
+            "- a\n- b\n",
+            "x.yaml:1: expected a mapping of keys to values at the top level, found a list",
+        ),
+        (
+            "\nhello\n",
+            "x.yaml:2: expected a mapping of keys to values at the top level, "
+            "found the scalar 'hello'",
         ),
     ],
 )
-def test_top_level_must_be_a_mapping(text: str, message: str) -> None:
+def test_top_level_must_be_a_mapping(text: str, expected: str) -> None:
+    # An empty file is wrong as a whole (no line); a list or scalar is wrong where it starts.
     with pytest.raises(ConfigError) as caught:
         parse_yaml(text, file="x.yaml")
-    assert str(caught.value) == f"x.yaml:1: {message}"
+    assert str(caught.value) == expected
 
 
 def test_duplicate_keys_are_all_reported() -> None:
@@ -190,7 +195,8 @@ def test_load_file_reports_bytes_that_are_not_utf8(tmp_path: Path) -> None:
 def test_load_file_reports_an_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_yaml_file(tmp_path / "missing.yaml", display="missing.yaml")
-    assert str(caught.value) == "missing.yaml:1: cannot read file: No such file or directory"
+    # About the file as a whole: no line number (a missing file has no line 1).
+    assert str(caught.value) == "missing.yaml: cannot read file: No such file or directory"
 
 
 # -- properties -----------------------------------------------------------------------------

@@ -88,7 +88,20 @@ class RunDiff:
         return len(set(self.a.cases) & set(self.b.cases))
 
     @property
+    def differing(self) -> list[str]:
+        """Cases in both runs that changed in any way, sorted. A case in one run only was not
+        compared, so it is not among them: ``only_in_a`` and ``only_in_b`` list those."""
+        changed = {
+            *(i for i, _, _ in self.status_changed),
+            *(i for i, _, _ in self.tools_changed),
+            *(i for i, _ in self.output_changed),
+            *(c.case_id for c in self.wall_changed),
+        }
+        return sorted(changed)
+
+    @property
     def differs(self) -> bool:
+        """Any difference, a case present in one run only included: the runs are not the same."""
         return any(
             (
                 self.only_in_a,
@@ -215,6 +228,8 @@ def diff_to_json(diff: RunDiff) -> dict[str, Any]:
         "run_a": _run_json(diff.a),
         "run_b": _run_json(diff.b),
         "cases_compared": diff.cases_compared,
+        "cases_differing": len(diff.differing),
+        "differing": diff.differing,
         "thresholds": {"wall_pct": diff.wall_threshold_pct, "wall_ms": diff.wall_threshold_ms},
         "only_in_a": diff.only_in_a,
         "only_in_b": diff.only_in_b,
@@ -253,7 +268,11 @@ def _bounded(line: str) -> str:
 
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            # About the file as a whole: the parser would blame line 1 (or the last line).
+            raise ConfigError("expected a run summary (JSON), found an empty file", file=path)
+        document = json.loads(text)
     except OSError as exc:
         raise ConfigError(f"cannot read the run summary ({exc.strerror})", file=path) from exc
     except UnicodeDecodeError as exc:

@@ -26,7 +26,11 @@ class TrialrunError(Exception):
 
 
 class ConfigError(TrialrunError):
-    """An input file is invalid. ``str()`` is ``<file>:<line>: <message>``."""
+    """An input file is invalid. ``str()`` is ``<file>:<line>: <message>``.
+
+    ``line`` is None for an error about the file as a whole (missing, unreadable, a directory,
+    empty); ``str()`` is then ``<file>: <message>``. An error at a place in a file gives its line.
+    """
 
     def __init__(
         self,
@@ -43,9 +47,13 @@ class ConfigError(TrialrunError):
         super().__init__(self.location_prefix() + message)
 
     def location_prefix(self) -> str:
+        # No line for an error about the file as a whole (missing, unreadable, a directory,
+        # empty): a made-up ":1:" would send the reader to a line that is not at fault.
         if self.file is None:
             return ""
-        return f"{self.file}:{self.line if self.line is not None else 1}: "
+        if self.line is None:
+            return f"{self.file}: "
+        return f"{self.file}:{self.line}: "
 
 
 class ConfigErrors(ConfigError):

@@ -1,7 +1,9 @@
 """``trialrun diff RUN_A RUN_B``: what changed between two runs, for a person or a program.
 
-Exit 0 when nothing differs, 1 when something does, 2 when either run cannot be read (the
-``ConfigError`` reaches ``run_cli``, which prints ``error: <file>:<line>: <what>``).
+Exit 0 when nothing differs, 1 when something does (a case present in one run only counts: the
+runs are not the same, though that case is not "differing", which needs both sides), 2 when
+either run cannot be read (the ``ConfigError`` reaches ``run_cli``, which prints
+``error: <file>:<line>: <what>``).
 """
 
 from __future__ import annotations
@@ -92,20 +94,22 @@ def format_diff(diff: RunDiff) -> str:
     for title, ids in (("Only in A", diff.only_in_a), ("Only in B", diff.only_in_b)):
         if ids:
             lines += ["", f"{title} ({len(ids)}): {', '.join(_clean(i) for i in ids)}"]
-    lines.append("")
-    if diff.differs:
-        changed = {
-            *diff.only_in_a,
-            *diff.only_in_b,
-            *(i for i, _, _ in diff.status_changed),
-            *(i for i, _, _ in diff.tools_changed),
-            *(i for i, _ in diff.output_changed),
-            *(c.case_id for c in diff.wall_changed),
-        }
-        lines.append(f"{len(changed)} case(s) differ ({diff.cases_compared} compared).")
-    else:
-        lines.append(f"No differences ({diff.cases_compared} cases compared).")
+    lines += ["", _conclusion(diff)]
     return "\n".join(lines)
+
+
+def _conclusion(diff: RunDiff) -> str:
+    """The last line: compared cases that differ, and apart from them the cases not compared."""
+    if not diff.differs:
+        return f"No differences ({diff.cases_compared} cases compared)."
+    differing, compared = len(diff.differing), diff.cases_compared
+    head = (
+        f"{differing} case(s) differ ({compared} compared)"
+        if differing
+        else f"No compared case differs ({compared} compared)"
+    )
+    one_side = len(diff.only_in_a) + len(diff.only_in_b)
+    return f"{head}; {one_side} case(s) in one run only." if one_side else f"{head}."
 
 
 def _describe(run: RunTrace) -> str:

@@ -2,8 +2,9 @@
 
 Exit codes follow the CLI's rule: 0 the receipt is valid (or the action succeeded), 1 the receipt
 is tampered with, incomplete or otherwise fails a check, 2 the input cannot be used (an unreadable
-file, a bad key, a key file that already exists). Every module behind these commands is imported
-inside the command, and ``cryptography`` only by the signing functions, so ``--help`` stays fast.
+file, a file that is no receipt at all, a receipt ``sign`` refuses, a bad key, a key file that
+already exists). Every module behind these commands is imported inside the command, and
+``cryptography`` only by the signing functions, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -52,16 +53,18 @@ def verify(
 
     pinned = _pinned_key(public_key) if public_key is not None else None
     result = verify_receipt(file, public_key=pinned, require_signature=require_signature)
-    unreadable = result.reason == "unreadable"
-    problems = _schema_problems(file) if schema and not unreadable else []
+    not_a_receipt = result.input_error is not None
+    problems = _schema_problems(file) if schema and not not_a_receipt else []
     if as_json:
         payload: dict[str, Any] = result.to_json()
         if schema:
             payload["schemaProblems"] = problems
         click.echo(json.dumps(payload, indent=2))
-    elif unreadable:
-        click.echo(f"error: {_one_line(result.message)}", err=True)
-    else:
+    if not_a_receipt:
+        # Not a receipt at all is invalid input, not a failed check, with or without --json.
+        click.echo(f"error: {file}: {_one_line(str(result.input_error))}", err=True)
+        return EXIT_INVALID
+    if not as_json:
         for line in verdict_lines(result):
             click.echo(line)
         if schema:
@@ -70,8 +73,6 @@ def verify(
                 click.echo(f"  {_one_line(problem)}")
         if result.ok:
             click.echo(NOT_PROOF)
-    if unreadable:
-        return EXIT_INVALID
     return EXIT_OK if result.ok and not problems else EXIT_FAILED
 
 
@@ -85,14 +86,18 @@ def verify(
     help="Ed25519 private key (PKCS8 PEM, as written by `trialrun receipt keygen`).",
 )
 def sign(file: Path, key_file: Path) -> int:
-    """Sign the complete, valid, unsigned receipt FILE in place (its hashes do not change)."""
+    """Sign the complete, valid, unsigned receipt FILE in place (its hashes do not change).
+
+    A receipt that cannot be signed (not a receipt, tampered, incomplete, already signed) is
+    input this command cannot use: exit 2, as for an unreadable file.
+    """
     from trialrun.receipt.signing import load_private_key
 
     signer = load_private_key(key_file)
     refusal = sign_receipt(file, signer)
     if refusal is not None:
-        click.echo(f"error: cannot sign {file}: {refusal}", err=True)
-        return EXIT_FAILED
+        click.echo(f"error: {file}: cannot sign it: {refusal}", err=True)
+        return EXIT_INVALID
     click.echo(f"Signed {file} with public key {signer.public_key_b64}")
     return EXIT_OK
 
@@ -133,8 +138,9 @@ def show(file: Path, html_out: Path | None) -> int:
 def sign_receipt(path: Path, signer: Ed25519Signer) -> str | None:
     """Add ``signer``'s signature to the run_end line of ``path``, atomically.
 
-    Returns why the receipt cannot be signed (it must verify, be complete and be unsigned), or
-    None once it is signed. Raises ReceiptError when the file cannot be read or replaced.
+    Returns why the receipt cannot be signed (it must be a receipt, verify, be complete and be
+    unsigned), or None once it is signed. Raises ReceiptError when the file cannot be read or
+    replaced.
     """
     import io
 
@@ -149,6 +155,8 @@ def sign_receipt(path: Path, signer: Ed25519Signer) -> str | None:
         raise ReceiptError(f"{path}: cannot read the receipt: {exc.strerror or exc}") from exc
     # Verify the very bytes that get signed: a file changed meanwhile cannot slip through.
     result = verify_receipt(io.BytesIO(original))
+    if result.input_error is not None:
+        return result.input_error
     if not result.ok:
         return f"it does not verify ({result.reason}): {_one_line(result.message)}"
     if result.signature.present:

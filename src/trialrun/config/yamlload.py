@@ -124,9 +124,8 @@ def parse_yaml(text: str, *, file: str) -> LoadedYaml:
     """Parse YAML text whose top level must be a mapping (see ``load_yaml_file``)."""
     node, data = _compose_and_construct(text, file)
     if node is None:
-        raise ConfigError(
-            "the file is empty; expected a mapping of keys to values", file=file, line=1
-        )
+        # About the file as a whole: no line (a comment-only file is empty too).
+        raise ConfigError("the file is empty; expected a mapping of keys to values", file=file)
     if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
         raise ConfigError(
             f"expected a mapping of keys to values at the top level, found {_node_kind(node)}",

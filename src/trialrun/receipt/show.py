@@ -22,7 +22,7 @@ from trialrun.errors import ReceiptError
 if TYPE_CHECKING:
     import jinja2
 
-    from trialrun.receipt.verify import VerifyResult
+    from trialrun.receipt.verify import SignatureResult, VerifyResult
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_NAME = "receipt.html.j2"
@@ -92,11 +92,18 @@ def render_html(path: str | Path) -> str:
 
 
 def read_receipt(path: str | Path) -> ReceiptView:
-    """Read and verify ``path``: the content as far as it parses, and the verifier's verdict."""
+    """Read and verify ``path``: the content as far as it parses, and the verifier's verdict.
+
+    Raises ReceiptError when ``path`` cannot be read or is no receipt at all (the verifier's
+    ``input_error``): there is nothing to show, and a view of it would read as a tampered receipt.
+    """
     from trialrun.receipt.verify import verify_receipt
 
     target = Path(path)
-    reader = _Reader(ReceiptView(path=_text(str(target)), verdict=verify_receipt(target)))
+    verdict = verify_receipt(target)
+    if verdict.input_error is not None:
+        raise ReceiptError(f"{target}: {verdict.input_error}")
+    reader = _Reader(ReceiptView(path=_text(str(target)), verdict=verdict))
     try:
         with target.open("rb") as handle:
             for index, raw in enumerate(handle):
@@ -210,21 +217,43 @@ def format_summary(view: ReceiptView) -> str:
 
 def verdict_lines(result: VerifyResult) -> list[str]:
     """The verifier's verdict as ``receipt verify`` and ``receipt show`` print it."""
-    message = _text(result.message)
-    if result.ok:
-        head = f"Verified: {message}"
-    else:
-        seq = result.first_bad_seq if result.first_bad_seq is not None else 0
-        head = f"TAMPERED or invalid at seq {seq} ({result.reason or 'unknown'}): {message}"
-    signature = result.signature
-    state = {True: "valid", False: "INVALID", None: "not checked"}[signature.valid]
-    sig_text = f"{state}, public key {_text(signature.public_key)}" if signature.present else "none"
-    lines = [head, f"  events:    {result.event_count}", f"  signature: {sig_text}"]
+    lines = [
+        _verdict_head(result),
+        f"  events:    {result.event_count}",
+        f"  signature: {_signature_text(result.signature)}",
+    ]
     if result.last_hash is not None:
         lines.append(f"  last hash: {_text(result.last_hash)}")
     if result.key_order == "codepoint":
         lines.append("  note:      hashed with keys in code-point order, not UTF-16 order")
     return lines
+
+
+def _verdict_head(result: VerifyResult) -> str:
+    # A signature verdict concerns the whole receipt, not the seq of run_end that carries it.
+    message = _text(result.message)
+    if result.ok:
+        return f"Verified: {message}"
+    if result.reason == "unsigned":
+        chain = f"its chain is intact ({result.event_count} events, run complete)"
+        return f"NOT SIGNED (unsigned): the receipt is not signed, but one is required; {chain}"
+    if result.reason == "untrusted_key":
+        return f"UNTRUSTED SIGNER (untrusted_key): {message}"
+    if result.reason == "bad_signature":
+        return f"TAMPERED or invalid signature (bad_signature): {message}"
+    seq = result.first_bad_seq if result.first_bad_seq is not None else 0
+    return f"TAMPERED or invalid at seq {seq} ({result.reason or 'unknown'}): {message}"
+
+
+def _signature_text(signature: SignatureResult) -> str:
+    if not signature.present:
+        return "none"
+    key = f"public key {_text(signature.public_key)}" if signature.public_key else ""
+    if signature.valid is None:
+        # The chain broke before run_end: a signature over a broken chain proves nothing.
+        claims = f" (claims {key})" if key else ""
+        return f"present, not checked because the chain is broken{claims}"
+    return ", ".join(part for part in ("valid" if signature.valid else "INVALID", key) if part)
 
 
 def run_lines(view: ReceiptView) -> list[str]:

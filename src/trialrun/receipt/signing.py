@@ -197,6 +197,9 @@ def generate_keypair(directory: Path) -> tuple[Path, Path]:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        # mkdir would fail with FileExistsError, which reads as "a key file exists": it does not.
+        raise ReceiptError(f"{directory}: expected a directory for the key pair, found a file")
     private_path, public_path = directory / PRIVATE_KEY_FILE, directory / PUBLIC_KEY_FILE
     for existing in (private_path, public_path):
         if existing.exists() or existing.is_symlink():

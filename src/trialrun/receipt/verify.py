@@ -6,7 +6,10 @@ verdict: a number overflowing a double (``1e400``) or nesting too deep is ``inva
 integer too long for Python's parser or a line over ``MAX_LINE_BYTES`` (never read into memory:
 memory stays constant) is ``invalid_json``. Bytes that are not UTF-8 become U+FFFD, as in Node.
 A chain hashed with keys in code-point order (the spec's wording) also verifies when the whole
-chain agrees on that one order; the result then says ``key_order == "codepoint"``.
+chain agrees on that one order; the result then says ``key_order == "codepoint"``. After the chain
+breaks, the rest of the file is read without verifying it, for two facts the reference's result
+leaves out: whether the file is a receipt at all (``input_error``) and whether its run_end carries
+a signature (present, not checked).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import json.encoder
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, get_args
@@ -87,6 +90,15 @@ class VerifyResult:
     signature: SignatureResult
     last_hash: str | None
     key_order: KeyOrder | None
+    input_error: str | None = None
+    """Why the input is no receipt at all, or None when it is one (valid or not).
+
+    Set when the file cannot be read, is empty, or none of its lines has the shape of a Run
+    Receipt v0 event. ``reason`` and ``message`` stay the reference's either way; this tells a
+    caller to treat the input as invalid (exit 2), not as a receipt that fails (exit 1). One
+    event-shaped line makes a file a receipt: garbage on its other lines is tampering. Not part
+    of ``to_json``, which is the reference's object.
+    """
 
     def to_json(self) -> dict[str, Any]:
         """The reference verifier's result object (``keyOrder`` only when it is "codepoint")."""
@@ -136,6 +148,8 @@ def _verify_stream(
     count = 0  # events verified so far, which is also the seq the next line must carry
     signature: object = _ABSENT
     seen_run_end = False
+    failure: VerifyResult | None = None
+    raw = b""
     while True:
         try:
             raw = readline(limit + 1)
@@ -147,14 +161,17 @@ def _verify_stream(
             return _unreadable(name, TypeError("expected a binary stream, got text"), count)
         if len(raw) > limit and raw[-1] != 0x0A:
             too_long = f": longer than {limit} bytes"
-            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count) + too_long)
+            failure = _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count) + too_long)
+            break
         text = raw.decode("utf-8", "replace")
         try:
             event = parse(text)
         except (ValueError, RecursionError):
-            return _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count))
+            failure = _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count))
+            break
         if type(event) is not dict:
-            return _fail(count, "invalid_event", _NOT_OBJECT.format(count + 1, count))
+            failure = _fail(count, "invalid_event", _NOT_OBJECT.format(count + 1, count))
+            break
         stored_hash: str = event.get("hash", "")
         try:
             usual_shape = (
@@ -173,13 +190,17 @@ def _verify_stream(
             # Not the usual shape: name the first problem exactly as the reference does.
             problem = _shape_problem(event)
             if problem is not None:
-                return _fail(count, "invalid_event", f"Event at seq {count}: {problem}")
+                failure = _fail(count, "invalid_event", f"Event at seq {count}: {problem}")
+                break
         if seen_run_end:
-            return _fail(count, "event_after_run_end", f"Event at seq {count} follows run_end")
+            failure = _fail(count, "event_after_run_end", f"Event at seq {count} follows run_end")
+            break
         if event["seq"] != count:
-            return _fail(count, "seq_mismatch", _SEQ.format(count, _js_text(event["seq"])))
+            failure = _fail(count, "seq_mismatch", _SEQ.format(count, _js_text(event["seq"])))
+            break
         if event["prev"] != prev:
-            return _fail(count, "prev_mismatch", _PREV.format(count, count - 1))
+            failure = _fail(count, "prev_mismatch", _PREV.format(count, count - 1))
+            break
         del event["hash"]
         event_signature = event.pop("signature", _ABSENT)
         try:
@@ -188,18 +209,26 @@ def _verify_stream(
             else:
                 matches = hasher.matches(event, stored_hash, raw, text)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-            return _fail(count, "invalid_event", f"Event at seq {count}: cannot be hashed: {exc}")
+            failure = _fail(
+                count, "invalid_event", f"Event at seq {count}: cannot be hashed: {exc}"
+            )
+            break
         if not matches:
-            return _fail(count, "hash_mismatch", _HASH.format(count))
+            failure = _fail(count, "hash_mismatch", _HASH.format(count))
+            break
         if count == 0 and event["type"] != "run_start":
-            return _fail(0, "bad_first_event", f"seq 0 must be run_start, found {event['type']}")
+            failure = _fail(0, "bad_first_event", f"seq 0 must be run_start, found {event['type']}")
+            break
         prev = stored_hash
         count += 1
         if event["type"] == "run_end":
             seen_run_end = True
             signature = event_signature
+    if failure is not None:
+        return _look_past_break(failure, readline, raw, signature)
     if count == 0:
-        return _fail(0, "empty", "Receipt is empty: expected a run_start event at seq 0")
+        empty = _fail(0, "empty", "Receipt is empty: expected a run_start event at seq 0")
+        return replace(empty, input_error=f"{_NOT_A_RECEIPT} an empty file")
     key_order: KeyOrder = "utf16" if hasher.utf16_ok else "codepoint"
     if not seen_run_end:
         message = _TRUNCATED.format(count - 1)
@@ -374,7 +403,88 @@ def _fail(seq: int, reason: Reason, message: str) -> VerifyResult:
 
 def _unreadable(name: str, exc: BaseException, count: int) -> VerifyResult:
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return _fail(count, "unreadable", f"Cannot read {name}: {detail}")
+    where = f" after line {count}" if count else ""
+    result = _fail(count, "unreadable", f"Cannot read {name}: {detail}")
+    return replace(result, input_error=f"cannot read the receipt{where}: {detail}")
+
+
+_NOT_A_RECEIPT = "expected a Run Receipt v0 file (JSON Lines, one event per line), found"
+_ENVELOPE = ("v", "seq", "ts", "type", "data", "prev", "hash")
+
+
+def _look_past_break(
+    failure: VerifyResult, readline: Callable[[int], bytes], raw: bytes, signature: object
+) -> VerifyResult:
+    """Read on after the chain broke at ``raw``, verifying nothing, in constant memory.
+
+    The reference stops at the first bad line, so it cannot tell a tampered signed receipt from
+    an unsigned one, nor a receipt with a garbage line from a file that is no receipt at all.
+    Two facts from the rest of the file settle that: whether any line is event-shaped, and
+    whether a run_end line carries a signature (reported as present and not checked).
+    """
+    first_line = raw
+    is_receipt = failure.event_count > 0
+    while raw:
+        is_receipt = is_receipt or _is_event_shaped(raw)
+        if isinstance(signature, _Absent) and b"signature" in raw:
+            signature = _run_end_signature(raw)
+        if is_receipt and not isinstance(signature, _Absent):
+            break
+        try:
+            raw = readline(MAX_LINE_BYTES + 1)
+        except (OSError, ValueError):
+            break  # what was read so far still decides; the verdict is the chain's anyway
+        if type(raw) is not bytes:
+            break
+    if not is_receipt:
+        found = f"no event on any line ({_first_line_problem(first_line)})"
+        return replace(failure, input_error=f"{_NOT_A_RECEIPT} {found}")
+    if isinstance(signature, _Absent):
+        return failure
+    claimed = signature.get("publicKey") if type(signature) is dict else None
+    unchecked = SignatureResult(True, None, claimed if type(claimed) is str else None)
+    return replace(failure, signature=unchecked)
+
+
+def _parse_line(raw: bytes) -> Any:
+    """The JSON value of one line, or None when it is not JSON (nor a line worth parsing)."""
+    if len(raw) > MAX_LINE_BYTES or raw.lstrip(b" \t\r\n")[:1] != b"{":
+        return None  # an event line is an object: skip the parser for anything else
+    try:
+        return STRICT_JSON.decode(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _is_event_shaped(raw: bytes) -> bool:
+    event = _parse_line(raw)
+    return type(event) is dict and _shape_problem(event) is None
+
+
+def _run_end_signature(raw: bytes) -> object:
+    event = _parse_line(raw)
+    if type(event) is not dict or event.get("type") != "run_end":
+        return _ABSENT
+    return event.get("signature", _ABSENT)
+
+
+def _first_line_problem(raw: bytes) -> str:
+    """What line 1 is instead of an event, in words (no line of the file is one)."""
+    try:
+        value = STRICT_JSON.decode(raw[:MAX_LINE_BYTES].decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return "line 1 is not JSON"
+    if type(value) is not dict:
+        return f"line 1 is a JSON {_json_kind(value)}"
+    missing = [member for member in _ENVELOPE if member not in value]
+    if missing:
+        return f"line 1 is a JSON object without {', '.join(missing)}"
+    return f"line 1: {_shape_problem(value)}"
+
+
+def _json_kind(value: object) -> str:
+    names = {list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 def _reject_constant(name: str) -> None:
