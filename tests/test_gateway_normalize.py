@@ -106,9 +106,13 @@ def test_load_rules_reads_yaml_and_json(tmp_path: Path) -> None:
     path = tmp_path / "rules.json"
     path.write_text('{"strip_paths": ["tools.0.description"], "replace_text": []}')
     assert load_rules(path).strip_paths == ["tools.0.description"]
-    path.write_text("replace_text:\n  - pattern: 'x'\n    flags: 'q'\n")
+    path.write_text('{\n  "replace_text": [\n    {"pattern": "x", "flags": "q"}\n  ]\n}\n')
     with pytest.raises(ConfigError, match=r"rules.json:3: replace_text flags may only"):
         load_rules(path)
+    yaml_path = tmp_path / "rules.yaml"
+    yaml_path.write_text("replace_text:\n  - pattern: 'x'\n    flags: 'q'\n")
+    with pytest.raises(ConfigError, match=r"rules.yaml:3: replace_text flags may only"):
+        load_rules(yaml_path)
 
 
 # ---- idempotency ---------------------------------------------------------------------------
