@@ -96,7 +96,16 @@ def load_plan(path: str | Path) -> VerifyPlan:
         config = PlanConfig.model_validate(doc.data)
     except ValidationError as exc:
         raise ConfigErrors(validation_errors(exc, doc, PlanConfig, "plan")) from None
-    suite = load_suite(plan_file.parent / config.suite)
+    suite_path = plan_file.parent / config.suite
+    if not suite_path.exists():
+        # Said at the plan's line: the suite's own loader cannot know which file named it.
+        raise doc.error(
+            f"'suite': {config.suite} not found (expected a suite folder or file, relative to "
+            "this plan)",
+            ["suite"],
+            "suite",
+        )
+    suite = load_suite(suite_path)
     errors = [*_duplicate_names(doc, config), *_against_suite(doc, config, suite)]
     if errors:
         raise ConfigErrors(errors)
