@@ -134,3 +134,14 @@ def _file_in_the_way(exc: OSError) -> Path | None:
         if os.path.lexists(candidate) and not os.path.isdir(candidate):
             return candidate
     return None
+
+
+def read_problem(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a text file could not be read, for a message that already names the file."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    if isinstance(exc, IsADirectoryError):
+        return "expected a file, found a folder"
+    return exc.strerror or str(exc)

@@ -29,6 +29,7 @@ from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
+from trialrun.fsutil import read_problem
 from trialrun.suggest import closest
 
 
@@ -161,7 +162,7 @@ def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
     try:
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return f"patch file '{patch.file}' cannot be read as UTF-8 text: {exc}"
+        return f"patch file '{patch.file}' cannot be read: {read_problem(exc)}"
     if patch.replace not in text:
         return f"patch text {patch.replace!r} does not occur in '{patch.file}'"
     return None
