@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.fsutil import atomic_write_bytes, atomic_write_text, dumps_json, write_json
+from trialrun.errors import ConfigError
+from trialrun.fsutil import (
+    atomic_write_bytes,
+    atomic_write_text,
+    dumps_json,
+    make_output_dir,
+    read_problem,
+    write_json,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -111,3 +119,31 @@ def test_dumps_json_round_trips_and_always_encodes(value: object) -> None:
 @given(json_values)
 def test_dumps_json_is_deterministic(value: object) -> None:
     assert dumps_json(value) == dumps_json(json.loads(dumps_json(value)))
+
+
+def test_make_output_dir_names_the_file_in_the_way(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        make_output_dir(tmp_path / "blocker" / "out" / "run")
+    assert str(caught.value) == (
+        f"cannot create the folder {tmp_path / 'blocker' / 'out' / 'run'}: "
+        f"{tmp_path / 'blocker'} is a file, not a folder"
+    )
+    make_output_dir(tmp_path / "fresh" / "run")
+    assert (tmp_path / "fresh" / "run").is_dir()
+
+
+def test_read_problem_says_why_without_repeating_the_path(tmp_path: Path) -> None:
+    problems = []
+    for target in (tmp_path / "missing.txt", tmp_path):
+        with pytest.raises(OSError) as caught:
+            target.read_text(encoding="utf-8")
+        problems.append(read_problem(caught.value))
+    with pytest.raises(UnicodeDecodeError) as decoding:
+        b"ok\x80".decode("utf-8")
+    problems.append(read_problem(decoding.value))
+    assert problems == [
+        "file not found",
+        "expected a file, found a folder",
+        "not UTF-8 text: byte 0x80 at offset 2",
+    ]

@@ -383,15 +383,18 @@ def test_cli_without_subject_or_team_is_invalid(capsys: pytest.CaptureFixture[st
 
 
 def test_cli_unreachable_team_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(["scores", "--team", str(tmp_path / "missing.git")]) == 2
+    assert run_cli(["scores", "--team", (tmp_path / "missing.git").as_uri()]) == 2
     assert "git clone failed" in capsys.readouterr().err
+    # A local path that does not exist is reported before git is asked.
+    assert run_cli(["scores", "--team", str(tmp_path / "missing.git")]) == 2
+    assert "missing.git:" in capsys.readouterr().err
 
 
 def test_cli_malformed_config_is_exit_2(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home.mkdir(parents=True)
     (home / "config.toml").write_text("team = [\n", encoding="utf-8")
     assert run_cli(["scores", "--team"]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "config.toml:" in capsys.readouterr().err
 
 
 def test_a_subject_without_compare_yaml_is_exit_2(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from trialrun.fsutil import atomic_write_text, write_json
+from trialrun.fsutil import atomic_write_text, make_output_dir, write_json
 from trialrun.redact import redact
 from trialrun.results import CaseResult, CheckFailure, RunResult
 
@@ -46,6 +46,7 @@ class RunDirectory:
 
     def __init__(self, out_dir: Path, suite_name: str, run_id: str) -> None:
         self.path = out_dir / safe_dir_name(suite_name) / run_id
+        make_output_dir(out_dir)
         self.path.mkdir(parents=True, exist_ok=False)
         self._events_tmp = self.path / ".run.jsonl.partial"
         self._events: IO[bytes] | None = self._events_tmp.open("wb")

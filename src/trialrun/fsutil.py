@@ -92,3 +92,56 @@ def fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def make_output_dir(path: Path, *, exist_ok: bool = True) -> None:
+    """``mkdir -p path`` for an output folder; ``ConfigError`` naming the path when it cannot be.
+
+    A regular file in the way or a folder the user may not write is the user's input to fix,
+    reported before any work starts rather than as a traceback after it.
+    """
+    from trialrun.errors import ConfigError
+
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+        if isinstance(exc, FileExistsError) and not exist_ok and os.path.isdir(path):
+            raise
+        blocker = _file_in_the_way(exc)
+        why = f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
+        raise ConfigError(f"cannot create the folder {path}: {why}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to the folder {path}: permission denied")
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``<path>: <what went wrong>``; a file standing where a folder must be is named."""
+    blocker = _file_in_the_way(exc)
+    if blocker is not None:
+        return f"{blocker} is a file, not a folder (needed for {os.fsdecode(exc.filename)})"
+    if exc.filename is None:
+        return str(exc)
+    return f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}"
+
+
+def _file_in_the_way(exc: OSError) -> Path | None:
+    """The regular file among ``exc.filename``'s ancestors (or itself, for a mkdir) if any."""
+    if exc.filename is None or not isinstance(exc, (FileExistsError, NotADirectoryError)):
+        return None
+    path = Path(os.fsdecode(exc.filename))
+    for candidate in (path, *path.parents):
+        # os.path, not Path: its checks answer False instead of raising PermissionError.
+        if os.path.lexists(candidate) and not os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def read_problem(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a text file could not be read, for a message that already names the file."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    if isinstance(exc, IsADirectoryError):
+        return "expected a file, found a folder"
+    return exc.strerror or str(exc)

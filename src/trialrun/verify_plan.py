@@ -29,6 +29,7 @@ from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
+from trialrun.fsutil import read_problem
 from trialrun.suggest import closest
 
 
@@ -96,7 +97,16 @@ def load_plan(path: str | Path) -> VerifyPlan:
         config = PlanConfig.model_validate(doc.data)
     except ValidationError as exc:
         raise ConfigErrors(validation_errors(exc, doc, PlanConfig, "plan")) from None
-    suite = load_suite(plan_file.parent / config.suite)
+    suite_path = plan_file.parent / config.suite
+    if not suite_path.exists():
+        # Said at the plan's line: the suite's own loader cannot know which file named it.
+        raise doc.error(
+            f"'suite': {config.suite} not found (expected a suite folder or file, relative to "
+            "this plan)",
+            ["suite"],
+            "suite",
+        )
+    suite = load_suite(suite_path)
     errors = [*_duplicate_names(doc, config), *_against_suite(doc, config, suite)]
     if errors:
         raise ConfigErrors(errors)
@@ -152,7 +162,7 @@ def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
     try:
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return f"patch file '{patch.file}' cannot be read as UTF-8 text: {exc}"
+        return f"patch file '{patch.file}' cannot be read: {read_problem(exc)}"
     if patch.replace not in text:
         return f"patch text {patch.replace!r} does not occur in '{patch.file}'"
     return None

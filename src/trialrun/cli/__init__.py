@@ -128,7 +128,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        _show_click_error(exc)
         return EXIT_INVALID
     except ConfigError as exc:
         for line in str(exc).splitlines():
@@ -140,7 +140,30 @@ def run_cli(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_FAILED
+    except OSError as exc:
+        # Last resort: loaders report their own files; this catches a path a command writes
+        # to (an --out under a regular file, a folder it may not write). Without a file name
+        # it is not a user's input problem, so it stays a traceback (a bug to report).
+        if exc.filename is None:
+            raise
+        from trialrun.fsutil import describe_os_error
+
+        click.echo(f"error: {describe_os_error(exc)}", err=True)
+        return EXIT_INVALID
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _show_click_error(exc: click.ClickException) -> None:
+    """click's errors in the house format: one ``error:`` line, then the help hint if any.
+
+    click's own rendering (a usage block, then ``Error: ...``) would be several lines, none of
+    them starting with ``error:``, which scripts grepping stderr for it would miss.
+    """
+    click.echo(f"error: {exc.format_message()}", err=True)
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        option = max(ctx.command.get_help_option_names(ctx), key=len)
+        click.echo(f"Try '{ctx.command_path} {option}' for help.", err=True)
 
 
 def _silence_broken_pipe() -> None:

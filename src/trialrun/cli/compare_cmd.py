@@ -88,6 +88,12 @@ def compare(
     from trialrun.compare.report import format_report
     from trialrun.fsutil import dumps_json
 
+    if rescore is None and not no_commit:
+        from trialrun.team.publish import team_from_config
+
+        # Read config.toml before any arm runs: a broken file would otherwise surface only
+        # after the whole (paid-for) comparison, when the receipt is committed.
+        team_from_config(team)
     options = CompareOptions(
         subject=subject,
         k=k,

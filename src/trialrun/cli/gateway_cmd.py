@@ -107,6 +107,8 @@ def gateway(
     if mode == "replay" and not cassette_dir.is_dir():
         raise CassetteError("cassette directory not found (replay needs recorded cassettes)",
                             file=cassette_dir)  # fmt: skip
+    if mode == "record":
+        _writable_directory(cassette_dir)
     gw = Gateway(
         upstreams=_parse_upstreams(upstreams),
         normalization=load_rules(rules) if rules is not None else None,
@@ -149,6 +151,19 @@ def gateway(
     if signals and signals[0] == signal.SIGINT:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if mismatches or unreadable else EXIT_OK
+
+
+def _writable_directory(directory: Path) -> None:
+    """Record mode writes a cassette at each run's end: find out now that it cannot."""
+    import os
+
+    from trialrun.errors import ConfigError
+    from trialrun.fsutil import make_output_dir
+
+    make_output_dir(directory)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError("cannot write to the cassette directory: permission denied",
+                          file=directory)  # fmt: skip
 
 
 def _parse_upstreams(values: tuple[str, ...]) -> dict[str, str]:

@@ -13,7 +13,8 @@ from trialrun.cli import EXIT_FAILED, EXIT_OK
 if TYPE_CHECKING:
     from trialrun.incident.replay import ReplayOutcome
 
-_FILE = click.Path(path_type=Path, exists=True, dir_okay=False)
+# The loaders report a missing or unreadable file in the house format, naming it.
+_FILE = click.Path(path_type=Path, dir_okay=False)
 
 
 @click.group()

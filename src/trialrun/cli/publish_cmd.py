@@ -22,10 +22,17 @@ from trialrun.errors import ConfigError
 def publish(subject: Path, team: str | None, yes: bool) -> int:
     """Mint SUBJECT's bytes as a new version when they changed; attach their local receipts."""
     from trialrun.compare.digest import content_digest
-    from trialrun.team.publish import handle, local_receipts, publish_subject, team_from_config
+    from trialrun.team.publish import (
+        handle,
+        local_receipts,
+        publish_subject,
+        subject_identity,
+        team_from_config,
+    )
 
     if not subject.is_dir():
         raise ConfigError(f"{subject}: expected a subject directory, found none")
+    subject_identity(subject)  # the subject's own files first, before the team is asked
     team_url = team_from_config(team)
     if team_url is None:
         raise ConfigError('no team: pass --team REPO or set team = "..." in config.toml')

@@ -8,6 +8,7 @@ YAML data and keeps going after a failure; the typed ``Suite`` is built only whe
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ def find_suite_file(path: Path) -> Path:
     """The suite YAML file ``path`` designates (absolute, symlinks resolved)."""
     shown = display_path(path)
     if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            # Otherwise every name in it looks absent and the message would say "no suite.yaml".
+            raise ConfigError("cannot read the directory: permission denied", file=shown)
         present = [path / name for name in SUITE_FILE_NAMES if (path / name).is_file()]
         if len(present) > 1:
             raise ConfigError(f"both suite.yaml and suite.yml exist in {shown}; keep only one")
@@ -191,10 +195,15 @@ class _SuiteLoader:
             problem = "is not a directory" if directory.exists() else "does not exist"
             self._add(doc.error(f"cases_path '{raw}' {problem} ({shown})", ("cases_path",)))
             return []
-        files = sorted(
-            (p for p in directory.iterdir() if p.suffix in CASE_FILE_SUFFIXES and p.is_file()),
-            key=lambda p: p.name,
-        )
+        try:
+            files = sorted(
+                (p for p in directory.iterdir() if p.suffix in CASE_FILE_SUFFIXES and p.is_file()),
+                key=lambda p: p.name,
+            )
+        except OSError as exc:
+            problem = f"cannot be read: {exc.strerror or exc}"
+            self._add(doc.error(f"cases_path '{raw}' {problem} ({shown})", ("cases_path",)))
+            return []
         if not files:
             self._add(
                 doc.error(f"no case files (*.yaml, *.yml, *.json) in {shown}", ("cases_path",))

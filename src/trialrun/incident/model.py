@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.errors import ConfigError
-from trialrun.fsutil import write_json
+from trialrun.fsutil import read_problem, write_json
 from trialrun.redact import redact
 
 __all__ = [
@@ -162,7 +162,7 @@ def load_incident(path: str | Path) -> Incident:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read incident file: {exc}", file=path) from exc
+        raise ConfigError(f"cannot read incident file: {read_problem(exc)}", file=path) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

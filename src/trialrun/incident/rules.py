@@ -23,6 +23,7 @@ import yaml
 
 from trialrun import canonjson
 from trialrun.errors import ConfigError
+from trialrun.fsutil import read_problem
 
 if TYPE_CHECKING:
     from trialrun.incident.model import IncidentCall
@@ -49,7 +50,7 @@ def load_rules(path: str | Path) -> list[Rule]:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read rules file: {exc}", file=shown) from None
+        raise ConfigError(f"cannot read rules file: {read_problem(exc)}", file=shown) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -258,6 +258,17 @@ def read_cassette(path: str | Path) -> tuple[McpCassette | None, list[CassetteEr
     return McpCassette(path=file, header=header, records=tuple(records)), problems
 
 
+def load_replay_cassette(path: str | Path) -> McpCassette:
+    """``load_cassette`` for serving: an empty file cannot answer even ``initialize``."""
+    loaded = load_cassette(path)
+    if loaded.header is None and not loaded.records:
+        raise CassetteError(
+            "the cassette is empty; expected recordings (run once with --mode record)",
+            file=Path(path),
+        )
+    return loaded
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

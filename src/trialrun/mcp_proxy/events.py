@@ -55,8 +55,7 @@ class EventLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+            self._fd = _open_for_append(path)
 
     def tool_call(
         self,
@@ -127,3 +126,16 @@ def _event(line: bytes, file: Path, line_no: int) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TrialrunError(f"{file}:{line_no}: expected a JSON object per line")
     return value
+
+
+def _open_for_append(path: Path) -> int:
+    from trialrun.errors import ConfigError
+    from trialrun.fsutil import make_output_dir
+
+    make_output_dir(path.parent)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the events file: {exc.strerror or exc}", file=path
+        ) from None

@@ -33,7 +33,7 @@ from typing import Any
 from trialrun.errors import CassetteError
 from trialrun.hangups import QuietServerMixin
 from trialrun.mcp_proxy import jsonrpc
-from trialrun.mcp_proxy.cassette import load_cassette
+from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog
 from trialrun.mcp_proxy.http_record import RecordRun
 from trialrun.mcp_proxy.jsonrpc import JsonObject
@@ -90,7 +90,7 @@ class McpHttpProxy:
             if existing is not None:
                 return existing
             cassette = self.cassette_dir / f"{run_id}.jsonl"
-            loaded = load_cassette(cassette) if self.mode == "replay" else None
+            loaded = load_replay_cassette(cassette) if self.mode == "replay" else None
             events_path = self.events_dir / f"{run_id}.jsonl" if self.events_dir else None
             events = EventLog(events_path, server=self.name, replayed=loaded is not None)
             self._events.append(events)

@@ -26,7 +26,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from trialrun.mcp_proxy import jsonrpc
-from trialrun.mcp_proxy.cassette import load_cassette
+from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
@@ -77,7 +77,7 @@ def _parse_error(exc: jsonrpc.MessageError) -> jsonrpc.JsonObject:
 def _replay(
     cassette_path: Path, name: str, events_path: Path | None, stdin_fd: int, stdout_fd: int
 ) -> int:
-    session = ReplaySession(load_cassette(cassette_path), server_name=name)
+    session = ReplaySession(load_replay_cassette(cassette_path), server_name=name)
     session.events = EventLog(events_path, server=name, replayed=True)
     out = jsonrpc.LineWriter(stdout_fd)
 

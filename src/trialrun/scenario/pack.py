@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError
+from trialrun.fsutil import make_output_dir
 from trialrun.scenario import world
+from trialrun.suggest import did_you_mean
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "pack_template"
 # The template is a package only so trialrun can import its world module; the pack needs neither.
@@ -22,6 +23,7 @@ def init_pack(dest: Path, *, force: bool = False) -> list[Path]:
 
     Returns the files written.
     """
+    make_output_dir(dest)
     written: list[Path] = []
     for source in sorted(TEMPLATE_DIR.rglob("*")):
         relative = source.relative_to(TEMPLATE_DIR)
@@ -43,13 +45,36 @@ def load_pack(pack_dir: Path) -> dict[str, Any]:
         raise ConfigError(
             "expected a pack.yaml here (create one with `trialrun scenario init`)", file=path
         )
+    # The line-aware loader reports unreadable, binary, empty and non-mapping files by line.
+    doc = load_yaml_file(path)
+    _refuse_unknown_keys(doc)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return world.validate_pack(data, path)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=path) from exc
+        return world.validate_pack(doc.data, path)
     except world.PackError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+_PACK_KEYS = ("name", "description", "agents", "scenarios")
+_AGENT_KEYS = ("command",)
+
+
+def _refuse_unknown_keys(doc: LoadedYaml) -> None:
+    """A misspelled key would otherwise be ignored (the template's validator only reads)."""
+    places: list[tuple[list[PathElement], dict[str, Any], tuple[str, ...]]] = [
+        ([], doc.data, _PACK_KEYS)
+    ]
+    agents = doc.data.get("agents")
+    if isinstance(agents, dict):
+        places += [
+            (["agents", name], agent, _AGENT_KEYS)
+            for name, agent in agents.items()
+            if isinstance(agent, dict)
+        ]
+    for where, mapping, allowed in places:
+        for key in mapping:
+            if key not in allowed:
+                hint = did_you_mean(str(key), allowed)
+                raise doc.error(f"unknown key '{key}'{hint}", [*where, key], str(key))
 
 
 def verify_pack(pack_dir: Path, agent: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from trialrun.compare.digest import DIGEST_PREFIX, content_digest
 from trialrun.compare.store import RECEIPT_FILE, store_root, trialrun_home
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
+from trialrun.suggest import did_you_mean
 from trialrun.team.store import TeamError, TeamStore, check_plain_id
 
 __all__ = [
@@ -46,26 +47,51 @@ _URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/]+@[^/:]+:")
 def team_from_config(explicit: str | None) -> str | None:
     """``--team`` when given, else ``team = "..."`` from ``$TRIALRUN_HOME/config.toml``.
 
-    A local path is made absolute so that every spelling of it shares one clone.
+    A local path is made absolute so that every spelling of it shares one clone; one that does
+    not exist is an error (a URL or ``host:path`` is left to git).
     """
-    team = explicit
+    team = explicit if explicit is not None else _configured_team(trialrun_home() / CONFIG_FILE)
     if team is None:
-        config = trialrun_home() / CONFIG_FILE
-        try:
-            data = tomllib.loads(config.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read {config}: {exc}") from None
-        value = data.get("team")
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{config}: 'team' must be a non-empty string, found {value!r}")
-        team = value
-    if not _URL_LIKE.match(team) and Path(team).expanduser().exists():
-        return str(Path(team).expanduser().resolve())
+        return None
+    if _URL_LIKE.match(team):
+        return team
+    local = Path(team).expanduser()
+    if local.exists():
+        return str(local.resolve())
+    if ":" not in team.split("/", 1)[0]:
+        raise ConfigError(
+            "expected a team repository (a git URL or an existing folder), found no such folder",
+            file=team,
+        )
     return team
+
+
+_CONFIG_KEYS = ("team",)
+
+
+def _configured_team(config: Path) -> str | None:
+    try:
+        data = tomllib.loads(config.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=config) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"file is not valid UTF-8: byte at offset {exc.start}", file=config
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", file=config) from None
+    for key in data:
+        if key not in _CONFIG_KEYS:
+            hint = did_you_mean(key, _CONFIG_KEYS)
+            raise ConfigError(f"unknown key '{key}'{hint}", file=config, key=key)
+    value = data.get("team")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"'team' must be a non-empty string, found {value!r}", file=config)
+    return value
 
 
 def handle() -> str | None:
@@ -86,8 +112,12 @@ def handle() -> str | None:
 def subject_identity(subject: Path) -> tuple[str, str | None]:
     """``(name, id)`` from ``evals/compare.yaml``; the id is None until publish assigns one."""
     compare_file = subject / COMPARE_FILE
-    if not compare_file.is_file():
-        raise ConfigError(f"{subject}: expected {COMPARE_FILE}, found none")
+    try:
+        compare_file.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{subject}: expected {COMPARE_FILE}, found none") from None
+    except OSError:
+        pass  # unreadable: the loader says so, naming the file
     data = load_yaml_file(compare_file).data
     name, subject_id = data.get("name"), data.get("id")
     if not isinstance(name, str) or not name:
@@ -186,7 +216,10 @@ def commit_after_compare(
     hint = f"Run `trialrun publish {subject}` to share these bytes and their receipts."
     if no_commit:
         return f"Not committed (--no-commit); the receipt waits locally. {hint}"
-    team = team_from_config(team)
+    try:
+        team = team_from_config(team)
+    except ConfigError as exc:  # `compare` checked it before the run; a library caller may not
+        return f"Could not publish this receipt ({exc}); it waits locally. {hint}"
     if team is None:
         return "No team configured (--team or team in config.toml); the receipt waits locally."
     if handle() is None:

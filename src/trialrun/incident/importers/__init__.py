@@ -16,6 +16,7 @@ from typing import Any
 
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
+from trialrun.fsutil import read_problem
 from trialrun.incident.importers import langfuse, langsmith, openai_agents, otlp, run_jsonl
 from trialrun.incident.model import Incident
 from trialrun.redact import REDACTED, redact
@@ -62,7 +63,8 @@ def read_records(path: str | Path) -> list[Any]:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read export: {exc}", file=display_path(path)) from exc
+        shown = display_path(path)
+        raise ConfigError(f"cannot read export: {read_problem(exc)}", file=shown) from None
     try:
         return [json.loads(text)]
     except json.JSONDecodeError:
