@@ -46,7 +46,6 @@ CLASSES = (
 )
 BINARY = bytes(range(256)) * 8
 """NUL bytes and every byte that cannot start a UTF-8 sequence."""
-RECEIPT_BRANCH = "fixed on fix-receipt-diff"
 INCIDENTS = Path(__file__).parent / "data" / "incidents"
 
 
@@ -63,7 +62,6 @@ class Call:
 @dataclass(frozen=True)
 class Cell:
     build: Callable[[Assets], Call]
-    xfail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,7 @@ class Assets:
 
 def _edit(path: Path, old: str, new: str) -> Path:
     text = path.read_text(encoding="utf-8")
-    if old not in text:  # not an assertion: an xfail cell must not hide a broken fixture
+    if old not in text:  # not an assertion: a fixture that cannot be built is a broken test
         raise LookupError(f"{old!r} not in {path}")
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
     return path
@@ -608,11 +606,17 @@ def _merge_entry() -> Entry:
     )
 
 
+TAMPERED_NOT_INVALID = (
+    "a receipt is not written by hand: an event with a misspelled key is a modified receipt, "
+    "TAMPERED (exit 1); test_receipt_cli.py tests it"
+)
+
+
 def _receipt_verify_entry() -> Entry:
     cells = _file_cells(
         lambda a: a.receipt(),
         lambda a, p: ["receipt", "verify", str(p)],
-        misspell=('"prev"', '"perv"'),
+        misspell=None,
         wrong_type="[1, 2]\n",
     )
     cells["nonexistent_path"] = Cell(
@@ -624,6 +628,7 @@ def _receipt_verify_entry() -> Entry:
     cells["unreadable_dir"] = Cell(
         lambda a: Call(["receipt", "verify", str(a.receipt())], a.run_dir(), lock=a.run_dir()),
     )
+    cells["misspelled_key"] = NotApplicable(TAMPERED_NOT_INVALID)
     return Entry(inputs="FILE: a receipt (JSONL); --public-key PEM file or base64", cells=cells)
 
 
@@ -680,7 +685,7 @@ def _receipt_show_entry() -> Entry:
     cells = _file_cells(
         lambda a: a.receipt(),
         lambda a, p: ["receipt", "show", str(p)],
-        misspell=('"prev"', '"perv"'),
+        misspell=None,
         wrong_type="[1, 2]\n",
     )
     cells["nonexistent_path"] = Cell(
@@ -692,6 +697,7 @@ def _receipt_show_entry() -> Entry:
     cells["unreadable_dir"] = Cell(
         lambda a: Call(["receipt", "show", str(a.receipt())], a.run_dir(), lock=a.run_dir()),
     )
+    cells["misspelled_key"] = NotApplicable(TAMPERED_NOT_INVALID)
     return Entry(inputs="FILE: a receipt (JSONL); --html OUT (written)", cells=cells)
 
 
@@ -882,26 +888,6 @@ def _mcp_proxy_entry() -> Entry:
     )
 
 
-# Cells that still fail here because their commands' modules are being fixed on another branch
-# (issue 15 items 10 and 11: receipt verify/show of non-receipt input, diff of bad run files).
-FIXED_ELSEWHERE: dict[str, tuple[str, ...]] = {
-    "diff": ("empty_file", "misspelled_key"),
-    "receipt show": ("binary_file", "empty_file", "misspelled_key", "wrong_yaml_type"),
-    "receipt sign": ("binary_file:receipt",),
-    "receipt verify": ("binary_file", "empty_file", "misspelled_key", "wrong_yaml_type"),
-}
-
-
-def _mark_fixed_elsewhere(matrix: dict[str, Entry]) -> dict[str, Entry]:
-    for command, keys in FIXED_ELSEWHERE.items():
-        cells = matrix[command].cells
-        for key in keys:
-            cell = cells[key]
-            assert isinstance(cell, Cell), f"{command} {key}"
-            cells[key] = Cell(cell.build, xfail=RECEIPT_BRANCH)
-    return matrix
-
-
 MATRIX: dict[str, Entry] = {
     "init": _init_entry(),
     "run": _run_entry(),
@@ -927,7 +913,6 @@ MATRIX: dict[str, Entry] = {
     "verify": _verify_entry(),
     "mcp-proxy": _mcp_proxy_entry(),
 }
-_mark_fixed_elsewhere(MATRIX)
 
 
 # -- enumeration --------------------------------------------------------------------------------
@@ -991,12 +976,7 @@ def _cases() -> Iterator[object]:
         for key, cell in sorted(entry.cells.items()):
             if isinstance(cell, NotApplicable):
                 continue
-            marks = []
-            if cell.xfail is not None:
-                # raises=AssertionError: a cell that cannot even be built still fails.
-                mark = pytest.mark.xfail(strict=False, reason=cell.xfail, raises=AssertionError)
-                marks.append(mark)
-            yield pytest.param(command, key, marks=marks, id=f"{command}-{key}")
+            yield pytest.param(command, key, id=f"{command}-{key}")
 
 
 # -- running a cell -----------------------------------------------------------------------------

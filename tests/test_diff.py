@@ -276,6 +276,30 @@ def test_corrupt_event_log_names_the_line(
     assert f"run.jsonl:{len(lines)}: expected a JSON object per line, found list" in err
 
 
+def test_an_event_without_a_type_names_its_line(
+    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_once(suite, tmp_path / "out")
+    events = a / "run.jsonl"
+    events.write_text(events.read_text("utf-8").replace('"type"', '"tpye"', 1), "utf-8")
+    code, _, err = diff([str(a), str(a)], capsys)
+    assert code == 2
+    assert f"{events}:1: expected an event with a string 'type'" in err
+
+
+def test_an_empty_event_log_beside_a_summary_of_cases_is_invalid(
+    suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_once(suite, tmp_path / "out")
+    (a / "run.jsonl").write_text("", encoding="utf-8")
+    code, _, err = diff([str(a), str(a)], capsys)
+    assert code == 2
+    assert err == (
+        f"error: {a / 'run.jsonl'}: expected the events of 2 case(s) listed in summary.json, "
+        "found an empty event log\n"
+    )
+
+
 def test_different_suites_are_noted(suite: Path, tmp_path: Path) -> None:
     a = load_run(run_once(suite, tmp_path / "out"))
     other = type(a)(label="other", run_id=None, suite_name="other", cases=a.cases, has_events=True)

@@ -110,6 +110,7 @@ def test_load_prices(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text('{"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}')
     assert load_prices(path) == {"gpt-4o": Price(2.5, 10.0)}
+    path = tmp_path / "prices.yaml"
     path.write_text("m:\n  input_per_mtok: -1\n  output_per_mtok: cheap\nn: 3\n")
     with pytest.raises(ConfigError) as caught:
         load_prices(path)
@@ -120,6 +121,10 @@ def test_load_prices(tmp_path: Path) -> None:
         "tokens); found 'cheap'",
         f"{path}:4: prices of 'n' must be a mapping with input_per_mtok and output_per_mtok",
     ]
+    # A .json price table is JSON: YAML text there is refused, at its line.
+    (tmp_path / "prices.json").write_text("m:\n  input_per_mtok: 1\n")
+    with pytest.raises(ConfigError, match=r"prices.json:1: invalid JSON"):
+        load_prices(tmp_path / "prices.json")
 
 
 # ---- routes ------------------------------------------------------------------------------

@@ -244,5 +244,5 @@ def test_a_baseline_that_is_a_directory_is_a_load_error(
     extra = ["--baseline", "suite/baselines"] if how == "option" else []
     code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", *extra)
     assert code == 2
-    assert err.endswith("baselines:1: expected a baseline file, found a directory\n")
+    assert err.endswith("baselines: expected a baseline file, found a directory\n")
     assert not (tmp_path / "agent-started").exists()

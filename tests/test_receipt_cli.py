@@ -483,6 +483,21 @@ def test_a_receipt_with_a_garbage_line_is_tampered_not_invalid_input(
     assert call(["show", str(unsigned)], capsys)[0] == 1
 
 
+@pytest.mark.parametrize(
+    ("key", "misspelled"), [("prev", "perv"), ("type", "tpye"), ("seq", "sqe")]
+)
+def test_a_misspelled_key_in_an_event_is_tampering_not_invalid_input(
+    unsigned: Path, capsys: pytest.CaptureFixture[str], key: str, misspelled: str
+) -> None:
+    # A receipt is not written by hand: an edited key is a modified receipt, whatever the edit.
+    text = unsigned.read_text(encoding="utf-8")
+    unsigned.write_text(text.replace(f'"{key}"', f'"{misspelled}"', 1), encoding="utf-8")
+    code, out, err = call(["verify", str(unsigned)], capsys)
+    assert (code, err) == (1, "")
+    assert out.startswith("TAMPERED or invalid at seq 0 (")
+    assert call(["show", str(unsigned)], capsys)[0] == 1
+
+
 def test_require_signature_on_an_unsigned_receipt_says_it_is_not_signed(
     unsigned: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -311,7 +311,15 @@ def _cases_from_summary(summary: dict[str, Any], path: Path) -> dict[str, CaseTr
 def _add_events(cases: dict[str, CaseTrace], path: Path) -> None:
     """Fill tool sequences and final outputs from the event log, in event order."""
     seen_output: set[str] = set()
+    events = 0
     for line_no, event in _events(path):
+        events += 1
+        if not isinstance(event.get("type"), str):
+            raise ConfigError(
+                f"expected an event with a string 'type', found keys {sorted(event)[:6]}",
+                file=path,
+                line=line_no,
+            )
         case_id = event.get("case_id")
         case = cases.get(case_id) if isinstance(case_id, str) else None
         if case is None:  # events of cases the summary does not list (an interrupted run)
@@ -328,6 +336,13 @@ def _add_events(cases: dict[str, CaseTrace], path: Path) -> None:
             # The first final output ends a case; anything after it was never used.
             seen_output.add(case.case_id)
             case.output_text = pretty_output(event.get("output"))
+    if events == 0 and cases:
+        # Every case writes its task_start: an empty log beside a summary of cases was cut.
+        raise ConfigError(
+            f"expected the events of {len(cases)} case(s) listed in summary.json, "
+            "found an empty event log",
+            file=path,
+        )
 
 
 def _events(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

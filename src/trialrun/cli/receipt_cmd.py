@@ -103,7 +103,7 @@ def sign(file: Path, key_file: Path) -> int:
 
 
 @receipt.command()
-@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("directory", type=click.Path(path_type=Path))
 def keygen(directory: Path) -> int:
     """Write an Ed25519 key pair into DIRECTORY (never overwrites an existing key)."""
     from trialrun.receipt.signing import generate_keypair

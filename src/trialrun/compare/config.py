@@ -15,6 +15,7 @@ it and must stay inside the subject; ``arms.incumbent.path`` is relative to ``ev
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -213,14 +214,15 @@ class _AssetsLoader:
         doc = self._read(self._evals / COMPARE_FILE)
         config = self._validate(doc, CompareConfig, "compare.yaml") if doc else None
         incumbent = self._check_compare(doc) if doc else None
-        cases = [self._load_case(f) for f in sorted((self._evals / CASES_DIR).glob("*.yaml"))]
+        cases = [self._load_case(f) for f in self._case_files()]
         session = self._load_session(self._evals / SESSION_FILE, {c.name for c in cases if c})
         triggers_file = self._evals / TRIGGERS_FILE
         triggers_doc = self._read(triggers_file) if triggers_file.exists() else None
         triggers = (
             self._validate(triggers_doc, TriggersConfig, "triggers") if triggers_doc else None
         )
-        if doc and not cases and session is None and not (self._evals / SESSION_FILE).exists():
+        nothing = not cases and session is None and not (self._evals / SESSION_FILE).exists()
+        if doc and nothing and not self._errors:
             self._add(doc.error(f"nothing to compare: no {CASES_DIR}/*.yaml and no {SESSION_FILE}"))
         if self._errors or config is None or None in cases:
             ordered = sorted(self._errors, key=lambda item: (item[0], item[1].line or 0))
@@ -234,6 +236,21 @@ class _AssetsLoader:
             triggers=triggers,
             incumbent_path=incumbent,
         )
+
+    def _case_files(self) -> list[Path]:
+        """``cases/*.yaml``; a folder that cannot be listed is an error, not "no cases"."""
+        cases_dir = self._evals / CASES_DIR
+        try:
+            names = [entry.name for entry in os.scandir(cases_dir)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            problem = "expected a folder, found a file" if cases_dir.is_file() else exc.strerror
+            self._add(
+                ConfigError(f"cannot list the cases: {problem}", file=display_path(cases_dir))
+            )
+            return []
+        return sorted(cases_dir / name for name in names if name.endswith(".yaml"))
 
     def _add(self, error: ConfigError) -> None:
         self._errors.append((self._file_rank.setdefault(error.file, len(self._file_rank)), error))
