@@ -245,13 +245,13 @@ def test_case_ids_select_cases_in_file_order(repo: Path, probe: _ProbeType) -> N
 
 def test_locating_the_suite_file_fails_clearly(repo: Path, probe: _ProbeType) -> None:
     (repo / "empty").mkdir()
-    with pytest.raises(ConfigError, match=r"^no suite.yaml or suite.yml in directory empty$"):
+    with pytest.raises(ConfigError, match=r"^empty: no suite.yaml or suite.yml in this directory$"):
         load_suite(repo / "empty")
-    with pytest.raises(ConfigError, match=r"^suite not found: nope \(expected a directory"):
+    with pytest.raises(ConfigError, match=r"^nope: suite not found \(expected a directory"):
         load_suite(repo / "nope")
     write_tree(repo, {"both/suite.yaml": SUITE, "both/suite.yml": SUITE})
     with pytest.raises(
-        ConfigError, match=r"^both suite\.yaml and suite\.yml exist in both; keep only one$"
+        ConfigError, match=r"^both: both suite\.yaml and suite\.yml exist; keep only one$"
     ):
         load_suite(repo / "both")
 

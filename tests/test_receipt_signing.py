@@ -164,7 +164,7 @@ def test_private_key_loads_from_every_accepted_form(tmp_path: Path) -> None:
 def test_private_key_file_not_found_names_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     for form in (missing, str(missing)):
-        with pytest.raises(ReceiptError, match=f"private key file not found: {missing}"):
+        with pytest.raises(ReceiptError, match=f"{missing}: private key file not found"):
             load_private_key(form)
 
 
@@ -239,7 +239,7 @@ def test_public_key_refusals_say_what_was_expected(tmp_path: Path) -> None:
         load_public_key(base64.b64encode(b"\x01" * 32).decode())
     with pytest.raises(ReceiptError, match="not a readable SPKI PEM public key"):
         load_public_key("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
-    with pytest.raises(ReceiptError, match=f"public key file not found: {tmp_path / 'k.pem'}"):
+    with pytest.raises(ReceiptError, match=f"{tmp_path / 'k.pem'}: public key file not found"):
         load_public_key(str(tmp_path / "k.pem"))
     with pytest.raises(ReceiptError, match="found int"):
         load_public_key(5)  # type: ignore[arg-type]
@@ -285,5 +285,5 @@ def test_keygen_in_an_unusable_place_is_a_receipt_error(tmp_path: Path) -> None:
 def test_pem_after_leading_text_and_unreadable_paths(tmp_path: Path) -> None:
     commented = b"# receipt signing key\n" + private_pem()
     assert load_private_key(commented).public_key_b64 == SIGNER_PUBLIC
-    with pytest.raises(ReceiptError, match=f"cannot read the private key file {tmp_path}"):
+    with pytest.raises(ReceiptError, match=f"{tmp_path}: cannot read the private key file"):
         load_private_key(tmp_path)

@@ -88,13 +88,15 @@ def find_suite_file(path: Path) -> Path:
             raise ConfigError("cannot read the directory: permission denied", file=shown)
         present = [path / name for name in SUITE_FILE_NAMES if (path / name).is_file()]
         if len(present) > 1:
-            raise ConfigError(f"both suite.yaml and suite.yml exist in {shown}; keep only one")
+            raise ConfigError("both suite.yaml and suite.yml exist; keep only one", file=shown)
         if not present:
-            raise ConfigError(f"no suite.yaml or suite.yml in directory {shown}")
+            raise ConfigError("no suite.yaml or suite.yml in this directory", file=shown)
         return present[0].resolve()
     if path.is_file():
         return path.resolve()
-    raise ConfigError(f"suite not found: {shown} (expected a directory with suite.yaml or a file)")
+    raise ConfigError(
+        "suite not found (expected a directory with suite.yaml, or a suite file)", file=shown
+    )
 
 
 @dataclass

@@ -277,10 +277,10 @@ def _read_file(path: Path, kind: str) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise ReceiptError(f"{kind} key file not found: {path}") from None
+        raise ReceiptError(f"{path}: {kind} key file not found") from None
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise ReceiptError(f"cannot read the {kind} key file {path}: {reason}") from None
+        raise ReceiptError(f"{path}: cannot read the {kind} key file: {reason}") from None
 
 
 def _is_base64(text: str) -> bool:
