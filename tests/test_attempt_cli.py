@@ -158,7 +158,7 @@ def test_defaults_only_work_from_inside_the_workspace(tmp_path: Path, git: bool)
     ("args", "message"),
     [
         (["--goal", ""], "--goal must not be empty"),
-        (["--workspace", "missing"], "is not an existing directory"),
+        (["--workspace", "missing"], "error: missing: the workspace is not an existing directory"),
         (["--sign-key", "no-such-key.pem"], "error:"),
     ],
 )

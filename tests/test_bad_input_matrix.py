@@ -23,6 +23,7 @@ vacuously. Doctor is the one checker: problems inside the suite it checks are it
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1063,6 +1064,12 @@ def _assert_rejected(outcome: Outcome, call: Call, root: Path, *, checked: bool)
     assert [line for line in lines if line.startswith("error:")] == lines[:1], shown
     assert all(line.startswith("Try 'trialrun ") for line in lines[1:]), shown
     assert _names(lines[0], call.names, root), f"the error line does not name {call.names}\n{shown}"
+    # The house format puts the place first: the offending path, or the line of the file that
+    # names it (``suite.yaml:6: cases_path 'cases' cannot be read``).
+    where = re.match(r"error: (.+?)(:\d+)?: ", lines[0])
+    assert where, f"the line does not start with <file>: \n{shown}"
+    placed = where.group(2) is not None or _names(where.group(1), call.names, root)
+    assert placed, f"the offending path or the line naming it comes first\n{shown}"
 
 
 def _run_in_process(

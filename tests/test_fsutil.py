@@ -126,8 +126,8 @@ def test_make_output_dir_names_the_file_in_the_way(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         make_output_dir(tmp_path / "blocker" / "out" / "run")
     assert str(caught.value) == (
-        f"cannot create the folder {tmp_path / 'blocker' / 'out' / 'run'}: "
-        f"{tmp_path / 'blocker'} is a file, not a folder"
+        f"{tmp_path / 'blocker'}: expected a folder, found a file "
+        f"(a folder is needed here for {tmp_path / 'blocker' / 'out' / 'run'})"
     )
     make_output_dir(tmp_path / "fresh" / "run")
     assert (tmp_path / "fresh" / "run").is_dir()

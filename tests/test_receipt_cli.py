@@ -164,7 +164,7 @@ def test_verify_bad_public_key_exits_2(
         ["verify", str(conformance / "valid-signed.jsonl"), "--public-key", key], capsys
     )
     assert (code, out) == (2, "")
-    assert err.startswith("error: --public-key: ") and err.count("\n") == 1
+    assert err.startswith("error: ") and err.endswith(" (--public-key)\n") and err.count("\n") == 1
 
 
 def test_verify_public_key_file_that_is_not_a_key_exits_2(

@@ -108,20 +108,26 @@ def make_output_dir(path: Path, *, exist_ok: bool = True) -> None:
         if isinstance(exc, FileExistsError) and not exist_ok and os.path.isdir(path):
             raise
         blocker = _file_in_the_way(exc)
-        why = f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
-        raise ConfigError(f"cannot create the folder {path}: {why}") from None
+        if blocker is not None:
+            raise ConfigError(_blocked(path), file=blocker) from None
+        why = exc.strerror or str(exc)
+        raise ConfigError(f"cannot create this folder: {why}", file=path) from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write to the folder {path}: permission denied")
+        raise ConfigError("cannot write to this folder: permission denied", file=path)
 
 
 def describe_os_error(exc: OSError) -> str:
     """``<path>: <what went wrong>``; a file standing where a folder must be is named."""
     blocker = _file_in_the_way(exc)
     if blocker is not None:
-        return f"{blocker} is a file, not a folder (needed for {os.fsdecode(exc.filename)})"
+        return f"{blocker}: {_blocked(os.fsdecode(exc.filename))}"
     if exc.filename is None:
         return str(exc)
     return f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}"
+
+
+def _blocked(needed: str | Path) -> str:
+    return f"expected a folder, found a file (a folder is needed here for {needed})"
 
 
 def _file_in_the_way(exc: OSError) -> Path | None:

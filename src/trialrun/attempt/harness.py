@@ -341,7 +341,7 @@ def _check_options(options: AttemptOptions) -> Path:
         raise AttemptInputError(f"--attempts must be at least 1, found {options.attempts}")
     root = options.workspace.resolve()
     if not root.is_dir():
-        raise AttemptInputError(f"the workspace {options.workspace} is not an existing directory")
+        raise AttemptInputError(f"{options.workspace}: the workspace is not an existing directory")
     return root
 
 

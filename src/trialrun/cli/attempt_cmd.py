@@ -16,6 +16,7 @@ from types import FrameType
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
@@ -46,7 +47,7 @@ DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
 )
 @click.option(
     "--workspace",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=Path("."),
     show_default=True,
     help="The directory the agent works in (snapshotted, diffed and rolled back).",
@@ -54,7 +55,7 @@ DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
 @click.option(
     "--receipt",
     "receipt_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=PathParam(path_type=Path, dir_okay=False),
     help="Where to write the receipt [default: trialrun_out/attempt/<run_id>/receipt.jsonl "
     "under the current directory]. Inside the workspace it is left out of snapshots, file "
     "changes and rollbacks.",

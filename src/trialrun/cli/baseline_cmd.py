@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from trialrun.cli.pathparam import PathParam
+
 
 @click.group()
 def baseline() -> None:
@@ -17,13 +19,13 @@ def baseline() -> None:
     "--from",
     "from_",
     required=True,
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     help="A run directory or its summary.json.",
 )
 @click.option(
     "--to",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=PathParam(path_type=Path, dir_okay=False),
     help="The baseline file to write.",
 )
 @click.option("--allow-failing", is_flag=True, help="Promote a run even though it did not pass.")

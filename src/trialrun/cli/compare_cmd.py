@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("subject", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("subject", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--k", "k", type=click.IntRange(min=1), help="Repetitions per case [compare.yaml].")
 @click.option(
     "--case",

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.diffing import (
     DEFAULT_WALL_THRESHOLD_MS,
     DEFAULT_WALL_THRESHOLD_PCT,
@@ -31,8 +32,8 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @click.command()
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
+@click.argument("run_a", type=PathParam(path_type=Path))
+@click.argument("run_b", type=PathParam(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option(
     "--wall-threshold-pct",

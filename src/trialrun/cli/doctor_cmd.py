@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 
 @click.command()
-@click.argument("suite", type=click.Path(path_type=Path))
+@click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--probe",
     is_flag=True,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 if TYPE_CHECKING:
     from trialrun.gateway import Mode, ModelCall
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 @click.option(
     "--cassette-dir",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False, path_type=Path),
     help="Directory of the cassettes, one DIR/<run-id>.jsonl per run.",
 )
 @click.option(
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--rules",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False, path_type=Path),
     help="Extra normalization rules (YAML/JSON: strip_keys, strip_paths, replace_text...).",
 )
 @click.option(
@@ -69,12 +70,12 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False, path_type=Path),
     help="The agents' working directory, replaced by <workdir> in message text.",
 )
 @click.option(
     "--prices",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False, path_type=Path),
     help="Price table (YAML/JSON: {model: {input_per_mtok, output_per_mtok}}) for call costs.",
 )
 @click.option(

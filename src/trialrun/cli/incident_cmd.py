@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 if TYPE_CHECKING:
     from trialrun.incident.replay import ReplayOutcome
 
 # The loaders report a missing or unreadable file in the house format, naming it.
-_FILE = click.Path(path_type=Path, dir_okay=False)
+_FILE = PathParam(path_type=Path, dir_okay=False)
 
 
 @click.group()
@@ -27,7 +28,7 @@ def incident() -> None:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     help="Output directory.",
 )
 @click.option(
@@ -62,7 +63,7 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...]) -> int:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     help="Output directory.",
 )
 @click.option("--rules", "rules_file", type=_FILE, help="YAML list of business rules.")
@@ -93,7 +94,7 @@ def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
     "--to",
     "to",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=PathParam(path_type=Path, dir_okay=False),
     help="Case file to write, exactly there: .json writes JSON, .yaml or .yml YAML.",
 )
 def promote_(incident_file: Path, to: Path) -> int:

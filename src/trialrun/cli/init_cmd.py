@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from trialrun.cli.pathparam import PathParam
+
 
 @click.command()
 @click.option(
@@ -18,7 +20,7 @@ import click
 @click.option(
     "--path",
     "path",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     default=None,
     help="Directory that will hold the suite; init writes nothing outside it unless "
     "--workflow-dir says so. [default: ./evals, with baselines/, .github/workflows/ and "
@@ -26,7 +28,7 @@ import click
 )
 @click.option(
     "--workflow-dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     default=None,
     help="Directory for the GitHub workflow, e.g. the repository root's .github/workflows "
     "[default: <root>/.github/workflows when the repository root is the directory init writes "

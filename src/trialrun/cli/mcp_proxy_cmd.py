@@ -16,6 +16,8 @@ from pathlib import Path
 
 import click
 
+from trialrun.cli.pathparam import PathParam
+
 
 @click.command(
     "mcp-proxy",
@@ -29,24 +31,24 @@ import click
 )
 @click.option(
     "--cassette",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False, path_type=Path),
     help="stdio: the cassette file (JSONL).",
 )
 @click.option("--name", help="Server name in events and the cassette header.")
 @click.option(
     "--events",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathParam(dir_okay=False, path_type=Path),
     help="stdio: append one JSON line per tools/call to this file.",
 )
 @click.option("--http", "http_address", metavar="HOST:PORT", help="Serve streamable HTTP.")
 @click.option(
     "--cassette-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False, path_type=Path),
     help="HTTP: one cassette per run, DIR/<run-id>.jsonl.",
 )
 @click.option(
     "--events-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathParam(file_okay=False, path_type=Path),
     help="HTTP: one events file per run, DIR/<run-id>.jsonl.",
 )
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)

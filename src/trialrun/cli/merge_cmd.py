@@ -8,24 +8,25 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 
 @click.command()
 @click.argument(
-    "run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN_DIR..."
+    "run_dirs", nargs=-1, required=True, type=PathParam(path_type=Path), metavar="RUN_DIR..."
 )
 @click.option(
     "--out",
     "--output-dir",
     "out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     required=True,
     help="Directory for the merged run's artifacts (written to <out>/<suite>/<run_id>/).",
 )
 @click.option(
     "--baseline",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     help="Apply the regression gates of this baseline file to the merged results.",
 )
 @sign_key_option("the merged receipt")

@@ -12,11 +12,12 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.errors import ConfigError
 
 
 @click.command()
-@click.argument("subject", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("subject", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--team", metavar="REPO", help="The team's git repository [config.toml team].")
 @click.option("--yes", is_flag=True, help="Publish even when the newest local receipt is FAIL.")
 def publish(subject: Path, team: str | None, yes: bool) -> int:

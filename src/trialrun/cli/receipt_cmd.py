@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INVALID, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
@@ -32,7 +33,7 @@ def receipt() -> None:
 
 
 @receipt.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PathParam(path_type=Path))
 @click.option(
     "--public-key",
     metavar="KEY",
@@ -77,12 +78,12 @@ def verify(
 
 
 @receipt.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PathParam(path_type=Path))
 @click.option(
     "--key",
     "key_file",
     required=True,
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     help="Ed25519 private key (PKCS8 PEM, as written by `trialrun receipt keygen`).",
 )
 def sign(file: Path, key_file: Path) -> int:
@@ -103,7 +104,7 @@ def sign(file: Path, key_file: Path) -> int:
 
 
 @receipt.command()
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=PathParam(path_type=Path))
 def keygen(directory: Path) -> int:
     """Write an Ed25519 key pair into DIRECTORY (never overwrites an existing key)."""
     from trialrun.receipt.signing import generate_keypair
@@ -115,11 +116,11 @@ def keygen(directory: Path) -> int:
 
 
 @receipt.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PathParam(path_type=Path))
 @click.option(
     "--html",
     "html_out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=PathParam(path_type=Path, dir_okay=False),
     help="Also write a self-contained HTML page here.",
 )
 def show(file: Path, html_out: Path | None) -> int:
@@ -206,7 +207,7 @@ def _pinned_key(value: str) -> str:
     try:
         return load_public_key(value)
     except ReceiptError as exc:
-        raise ReceiptError(f"--public-key: {exc}") from exc
+        raise ReceiptError(f"{exc} (--public-key)") from exc
 
 
 def _schema_problems(file: Path) -> list[str]:

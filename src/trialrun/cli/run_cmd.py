@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
@@ -24,21 +25,19 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("suite", type=click.Path(path_type=Path))
+@click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--mode",
     type=click.Choice(["replay", "record", "live"]),
     help="Override the suite's mode: replay cassettes, record them, or call tools live.",
 )
-@click.option(
-    "--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file."
-)
+@click.option("--baseline", type=PathParam(path_type=Path), help="Compare with this baseline file.")
 @click.option("--no-baseline", is_flag=True, help="Skip the baseline comparison.")
 @click.option(
     "--out",
     "--output-dir",
     "out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     help="Directory for run artifacts (default: the suite's output_dir, else ./trialrun_out).",
 )
 @click.option(

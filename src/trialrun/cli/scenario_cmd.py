@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 
 @click.group()
@@ -15,7 +16,7 @@ def scenario() -> None:
 
 
 @scenario.command()
-@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("directory", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
 def init(directory: Path, force: bool) -> int:
     """Write the support-agent refund pack (agents naive and fixed) into DIRECTORY."""
@@ -28,11 +29,11 @@ def init(directory: Path, force: bool) -> int:
 
 
 @scenario.command()
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=PathParam(path_type=Path))
 @click.option("--agent", required=True, metavar="NAME", help="An agent named in pack.yaml.")
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     default=Path("scenario_out"),
     show_default=True,
     help="Directory for summary.json and report.html.",

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from trialrun.cli import EXIT_INVALID, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.team.publish import team_from_config
 from trialrun.team.scores import (
     LibraryCard,
@@ -30,7 +31,7 @@ _DEFAULT_TEAM = ""
 
 
 @click.command()
-@click.argument("subject", required=False, type=click.Path(path_type=Path))
+@click.argument("subject", required=False, type=PathParam(path_type=Path))
 @click.option(
     "--team",
     "team_name",

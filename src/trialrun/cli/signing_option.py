@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from trialrun.cli.pathparam import PathParam
+
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
 
@@ -18,7 +20,7 @@ def sign_key_option(what: str) -> Callable[[_F], _F]:
     """The option, with help naming ``what`` the key signs."""
     return click.option(
         "--sign-key",
-        type=click.Path(path_type=Path),
+        type=PathParam(path_type=Path),
         envvar="TRIALRUN_SIGN_KEY",
         help=f"Ed25519 private key (PEM) that signs {what} [env: TRIALRUN_SIGN_KEY].",
     )

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 from trialrun.config.paths import display_path
 from trialrun.fsutil import atomic_write_text, dumps_json
 from trialrun.report.junit import XML_DECLARATION, xml_text
@@ -26,11 +27,11 @@ SCHEMA = "trialrun.verify/1"
 
 
 @click.command()
-@click.argument("plan", type=click.Path(path_type=Path))
+@click.argument("plan", type=PathParam(path_type=Path))
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathParam(path_type=Path, file_okay=False),
     default=None,
     help="Evidence directory (default: trialrun_out/verify/<id>/).",
 )

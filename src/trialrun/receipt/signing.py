@@ -93,19 +93,19 @@ def load_private_key(path_or_pem: KeySource) -> Ed25519Signer:
     if _PEM_MARKER.encode() in raw:
         if b"PUBLIC KEY-----" in raw and b"PRIVATE KEY-----" not in raw:
             raise ReceiptError(
-                f"{where} holds a public key; signing needs the private key "
+                f"{where}: holds a public key; signing needs the private key "
                 f"({PRIVATE_KEY_FILE}, PKCS8 PEM)"
             )
         if b"ENCRYPTED PRIVATE KEY" in raw:
             raise ReceiptError(
-                f"{where} is an encrypted private key; expected an unencrypted PKCS8 PEM "
+                f"{where}: an encrypted private key; expected an unencrypted PKCS8 PEM "
                 f"as written by 'trialrun receipt keygen'"
             )
         try:
             key: object = serialization.load_pem_private_key(raw, password=None)
         except (ValueError, TypeError) as exc:
             raise ReceiptError(
-                f"{where} is not a readable PKCS8 PEM private key: {_first_line(exc)}"
+                f"{where}: not a readable PKCS8 PEM private key: {_first_line(exc)}"
             ) from None
     else:
         der = _decode_key_bytes(raw)
@@ -115,12 +115,12 @@ def load_private_key(path_or_pem: KeySource) -> Ed25519Signer:
             key = serialization.load_der_private_key(der, password=None)
         except (ValueError, TypeError) as exc:
             raise ReceiptError(
-                f"{where} is neither a 32-byte Ed25519 seed nor PKCS8 DER, as base64 or raw "
+                f"{where}: neither a 32-byte Ed25519 seed nor PKCS8 DER, as base64 or raw "
                 f"({len(der)} bytes): {_first_line(exc)}"
             ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise ReceiptError(
-            f"{where} holds a private key of type {_key_kind(key)}; "
+            f"{where}: holds a private key of type {_key_kind(key)}; "
             "receipts are signed with Ed25519"
         )
     return Ed25519Signer(key)
@@ -139,13 +139,13 @@ def load_public_key(value: KeySource) -> str:
     if _PEM_MARKER.encode() in raw:
         if b"PRIVATE KEY-----" in raw:
             raise ReceiptError(
-                f"{where} holds a private key; pass the public key ({PUBLIC_KEY_FILE}) instead"
+                f"{where}: holds a private key; pass the public key ({PUBLIC_KEY_FILE}) instead"
             )
         try:
             key: object = serialization.load_pem_public_key(raw)
         except (ValueError, TypeError) as exc:
             raise ReceiptError(
-                f"{where} is not a readable SPKI PEM public key: {_first_line(exc)}"
+                f"{where}: not a readable SPKI PEM public key: {_first_line(exc)}"
             ) from None
     else:
         der = _decode_key_bytes(raw)
@@ -153,11 +153,11 @@ def load_public_key(value: KeySource) -> str:
             key = serialization.load_der_public_key(der)
         except (ValueError, TypeError) as exc:
             raise ReceiptError(
-                f"{where} is not SPKI DER of a public key ({len(der)} bytes): {_first_line(exc)}"
+                f"{where}: not SPKI DER of a public key ({len(der)} bytes): {_first_line(exc)}"
             ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise ReceiptError(
-            f"{where} holds a public key of type {_key_kind(key)}; receipts are signed with Ed25519"
+            f"{where}: holds a public key of type {_key_kind(key)}; receipts are signed with Ed25519"
         )
     return _spki_b64(key)
 
