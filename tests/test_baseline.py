@@ -433,3 +433,14 @@ def test_promoting_a_peer_summary_and_comparing_with_it(
     assert json.loads(target.read_text())["cases"][0]["replay"]["cassette_sha256"].startswith(
         "3ca8"
     )
+
+
+@pytest.mark.parametrize("text", ["", "  \n\n"])
+def test_an_empty_baseline_is_reported_about_the_file_without_a_line(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_baseline(path)
+    assert str(caught.value).startswith(f"{path}: the file is empty; expected")

@@ -448,3 +448,11 @@ def test_parse_iso_accepts_z_offsets_naive_and_nanoseconds() -> None:
     assert parse_iso("2026-11-30T14:02:12.370000123Z") == expected
     assert parse_iso("yesterday") is None
     assert parse_iso(None) is None
+
+
+def test_an_empty_incident_file_has_no_line_number(tmp_path: Path) -> None:
+    path = tmp_path / "incident.json"
+    path.write_text("\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_incident(path)
+    assert str(caught.value) == f"{path}: the incident file is empty; expected a JSON object"

@@ -251,3 +251,11 @@ def test_line_of_points_at_the_line_that_holds_the_key(document: dict[str, Any])
     for path in _existing_paths(document):
         if isinstance(path[-1], str):
             assert f"{path[-1]}:" in lines[doc.line_of(path) - 1]
+
+
+def test_an_empty_json_file_is_reported_about_the_file_without_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "case.json"
+    path.write_text(" \n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_file(path)
+    assert str(caught.value) == f"{path}: the file is empty; expected an object of keys to values"

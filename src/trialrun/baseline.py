@@ -332,6 +332,8 @@ def _read_document(path: Path, *, what: str) -> dict[str, Any]:
         line = raw[: exc.start].count(b"\n") + 1
         message = f"not UTF-8 text (byte {exc.start}); {_EXPECTED}"
         raise ConfigError(message, file=path, line=line) from None
+    if not text.strip():  # about the file as a whole: the parser would blame line 1
+        raise ConfigError(f"the file is empty; {_EXPECTED}", file=path)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

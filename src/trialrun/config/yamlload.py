@@ -95,6 +95,8 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
     the values come from the JSON parser, the node graph for line numbers (and the duplicate-key
     check) from the YAML parser.
     """
+    if not text.strip():  # about the file as a whole, as for YAML
+        raise ConfigError("the file is empty; expected an object of keys to values", file=file)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -163,6 +163,8 @@ def load_incident(path: str | Path) -> Incident:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read incident file: {read_problem(exc)}", file=path) from None
+    if not text.strip():  # about the file as a whole: the parser would blame line 1
+        raise ConfigError("the incident file is empty; expected a JSON object", file=path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

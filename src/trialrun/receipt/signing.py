@@ -157,7 +157,8 @@ def load_public_key(value: KeySource) -> str:
             ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise ReceiptError(
-            f"{where}: holds a public key of type {_key_kind(key)}; receipts are signed with Ed25519"
+            f"{where}: holds a public key of type {_key_kind(key)}; "
+            "receipts are signed with Ed25519"
         )
     return _spki_b64(key)
 
