@@ -106,6 +106,11 @@ def read_service_recordings(
     suite: Suite,
 ) -> tuple[dict[Path, RecordedCalls], list[ConfigError]]:
     """The recorded calls of each existing MCP recording; problems of the MCP and model ones."""
+    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+        return {}, []  # nothing to read: keep the proxy's modules out of a plain run
+    from trialrun.mcp_proxy import read_cassette
+    from trialrun.services import recorded_calls
+
     errors: list[ConfigError] = []
     mcp_calls: dict[Path, RecordedCalls] = {}
     for path in dict.fromkeys(service_recordings(suite)):
@@ -114,9 +119,6 @@ def read_service_recordings(
         if path.name.endswith(".model.jsonl"):
             errors += as_config_errors(read_service_recording(path))
             continue
-        from trialrun.mcp_proxy import read_cassette
-        from trialrun.services import recorded_calls
-
         cassette, problems = read_cassette(path)
         errors += as_config_errors(problems)
         if cassette is not None and not problems:
