@@ -166,3 +166,37 @@ def test_an_http_transport_server_is_served_by_the_runner_per_case(project: Path
     finally:
         (suite / "suite.yaml").write_text(original)
         cassette.write_bytes(saved)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_recordings_no_call_used_are_reported_and_do_not_fail_the_case(
+    project: Path, transport: str
+) -> None:
+    suite = project / "evals" / "mcp"
+    original = (suite / "suite.yaml").read_text()
+    cassette = suite / "cassettes" / "t1.mcp-docs.jsonl"
+    saved = cassette.read_text()
+    lines = saved.splitlines()
+    [call] = [json.loads(line) for line in lines if '"tool"' in line]
+    stale = [{**call, "args": {"q": "billing"}}, {**call, "tool": "fetch_page", "args": {}}]
+    cassette.write_text("\n".join([*lines, *(json.dumps(s) for s in stale)]) + "\n")
+    if transport == "http":
+        declared = "    command: [python3, server/docs_server.py]\n"
+        (suite / "suite.yaml").write_text(
+            original.replace(declared, declared + "    transport: http\n")
+        )
+    try:
+        done = trialrun(project, "run", "evals/mcp", "--no-baseline")
+    finally:
+        cassette.write_text(saved)
+        (suite / "suite.yaml").write_text(original)
+    assert done.returncode == 0, done.stdout + done.stderr
+    output = done.stdout.splitlines()
+    start = output.index("Unused recordings (they do not fail a case):")
+    assert output[start + 1] == "  t1: 2 (mcp:docs/search_docs, mcp:docs/fetch_page)"
+    [case] = json.loads((last_run(project) / "summary.json").read_text())["cases"]
+    assert (case["status"], case["unused_recordings"]) == ("pass", 2)
+    assert case["unused_recordings_by_tool"] == {
+        "mcp:docs/search_docs": 1,
+        "mcp:docs/fetch_page": 1,
+    }

@@ -325,3 +325,28 @@ def test_a_refused_write_warns_and_leaves_the_file_alone(
     assert capsys.readouterr().err == (
         f"warning: cannot write the GitHub step summary to {target}: Permission denied\n"
     )
+
+
+def unused_case(case_id: str, names: list[str]) -> CaseResult:
+    result = case(case_id)
+    result.run.unused_recordings = len(names)
+    result.run.unused_recording_tools = names
+    return result
+
+
+def test_unused_recordings_are_one_escaped_line_naming_cases_and_recordings() -> None:
+    names = ["search_docs", "search_docs", "mcp:docs/fetch<b>", "model:gpt-4o"]
+    text = summarize(run_of(unused_case("t1", names), case("t2"), unused_case("t3", ["x"])))
+    [line] = [line for line in text.splitlines() if "Unused recordings" in line]
+    assert line == (
+        "**Unused recordings** (they do not fail a case): "
+        r"t1: 4 (search\_docs x2, mcp:docs/fetch&lt;b&gt;, model:gpt-4o); t3: 1 (x)."
+    )
+    assert text.index(line) < text.index("No baseline comparison")
+
+
+def test_the_unused_recordings_line_names_a_few_cases_and_counts_the_rest() -> None:
+    cases = [unused_case(f"t{n}", ["lookup"]) for n in range(25)]
+    [line] = [line for line in summarize(run_of(*cases)).splitlines() if "Unused" in line]
+    assert line.count("(lookup)") == 20
+    assert line.endswith("t19: 1 (lookup); and 5 more cases.")

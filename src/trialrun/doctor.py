@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from trialrun import __version__
-from trialrun.config import Suite, load_suite
+from trialrun.config import Case, Suite, load_suite
 from trialrun.config.loader import find_suite_file
 from trialrun.config.paths import display_path
 from trialrun.errors import CassetteError, ConfigError, ConfigErrors
@@ -320,16 +320,39 @@ def probe(suite: Suite) -> list[Check]:
                 "run `trialrun run` on this case to see the full report",
             )
         )
-    unused = result.run.unused_recordings
-    if unused:
-        checks.append(
-            Check(
-                "warn",
-                "probe",
-                f"{unused} recording(s) of {display_path(case.cassette_path)} were not used",
-                "re-record the cassette or delete the stale lines",
-            )
+    from trialrun.report.console import counted_text
+    from trialrun.results import count_names
+
+    unused = _unused_by_file(case, result.run.unused_recording_tools)
+    if not unused and result.run.unused_recordings:  # a count without names
+        unused = {case.cassette_path: [""] * result.run.unused_recordings}
+    checks += [
+        Check(
+            "warn",
+            "probe",
+            f"{len(names)} recording(s) of {display_path(path)} were not used"
+            + (f" ({counted_text(count_names(names))})" if any(names) else ""),
+            "re-record the cassette or delete the stale lines",
         )
-    else:
+        for path, names in unused.items()
+    ]
+    if not unused:
         checks.append(Check("ok", "probe", "every recording of the cassette was used"))
     return checks
+
+
+def _unused_by_file(case: Case, names: list[str]) -> dict[Path, list[str]]:
+    """The unused recordings of a case by the file that holds them (``mcp:``/``model:`` names
+    are in the recordings beside the tool cassette)."""
+    from trialrun.services import mcp_cassette_path, model_cassette_path
+
+    by_file: dict[Path, list[str]] = {}
+    for name in names:
+        if name.startswith("mcp:"):
+            path = mcp_cassette_path(case, name.removeprefix("mcp:").split("/", 1)[0])
+        elif name.startswith("model:"):
+            path = model_cassette_path(case)
+        else:
+            path = case.cassette_path
+        by_file.setdefault(path, []).append(name)
+    return by_file

@@ -7,10 +7,11 @@ instead of a failing case (or a crash) in the middle of the run:
 * **replay**: every case's cassette, and beside it the recordings of the suite's MCP servers
   (``<stem>.mcp-<server>.jsonl``) and of its model gateway (``<stem>.model.jsonl``), are
   parsed. Every problem of every file is reported (binary bytes, a line that is not JSON or not
-  an object, a missing or mistyped field). The parsed tool cassettes are handed to the run, so
-  no cassette is read twice. A *missing* recording is not a load error: as in RunLedger, the
-  case fails with ``cassette_error`` when it runs and the other cases still run (a new case
-  committed before its recording must not block the suite). An empty cassette is fine too.
+  an object, a missing or mistyped field). The parsed tool cassettes, and the tool calls each MCP
+  recording holds, are handed to the run, so no cassette is read twice. A *missing* recording
+  is not a load error: as in RunLedger, the case fails with ``cassette_error`` when it runs and
+  the other cases still run (a new case committed before its recording must not block the
+  suite). An empty cassette is fine too.
 * **record**: cassettes are about to be rewritten, so a corrupt one does not block the run and
   is not read. The ``tool_module`` is imported and every ``tool_registry`` name must have an
   implementation, as in live mode.
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from trialrun.config import Suite
     from trialrun.config.models import Mode
     from trialrun.gateway import Price
+    from trialrun.services import RecordedCalls
     from trialrun.tools.cassette import Cassette
 
 MAX_PROBLEMS_PER_FILE = 10
@@ -46,6 +48,9 @@ class Preflight:
 
     cassettes: Mapping[Path, Cassette] = field(default_factory=dict)
     """Tool cassettes parsed in replay, by resolved path (missing files are absent)."""
+    mcp_calls: Mapping[Path, RecordedCalls] = field(default_factory=dict)
+    """The recorded tool calls of each MCP recording parsed in replay, by path: what the run
+    names the unused ones from (the proxies read the files themselves)."""
     tools: Mapping[str, Any] | None = None
     """The tool implementations selected for record and live modes."""
     prices: dict[str, Price] | None = None
@@ -56,11 +61,13 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
     """Read and check the suite's files for ``mode``; raise ``ConfigErrors`` listing them all."""
     errors: list[ConfigError] = []
     cassettes: dict[Path, Cassette] = {}
+    mcp_calls: dict[Path, RecordedCalls] = {}
     tools: Mapping[str, Any] | None = None
     if mode == "replay":
         cassettes, problems = read_tool_cassettes(suite)
         errors += problems
-        errors += service_recording_problems(suite)
+        mcp_calls, problems = read_service_recordings(suite)
+        errors += problems
     else:
         try:
             tools = select_suite_tools(suite)
@@ -76,7 +83,7 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
             errors.append(exc)
     if errors:
         raise ConfigErrors(errors)
-    return Preflight(cassettes=cassettes, tools=tools, prices=prices)
+    return Preflight(cassettes=cassettes, mcp_calls=mcp_calls, tools=tools, prices=prices)
 
 
 def read_tool_cassettes(suite: Suite) -> tuple[dict[Path, Cassette], list[ConfigError]]:
@@ -95,13 +102,28 @@ def read_tool_cassettes(suite: Suite) -> tuple[dict[Path, Cassette], list[Config
     return loaded, errors
 
 
-def service_recording_problems(suite: Suite) -> list[ConfigError]:
-    """Problems of the existing MCP and model recordings a replay of the suite reads."""
+def read_service_recordings(
+    suite: Suite,
+) -> tuple[dict[Path, RecordedCalls], list[ConfigError]]:
+    """The recorded calls of each existing MCP recording; problems of the MCP and model ones."""
+    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+        return {}, []  # nothing to read: keep the proxy's modules out of a plain run
+    from trialrun.mcp_proxy import read_cassette
+    from trialrun.services import recorded_calls
+
     errors: list[ConfigError] = []
-    for path in service_recordings(suite):
-        if path.exists():
+    mcp_calls: dict[Path, RecordedCalls] = {}
+    for path in dict.fromkeys(service_recordings(suite)):
+        if not path.exists():
+            continue
+        if path.name.endswith(".model.jsonl"):
             errors += as_config_errors(read_service_recording(path))
-    return errors
+            continue
+        cassette, problems = read_cassette(path)
+        errors += as_config_errors(problems)
+        if cassette is not None and not problems:
+            mcp_calls[path] = recorded_calls(cassette)
+    return mcp_calls, errors
 
 
 def service_recordings(suite: Suite) -> Iterator[Path]:

@@ -7,6 +7,7 @@ produced or printed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -107,7 +108,8 @@ class AgentRun:
     events: list[JsonObject] = field(default_factory=list)
     unused_recordings: int = 0
     unused_recording_tools: list[str] = field(default_factory=list)
-    """The tool of each unused recording, in cassette order (replay; empty when unknown)."""
+    """What each unused recording was for (replay; empty when unknown): the tool cassette's by
+    tool name, in file order, then ``mcp:<server>/<tool>`` and ``model:<model>`` ones."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     events_redacted: bool = False
@@ -141,10 +143,7 @@ class CaseResult:
 
     def unused_recordings_by_tool(self) -> dict[str, int]:
         """Unused recordings per tool, in cassette order (empty when only the count is known)."""
-        counts: dict[str, int] = {}
-        for name in self.run.unused_recording_tools:
-            counts[name] = counts.get(name, 0) + 1
-        return counts
+        return count_names(self.run.unused_recording_tools)
 
     def tool_calls_by_name(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -186,3 +185,11 @@ class RunResult:
     @property
     def pass_rate(self) -> float:
         return self.cases_passed / len(self.cases) if self.cases else 0.0
+
+
+def count_names(names: Iterable[str]) -> dict[str, int]:
+    """How often each name occurs, in order of first occurrence."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return counts

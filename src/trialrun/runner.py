@@ -198,15 +198,18 @@ def _backend_for(case: Case, options: RunOptions, tools: _ToolModuleCache) -> To
 
 
 def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
-    """How many recordings no call used, and of which tools (replay only)."""
+    """How many cassette recordings no call used, and of which tools (replay only).
+
+    They go before those of the MCP and model recordings, which the services already noted.
+    """
     from trialrun.tools.cassette import ReplayBackend
 
     if isinstance(backend, ReplayBackend):
         unused = backend.cassette.unused()
-        run.unused_recordings = len(unused)
-        run.unused_recording_tools = [entry.tool for entry in unused]
+        run.unused_recordings += len(unused)
+        run.unused_recording_tools[:0] = [entry.tool for entry in unused]
     else:
-        run.unused_recordings = backend.unused()
+        run.unused_recordings += backend.unused()
 
 
 class _ToolModuleCache:
@@ -231,8 +234,10 @@ def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
         return None
     from trialrun.services import RunServices
 
-    prices = options.preflight.prices if options.preflight is not None else None
-    return RunServices(suite, options.mode, prices)
+    checked = options.preflight
+    if checked is None:
+        return RunServices(suite, options.mode)
+    return RunServices(suite, options.mode, checked.prices, checked.mcp_calls)
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:

@@ -13,6 +13,11 @@ trace: MCP calls become tool calls (assertions and budgets see them), model call
 ``usage`` events and ``AgentRun.model_calls``. A replay miss on either side fails the case as a
 ``cassette_mismatch`` even when the agent swallowed the error. Record mode replaces a recording
 only when its case ended cleanly, as for tool cassettes.
+
+In replay, recordings no call used join the case's unused recordings, after the tool
+cassette's: ``mcp:<server>/<tool>`` for an MCP ``tools/call`` (told from the proxy's events,
+which name the line that answered each call), ``model:<model>`` (or ``model:<provider> <path>``)
+for a model call. Like the tool cassette's, they are reported and never fail the case.
 """
 
 from __future__ import annotations
@@ -39,14 +44,23 @@ from trialrun.fsutil import atomic_write_bytes
 from trialrun.results import AgentRun, Failure, ModelCall, Status, ToolCall
 
 if TYPE_CHECKING:
-    from trialrun.gateway import Gateway, Price
+    from trialrun.gateway import Gateway, Price, RunScope
     from trialrun.gateway import ModelCall as GatewayCall
+    from trialrun.gateway.cassette import Recording
+    from trialrun.mcp_proxy import McpCassette
 
 _PROXY_SAVE_S = 5.0
 """How long a proxy may take, after its agent is gone, to write the recording it holds."""
 MCP_CONFIG_ENV = "TRIALRUN_MCP_CONFIG"
 MCP_SERVERS_ENV = "TRIALRUN_MCP_SERVERS"
 _MISMATCH = "cassette mismatch"
+
+RecordedCalls = tuple[tuple[int, str], ...]
+"""The ``(line, tool)`` of each ``tools/call`` an MCP recording holds, in file order."""
+
+
+def recorded_calls(cassette: McpCassette) -> RecordedCalls:
+    return tuple((call.line, call.tool) for call in cassette.calls)
 
 
 def mcp_cassette_path(case: Case, server: str) -> Path:
@@ -66,11 +80,20 @@ class RunServices:
     """The services of one run, started once and shared by every case: the model gateway and
     the proxies of ``transport: http`` MCP servers."""
 
-    def __init__(self, suite: Suite, mode: Mode, prices: dict[str, Price] | None = None) -> None:
-        """``prices``: the gateway's price table as loaded before the run (else read at start)."""
+    def __init__(
+        self,
+        suite: Suite,
+        mode: Mode,
+        prices: dict[str, Price] | None = None,
+        mcp_calls: Mapping[Path, RecordedCalls] | None = None,
+    ) -> None:
+        """``prices``: the gateway's price table as loaded before the run (else read at start);
+        ``mcp_calls``: the recorded calls of the MCP recordings, as read before the run (else
+        read after each case)."""
         self._suite = suite
         self._mode = mode
         self._prices = prices
+        self._mcp_calls: Mapping[Path, RecordedCalls] = mcp_calls or {}
         self._gateway: Gateway | None = None
         self._http: dict[str, HttpMcpProxy] = {}
         self._workdir: Path | None = None
@@ -98,7 +121,9 @@ class RunServices:
             self._workdir = None
 
     def for_case(self, case: Case) -> CaseServices:
-        return CaseServices(self._suite, case, self._mode, self._gateway, self._http)
+        return CaseServices(
+            self._suite, case, self._mode, self._gateway, self._http, self._mcp_calls
+        )
 
 
 class HttpMcpProxy:
@@ -192,16 +217,18 @@ class CaseServices:
         mode: Mode,
         gateway: Gateway | None,
         http_proxies: Mapping[str, HttpMcpProxy],
+        mcp_calls: Mapping[Path, RecordedCalls] | None = None,
     ) -> None:
         self._suite = suite
         self._case = case
         self._mode = mode
         self._gateway = gateway
         self._http = http_proxies
+        self._mcp_calls: Mapping[Path, RecordedCalls] = mcp_calls or {}
         self._workdir: Path | None = None
         self._servers: list[_McpServerRun] = []
         self._run_id = f"{_safe(case.config.id)}-{secrets.token_hex(4)}"
-        self._gateway_open = False
+        self._gateway_scope: RunScope | None = None
 
     @property
     def waits_for_exit(self) -> bool:
@@ -217,7 +244,7 @@ class CaseServices:
         if self._gateway is not None:
             path = model_cassette_path(self._case)
             scope = self._gateway.open_run(self._run_id, path, self._mode)
-            self._gateway_open = True
+            self._gateway_scope = scope
             env.update(scope.env(os.environ if agent_env is None else agent_env))
         return env
 
@@ -278,7 +305,7 @@ class CaseServices:
                 for server in self._servers:
                     if server.http is not None:
                         server.http.end_run(self._run_id)
-                if self._gateway is not None and self._gateway_open:
+                if self._gateway is not None and self._gateway_scope is not None:
                     self._gateway.close_run(self._run_id, clean=False)
         finally:
             if self._workdir is not None:
@@ -286,18 +313,36 @@ class CaseServices:
 
     async def close(self, run: AgentRun, *, clean: bool) -> None:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
+        unused: list[str] = []
         try:
             for server in self._servers:
                 if server.http is not None:  # its run ends: live server stopped, recording written
                     await asyncio.to_thread(server.http.end_run, self._run_id)
-                _merge_mcp_calls(run, server)
+                events = _read_server_events(server)
+                _merge_mcp_calls(run, server, events)
+                if self._mode == "replay":
+                    unused += self._unused_mcp(server, events)
             await self._commit_mcp(run, clean=clean and run.failure is None)
-            if self._gateway is not None and self._gateway_open:
+            scope = self._gateway_scope
+            if self._gateway is not None and scope is not None:
                 calls = self._gateway.close_run(self._run_id, clean=clean and run.failure is None)
                 _merge_model_calls(run, calls)
+                unused += [_model_recording_name(r) for r in scope.unused_recordings()]
         finally:
+            run.unused_recordings += len(unused)
+            run.unused_recording_tools += unused
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _unused_mcp(self, server: _McpServerRun, events: list[dict[str, Any]]) -> list[str]:
+        """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered."""
+        calls = self._mcp_calls.get(server.cassette)
+        if calls is None:  # a run without preflight (doctor --probe): read the recording once
+            from trialrun.mcp_proxy import load_cassette
+
+            calls = recorded_calls(load_cassette(server.cassette))
+        used = {event.get("recording") for event in events}
+        return [f"mcp:{server.name}/{tool}" for line, tool in calls if line not in used]
 
     async def _commit_mcp(self, run: AgentRun, *, clean: bool) -> None:
         if self._mode != "record" or not clean:
@@ -348,10 +393,19 @@ def _server_command(
     return resolved
 
 
-def _merge_mcp_calls(run: AgentRun, server: _McpServerRun) -> None:
+def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
+    """What the server's proxy saw; nothing when the agent never started it."""
     from trialrun.mcp_proxy import read_events
 
-    events = read_events(server.events) if server.events.exists() else []
+    return read_events(server.events) if server.events.exists() else []
+
+
+def _model_recording_name(recording: Recording) -> str:
+    """``model:gpt-4o-mini``; ``model:openai /v1/embeddings`` when the request names no model."""
+    return f"model:{recording.model or f'{recording.provider} {recording.path}'}"
+
+
+def _merge_mcp_calls(run: AgentRun, server: _McpServerRun, events: list[dict[str, Any]]) -> None:
     for number, event in enumerate(events, start=1):
         call_id = f"mcp-{server.name}-{number}"
         started = float(event.get("timestamp") or time.time())

@@ -5,10 +5,13 @@ event is one ``write`` of one whole line to a file opened for appending, and ``r
 ignores a last line that was cut short. Line layout::
 
     {"server": str, "tool": str, "args": object, "ok": bool, "result": any, "error": str|null,
-     "timestamp": float, "duration_ms": float, "replayed": bool}
+     "timestamp": float, "duration_ms": float, "replayed": bool, "recording": int|null}
 
 ``timestamp`` is when the call arrived (epoch seconds), so ``timestamp + duration_ms`` is when
-it was answered; lines are in the order calls completed. Everything is redacted.
+it was answered; lines are in the order calls completed. ``recording`` is the cassette line of
+the recording that answered the call (replay; null for a miss and in record mode): the runner
+tells the recordings no call used from it without reading the cassette again. Everything is
+redacted.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class EventLog:
         error: str | None,
         timestamp: float,
         duration_ms: float,
+        recording: int | None = None,
     ) -> None:
         if self._fd is None:
             return
@@ -81,6 +85,7 @@ class EventLog:
                 "timestamp": timestamp,
                 "duration_ms": round(duration_ms, 3),
                 "replayed": self.replayed,
+                "recording": recording,
             }
         )
         ordered = {key: event[key] for key in sorted(event)}  # result keeps its wire order

@@ -148,14 +148,17 @@ class ReplaySession:
         record = self._take_call(tool, args, input_responses)
         if record is None:
             reply = self._call_mismatch(request_id, tool, args, input_responses)
-            self._event(tool, args, False, None, reply["error"]["message"], started, started_clock)
+            error = reply["error"]["message"]
+            self._event(tool, args, False, None, error, started, started_clock, None)
             return [reply]
         out: list[JsonObject] = []
         token = jsonrpc.progress_token(message)
         if token is not None:
             out.extend(jsonrpc.progress_notification(token, p) for p in record.progress)
         out.append(self._reply(message, record.result, record.rpc_error))
-        self._event(tool, args, record.ok, record.result, record.error, started, started_clock)
+        self._event(
+            tool, args, record.ok, record.result, record.error, started, started_clock, record.line
+        )
         return out
 
     def _take_call(self, tool: str, args: JsonObject, input_responses: Any) -> CallRecord | None:
@@ -289,6 +292,7 @@ class ReplaySession:
         error: str | None,
         started: float,
         started_clock: float,
+        recording: int | None,
     ) -> None:
         if self.events is not None:
             self.events.tool_call(
@@ -299,6 +303,7 @@ class ReplaySession:
                 error=error,
                 timestamp=started,
                 duration_ms=(time.perf_counter() - started_clock) * 1000,
+                recording=recording,
             )
 
 

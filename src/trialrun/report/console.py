@@ -14,7 +14,7 @@ annotations live in ``report/annotations.py``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,10 +167,12 @@ def format_unused(cases: Sequence[CaseResult]) -> list[str]:
 
 def unused_tools_text(case: CaseResult) -> str:
     """``search_docs x2, fetch``: the tools of a case's unused recordings, in cassette order."""
-    return ", ".join(
-        name if count == 1 else f"{name} x{count}"
-        for name, count in case.unused_recordings_by_tool().items()
-    )
+    return counted_text(case.unused_recordings_by_tool())
+
+
+def counted_text(counts: Mapping[str, int]) -> str:
+    """``search_docs x2, fetch``: names with their count when it is more than one."""
+    return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in counts.items())
 
 
 def format_regression(regression: dict[str, Any]) -> list[str]:

@@ -1,8 +1,9 @@
 """The GitHub job summary: a Markdown view of a finished run for ``$GITHUB_STEP_SUMMARY``.
 
 Layout, top to bottom: the verdict (so it shows first on the pull request), the failing cases as
-a table (kind, message, expected, observed), the regression gates and the case changes against
-the baseline, and where the artifacts are. GitHub renders HTML in summaries, so every text that
+a table (kind, message, expected, observed), one line naming the cases with unused recordings
+(they do not fail a case), the regression gates and the case changes against the baseline, and
+where the artifacts are. GitHub renders HTML in summaries, so every text that
 comes from the agent or the suite is redacted and escaped: HTML ``<``, ``>`` and ``&`` become
 entities, Markdown punctuation is backslash-escaped, ``|`` cannot end a table cell and newlines
 become ``<br>``. GitHub refuses a step summary over 1 MiB, so the failing-case table stops when
@@ -20,7 +21,12 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 from trialrun.redact import redact_text
-from trialrun.report.console import FailureDetail, failure_details, fmt_number
+from trialrun.report.console import (
+    FailureDetail,
+    failure_details,
+    fmt_number,
+    unused_tools_text,
+)
 from trialrun.report.summary import exit_status
 from trialrun.results import CaseResult, RunResult
 
@@ -29,6 +35,8 @@ STEP_SUMMARY_LIMIT = 1024 * 1024
 MAX_CELL_CHARS = 300
 """Per table cell: the summary points at the problem; the artifacts hold the full text."""
 MAX_LISTED_CHANGES = 50
+MAX_LISTED_UNUSED = 20
+"""Cases named on the unused-recordings line; summary.json and report.html have them all."""
 _FOOTER_ALLOWANCE = 200
 """Bytes kept back from the failing-case table for its "and N more" line."""
 
@@ -59,7 +67,11 @@ def build_step_summary(
     encodes to fewer than ``max_bytes`` UTF-8 bytes.
     """
     head = _verdict(run, summary, regression)
-    tail = [*_regression_section(regression), *_artifacts_section(artifacts_hint, run_url)]
+    tail = [
+        *_unused_section(run.cases),
+        *_regression_section(regression),
+        *_artifacts_section(artifacts_hint, run_url),
+    ]
     fixed = _utf8_size("\n".join([*head, *tail])) + 1
     failing_section = _failing_section(run.cases, budget=max_bytes - 1 - fixed - _FOOTER_ALLOWANCE)
     text = "\n".join([*head, *failing_section, *tail]) + "\n"
@@ -193,6 +205,23 @@ def _detail_row(case: CaseResult, detail: FailureDetail) -> str:
             _cell(detail.observed) if detail.observed is not None else "",
         ]
     )
+
+
+def _unused_section(cases: Sequence[CaseResult]) -> list[str]:
+    """``t1: 3 (search_docs x2, mcp:docs/fetch); t4: 1 (model:gpt-4o)``, a few cases at most."""
+    listed = [case for case in cases if case.run.unused_recordings]
+    if not listed:
+        return []
+    parts = [
+        _cell(
+            f"{case.case_id}: {case.run.unused_recordings}"
+            + (f" ({names})" if (names := unused_tools_text(case)) else "")
+        )
+        for case in listed[:MAX_LISTED_UNUSED]
+    ]
+    more = len(listed) - MAX_LISTED_UNUSED
+    extra = f"; and {more} more cases" if more > 0 else ""
+    return ["", f"**Unused recordings** (they do not fail a case): {'; '.join(parts)}{extra}."]
 
 
 def _regression_section(regression: dict[str, Any] | None) -> list[str]:

@@ -15,7 +15,8 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   ``success``. ``run.interrupted``, ``run.started_at`` and ``run.finished_at`` are ours.
 * Per case, ours: ``failure_kind`` (a stable machine name), ``stderr_tail`` (the last lines,
   bounded), ``unused_recordings`` (cassette entries never consumed; they do not fail the case,
-  RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool).
+  RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool;
+  ``mcp:<server>/<tool>`` and ``model:<model>`` for the MCP and model recordings).
 * Redaction is applied only to text the agent produced (failure messages, stderr). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
   (``tool_calls_by_name: {"reset_password": 2}``); counts are never redacted here.
