@@ -464,16 +464,18 @@ def _publish_entry() -> Entry:
 def _team_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotApplicable]:
     """config.toml cells shared by publish and scores: TOML, so "wrong type" is a bad value."""
 
-    def config(data: str | bytes) -> Callable[[Assets], Call]:
-        return lambda a: Call(call(a), a.write("home/config.toml", data))
+    def config(data: str | bytes, says: str | None = None) -> Callable[[Assets], Call]:
+        return lambda a: Call(call(a), a.write("home/config.toml", data), says=says)
 
     return {
         "empty_file": Cell(
             lambda a: Call(call(a), _put(a.subject() / "evals" / "compare.yaml", ""))
         ),
-        "binary_file": Cell(config(BINARY)),
-        "wrong_yaml_type": Cell(config("team = 5\n")),
-        "misspelled_key": Cell(config('taem = "x"\n')),
+        "binary_file": Cell(config(BINARY, ":2: file is not valid UTF-8: byte 0x80")),
+        "wrong_yaml_type": Cell(config("team = 5\n", ":1: 'team' must be a non-empty string")),
+        "misspelled_key": Cell(
+            config('# the team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)")
+        ),
         "nonexistent_path": Cell(
             lambda a: Call([*call(a), "--team", str(a.blocker() / "team")], a.blocker())
         ),
