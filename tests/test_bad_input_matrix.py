@@ -538,6 +538,21 @@ def _scenario_verify_entry() -> Entry:
             call(a, a.pack()), _put(sorted((a.pack() / "scenarios").iterdir())[0], BINARY)
         )
     )
+    scenario = "scenarios/refund_timeout_after_commit.json"
+    cells["misspelled_key:scenario"] = Cell(
+        lambda a: Call(
+            call(a, a.pack()),
+            _edit(a.pack() / scenario, '"faults"', '"fualts"'),
+            says=":6: unknown key 'fualts' (did you mean 'faults'?)",
+        )
+    )
+    cells["wrong_yaml_type:scenario"] = Cell(
+        lambda a: Call(
+            call(a, a.pack()),
+            _edit(a.pack() / scenario, '"call": 1', '"call": "first"'),
+            says=":6: faults[0].call: expected an integer >= 1, found 'first'",
+        )
+    )
     cells["nonexistent_path"] = Cell(
         lambda a: Call([*call(a, a.pack())[:-2], "--out", str(a.blocker() / "out")], a.blocker())
     )
