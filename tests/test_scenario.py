@@ -283,9 +283,31 @@ def test_invalid_pack_and_unknown_agent_exit_2(
     assert "expected a pack.yaml here" in capsys.readouterr().err
     assert run_cli(["scenario", "verify", str(pack), "--agent", "ghost"]) == 2
     assert "no agent 'ghost'; expected one of fixed, naive" in capsys.readouterr().err
-    (pack / "pack.yaml").write_text("agents: {naive: {command: python3}}\nscenarios: []\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "# pack\nagents: {naive: {command: python3}}\nscenarios: []\n",
+            ":2: agents.naive.command: expected a list of strings, found 'python3'",
+        ),
+        ("agents: {}\nscenarios: []\n", ":1: agents: expected a mapping of agent names"),
+        ("agents:\n  'a b': {command: [x]}\nscenarios: []\n", ":2: agent name 'a b': expected"),
+        ("agents: {a: {command: [x]}}\n", ":1: missing required key 'scenarios' in pack.yaml"),
+        (
+            "agents: {a: {command: [x]}}\nscenarios:\n  - s.json\n  - 5\n",
+            ":4: scenarios[1]: expected a scenario file path, found 5",
+        ),
+    ],
+)
+def test_a_bad_pack_yaml_value_is_refused_at_its_line(
+    pack: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
+) -> None:
+    (pack / "pack.yaml").write_text(text, encoding="utf-8")
     assert run_cli(["scenario", "verify", str(pack), "--agent", "naive"]) == 2
-    assert "agents.naive.command must be a list of strings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {pack / 'pack.yaml'}{says}"), err
 
 
 def test_a_crashing_agent_is_an_error_not_a_pass(pack: Path, tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ def load_pack(pack_dir: Path) -> dict[str, Any]:
     # The line-aware loader reports unreadable, binary, empty and non-mapping files by line.
     doc = load_yaml_file(path)
     _refuse_unknown_keys(doc)
+    _check_pack_values(doc)
     try:
         pack = world.validate_pack(doc.data, path)
     except world.PackError as exc:
@@ -89,6 +90,40 @@ def _refuse_unknown(
             hint = did_you_mean(str(key), allowed)
             place = f" in {inside}" if inside else ""
             raise doc.error(f"unknown key '{key}'{place}{hint}", [*where, key], str(key))
+
+
+def _check_pack_values(doc: LoadedYaml) -> None:
+    """The world's ``validate_pack`` checks the same without lines; here each is at its line."""
+    for key in ("agents", "scenarios"):
+        if key not in doc.data:
+            raise doc.error(f"missing required key '{key}' in pack.yaml", [], key)
+    agents = doc.data.get("agents")
+    if not isinstance(agents, dict) or not agents:
+        expected = "agents: expected a mapping of agent names to {command: [...]}"
+        raise doc.error(f"{expected}, found {_kind(agents)}", ["agents"], "agents")
+    for name, agent in agents.items():
+        if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+            raise doc.error(
+                f"agent name {name!r}: expected letters, digits, '-' or '_'", ["agents", name]
+            )
+        command = agent.get("command") if isinstance(agent, dict) else None
+        if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+            raise doc.error(
+                f"agents.{name}.command: expected a list of strings, found {_kind(command)}",
+                ["agents", name, "command"],
+                "command",
+            )
+    scenarios = doc.data.get("scenarios")
+    if not isinstance(scenarios, list):
+        expected = "scenarios: expected a list of scenario file paths"
+        raise doc.error(f"{expected}, found {_kind(scenarios)}", ["scenarios"], "scenarios")
+    for index, scenario in enumerate(scenarios):
+        if not isinstance(scenario, str) or not scenario:
+            raise doc.error(
+                f"scenarios[{index}]: expected a scenario file path, found {_kind(scenario)}",
+                ["scenarios", index],
+                "scenarios",
+            )
 
 
 _SCENARIO_KEYS = ("id", "description", "orders", "task", "faults")
@@ -158,8 +193,10 @@ def _check_fault(doc: LoadedYaml, fault: Any, at: list[PathElement]) -> None:
 
 
 def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
     if isinstance(value, dict):
-        return "a mapping"
+        return "a mapping" if value else "an empty mapping"
     if isinstance(value, list):
         return "a list"
     return repr(value)
