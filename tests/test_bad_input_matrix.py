@@ -9,7 +9,9 @@ does not apply (then it names the bad input the command does take).
 A cell passes when the command exits 2, prints no traceback, and its stderr is exactly one
 ``error: ...`` line that names the offending file (its path, absolute or relative to the
 working folder, not only its base name), optionally followed by click's
-``Try 'trialrun ... -h' for help.`` hint.
+``Try 'trialrun ... -h' for help.`` hint. A cell may also say what follows the file name: the
+line at fault and the message, e.g. ``:2: unknown key 'clals' ... (did you mean 'calls'?)`` for a
+file a user writes by hand.
 
 "Unreadable directory" cells (and the commands that would serve on valid input) run in a
 subprocess. Root ignores file modes through two capabilities, CAP_DAC_OVERRIDE and
@@ -58,6 +60,8 @@ class Call:
     names: Path
     lock: Path | None = None
     """A directory made unreadable (and unwritable) for the call: mode 000, not root."""
+    says: str | None = None
+    """What the error line holds right after the file name (``:LINE: message``), when set."""
 
 
 @dataclass(frozen=True)
@@ -180,12 +184,13 @@ def _file_cells(
     *,
     misspell: tuple[str, str] | None,
     wrong_type: str = "- a list\n- not a mapping\n",
+    misspell_says: str | None = None,
 ) -> dict[str, Cell | NotApplicable]:
     """Cells for a file read by the command: missing, empty, binary, wrong type, misspelled key.
 
     ``target`` returns the valid file (inside its valid surroundings); ``argv`` the call that
     reads it; ``misspell`` the (old, new) text edit that misspells one key, None when the file
-    has no keys to misspell.
+    has no keys to misspell; ``misspell_says`` what its error line says after the file name.
     """
 
     def missing(a: Assets) -> Call:
@@ -203,7 +208,7 @@ def _file_cells(
     def misspelled(a: Assets) -> Call:
         assert misspell is not None
         path = _edit(target(a), *misspell)
-        return Call(argv(a, path), path)
+        return Call(argv(a, path), path, says=misspell_says)
 
     cells: dict[str, Cell | NotApplicable] = {
         "missing_file": Cell(missing),
@@ -459,16 +464,18 @@ def _publish_entry() -> Entry:
 def _team_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotApplicable]:
     """config.toml cells shared by publish and scores: TOML, so "wrong type" is a bad value."""
 
-    def config(data: str | bytes) -> Callable[[Assets], Call]:
-        return lambda a: Call(call(a), a.write("home/config.toml", data))
+    def config(data: str | bytes, says: str | None = None) -> Callable[[Assets], Call]:
+        return lambda a: Call(call(a), a.write("home/config.toml", data), says=says)
 
     return {
         "empty_file": Cell(
             lambda a: Call(call(a), _put(a.subject() / "evals" / "compare.yaml", ""))
         ),
-        "binary_file": Cell(config(BINARY)),
-        "wrong_yaml_type": Cell(config("team = 5\n")),
-        "misspelled_key": Cell(config('taem = "x"\n')),
+        "binary_file": Cell(config(BINARY, ":2: file is not valid UTF-8: byte 0x80")),
+        "wrong_yaml_type": Cell(config("team = 5\n", ":1: 'team' must be a non-empty string")),
+        "misspelled_key": Cell(
+            config('# the team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)")
+        ),
         "nonexistent_path": Cell(
             lambda a: Call([*call(a), "--team", str(a.blocker() / "team")], a.blocker())
         ),
@@ -529,6 +536,21 @@ def _scenario_verify_entry() -> Entry:
     cells["binary_file:scenario"] = Cell(
         lambda a: Call(
             call(a, a.pack()), _put(sorted((a.pack() / "scenarios").iterdir())[0], BINARY)
+        )
+    )
+    scenario = "scenarios/refund_timeout_after_commit.json"
+    cells["misspelled_key:scenario"] = Cell(
+        lambda a: Call(
+            call(a, a.pack()),
+            _edit(a.pack() / scenario, '"faults"', '"fualts"'),
+            says=":6: unknown key 'fualts' (did you mean 'faults'?)",
+        )
+    )
+    cells["wrong_yaml_type:scenario"] = Cell(
+        lambda a: Call(
+            call(a, a.pack()),
+            _edit(a.pack() / scenario, '"call": 1', '"call": "first"'),
+            says=":6: faults[0].call: expected an integer >= 1, found 'first'",
         )
     )
     cells["nonexistent_path"] = Cell(
@@ -781,6 +803,14 @@ def _incident_cells(
         verb,
         misspell=('"calls"', '"clals"'),
         wrong_type="[1, 2]\n",
+        misspell_says=":2: unknown key 'clals' in the incident (did you mean 'calls'?)",
+    )
+    cells["misspelled_key:call"] = Cell(
+        lambda a: Call(
+            verb(a, a.incident()),
+            _edit(a.incident(), '"duration_ms"', '"duration"'),
+            says=":7: unknown key 'duration' in calls[0] (did you mean 'duration_ms'?)",
+        )
     )
     cells["unreadable_dir"] = Cell(
         lambda a: Call(verb(a, a.incident()), a.incident().parent, lock=a.incident().parent)
@@ -797,25 +827,40 @@ def _incident_inspect_entry() -> Entry:
     cells = _incident_cells(
         call, lambda a, o: ["incident", "inspect", str(a.incident()), "--out", str(o)]
     )
-    cells["misspelled_key:--rules"] = Cell(
-        lambda a: Call(
-            [
-                *call(a, a.incident()),
-                "--rules",
-                str(a.write("rules.yaml", "- {id: r, tool: t, max_calls_per: x, at_mots: 1}\n")),
-            ],
-            a.root / "rules.yaml",
-        )
-    )
-    cells["binary_file:--rules"] = Cell(
-        lambda a: Call(
-            [*call(a, a.incident()), "--rules", str(a.write("rules.yaml", BINARY))],
-            a.root / "rules.yaml",
-        )
-    )
+    cells |= _rules_cells(lambda a: call(a, a.incident()))
     return Entry(
         inputs="INCIDENT: incident.json; --rules FILE (YAML); --out DIR (written)", cells=cells
     )
+
+
+RULES = "- id: one-refund\n  tool: issue_refund\n  max_calls_per: order_id\n  at_most: 1\n"
+
+
+def _rules_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotApplicable]:
+    """The ``--rules`` file of inspect and replay: a YAML list a user writes by hand."""
+
+    def rules(data: str | bytes, says: str | None = None) -> Cell:
+        return Cell(
+            lambda a: Call(
+                [*call(a), "--rules", str(a.write("r.yaml", data))], a.root / "r.yaml", says=says
+            )
+        )
+
+    return {
+        "misspelled_key:--rules": rules(
+            RULES.replace("at_most", "at_mots"),
+            ":4: rule 'one-refund': unknown key 'at_mots' (did you mean 'at_most'?)",
+        ),
+        "misspelled_key:--rules-top": rules(
+            "# the rules\nrulse:\n" + RULES, ":2: unknown key 'rulse' (did you mean 'rules'?)"
+        ),
+        "wrong_yaml_type:--rules": rules("\njust text\n", ":2: expected a list of rules"),
+        "wrong_yaml_type:--rules-entry": rules(
+            RULES + "- just text\n", ":5: rule #2: expected a mapping, found the string"
+        ),
+        "binary_file:--rules": rules(BINARY),
+        "empty_file:--rules": rules("# none yet\n", ": the file is empty; expected a list"),
+    }
 
 
 def _incident_promote_entry() -> Entry:
@@ -840,12 +885,7 @@ def _incident_replay_entry() -> Entry:
             [*call(a, a.incident()), "--rules", str(a.blocker() / "rules.yaml")], a.blocker()
         )
     )
-    cells["wrong_yaml_type:--rules"] = Cell(
-        lambda a: Call(
-            [*call(a, a.incident()), "--rules", str(a.write("rules.yaml", "just text\n"))],
-            a.root / "rules.yaml",
-        )
-    )
+    cells |= _rules_cells(lambda a: call(a, a.incident()))
     return Entry(inputs="INCIDENT: incident.json; --rules FILE (YAML)", cells=cells)
 
 
@@ -1070,6 +1110,8 @@ def _assert_rejected(outcome: Outcome, call: Call, root: Path, *, checked: bool)
     assert where, f"the line does not start with <file>: \n{shown}"
     placed = where.group(2) is not None or _names(where.group(1), call.names, root)
     assert placed, f"the offending path or the line naming it comes first\n{shown}"
+    if call.says is not None:
+        assert f"{call.names}{call.says}" in lines[0], f"expected {call.says!r} there\n{shown}"
 
 
 def _run_in_process(

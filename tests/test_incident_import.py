@@ -387,12 +387,67 @@ def test_load_incident_rejects_invalid_documents(mutate: Any, key: str, tmp_path
     assert caught.value.file == str(path)
 
 
+def _rename(mapping: dict[str, Any], old: str, new: str) -> None:
+    mapping[new] = mapping.pop(old)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "marker", "message"),
+    [
+        (
+            lambda d: _rename(d, "calls", "cals"),
+            '"cals"',
+            "unknown key 'cals' in the incident (did you mean 'calls'?)",
+        ),
+        (
+            lambda d: _rename(d["calls"][2], "name", "nmae"),
+            '"nmae"',
+            "unknown key 'nmae' in calls[2] (did you mean 'name'?)",
+        ),
+        (
+            lambda d: _rename(d["calls"][1], "duration_ms", "Duration_ms"),
+            '"Duration_ms"',
+            "unknown key 'Duration_ms' in calls[1] (did you mean 'duration_ms'?)",
+        ),
+        (
+            lambda d: d["calls"][3].update(index="MARKER"),
+            '"MARKER"',
+            'calls[3].index: expected an integer, found "MARKER"',
+        ),
+        (
+            lambda d: d.update(missing=["x", 7]),
+            '"missing"',
+            "missing: expected a list of strings",
+        ),
+        (
+            lambda d: d["calls"][1].pop("name"),
+            '"args"',  # the call's first key (sorted): the call's "{" is the line above
+            "missing required key 'name' in calls[1]",
+        ),
+    ],
+)
+def test_load_incident_reports_each_problem_at_its_line(
+    mutate: Any, marker: str, message: str, tmp_path: Path
+) -> None:
+    """A hand-edited incident.json: the error line points at the key or value at fault."""
+    document = import_export(DATA / "trialrun_run.jsonl").to_json()
+    mutate(document)
+    text = json.dumps(document, indent=2, sort_keys=True)
+    path = tmp_path / "incident.json"
+    path.write_text(text, encoding="utf-8")
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if marker in line]
+    line = lines[1] - 1 if marker == '"args"' else lines[0]
+    with pytest.raises(ConfigError) as caught:
+        load_incident(path)
+    assert str(caught.value).startswith(f"{path}:{line}: {message}")
+
+
 def test_load_incident_reports_unreadable_and_non_json_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read incident file"):
         load_incident(tmp_path / "absent.json")
     path = tmp_path / "incident.json"
     path.write_text("{\n  oops", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not JSON") as caught:
+    with pytest.raises(ConfigError, match="invalid JSON") as caught:
         load_incident(path)
     assert caught.value.line == 2
 

@@ -131,39 +131,88 @@ def test_load_rules_reads_both_shapes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "fragment"),
+    ("text", "line", "fragment"),
     [
-        ("{id: a}", "expected a list of rules, found dict"),
-        ("- 3", "rule #1: expected a mapping, found int"),
-        ("- {tool: t, max_calls_per: x}", "rule #1: expected a non-empty string 'id'"),
-        ("- {id: a, max_calls_per: x}", "rule 'a': expected a non-empty string 'tool'"),
-        ("- {id: a, tool: t}", "expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'"),
-        ("- {id: a, tool: t, max_calls_per: x, at_most: -1}", "'at_most' must be an integer >= 0"),
-        ("- {id: a, tool: t, max_calls_per: x, at_most: true}", "'at_most' must be an integer"),
-        ("- {id: a, tool: t, max_calls_per: 3}", "'max_calls_per' must name an argument"),
-        ("- {id: a, tool: t, forbid_when_arg: {}}", "'forbid_when_arg' must be a non-empty"),
-        ("- {id: a, tool: t, forbid_when_arg: {x: 1}, colour: red}", "unknown key(s) colour"),
+        ("{id: a}", 1, "unknown key 'id'; expected a list of rules, or a mapping with a 'rules'"),
+        ("# rules\nrulse:\n  - {id: a}\n", 2, "unknown key 'rulse' (did you mean 'rules'?)"),
+        ("rules: {id: a}", 1, "'rules': expected a list of rules, found a mapping"),
+        ("\njust text\n", 2, "expected a list of rules, or a mapping with a 'rules' list"),
+        ("- {id: a, tool: t, max_calls_per: x}\n- 3", 2, "rule #2: expected a mapping, found"),
+        ("- tool: t\n  max_calls_per: x", 1, "rule #1: expected a non-empty string 'id'"),
+        ("- id: a\n  max_calls_per: x", 1, "rule 'a': expected a non-empty string 'tool'"),
+        ("- {id: a, tool: t}", 1, "expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'"),
+        (
+            "- id: a\n  tool: t\n  max_calls_per: x\n  at_most: -1",
+            4,
+            "'at_most' must be an integer >= 0",
+        ),
+        ("- {id: a, tool: t, max_calls_per: x, at_most: true}", 1, "'at_most' must be an integer"),
+        ("- id: a\n  tool: t\n  max_calls_per: 3", 3, "'max_calls_per' must name an argument"),
+        ("- id: a\n  tool: t\n  forbid_when_arg: {}", 3, "'forbid_when_arg' must be a non-empty"),
+        (
+            "- id: a\n  tool: t\n  forbid_when_arg: {x: 1}\n  colour: red",
+            4,
+            "rule 'a': unknown key 'colour'",
+        ),
+        (
+            "- id: a\n  tool: t\n  max_calls_per: x\n  at_mots: 2",
+            4,
+            "rule 'a': unknown key 'at_mots' (did you mean 'at_most'?)",
+        ),
+        (
+            "rules:\n  - id: a\n    tool: t\n    forbid_when_ar: {x: 1}",
+            4,
+            "unknown key 'forbid_when_ar' (did you mean 'forbid_when_arg'?)",
+        ),
+        (
+            "- id: a\n  tool: t\n  forbid_when_arg: {x: 1}\n  at_most: 1",
+            4,
+            "'at_most' goes with 'max_calls_per'",
+        ),
+        (
+            "- id: a\n  tool: t\n  max_calls_per: x\n  forbid_when_arg: {x: 1}",
+            4,
+            "two kinds of rule",
+        ),
         (
             "- {id: a, tool: t, max_calls_per: x}\n- {id: a, tool: u, max_calls_per: y}",
-            "used twice",
+            2,
+            "rule id 'a' is used twice (first at line 1)",
         ),
-        ("- [unclosed", "not valid YAML"),
+        ("- id: a\n  id: b", 2, "duplicate key 'id'"),
+        ("- id: a\n- [unclosed", 2, "invalid YAML"),
     ],
 )
-def test_load_rules_rejects_bad_files_naming_the_file(
-    tmp_path: Path, text: str, fragment: str
+def test_load_rules_rejects_bad_files_at_the_line_at_fault(
+    tmp_path: Path, text: str, line: int, fragment: str
 ) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         load_rules(path)
+    assert str(caught.value).startswith(f"{path}:{line}: ")
     assert fragment in str(caught.value)
-    assert str(caught.value).startswith(str(path))
 
 
-def test_load_rules_on_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read rules file"):
+def test_load_rules_reports_a_missing_or_empty_file_about_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
         load_rules(tmp_path / "absent.yaml")
+    assert caught.value.line is None and "cannot read file" in caught.value.message
+    empty = tmp_path / "rules.yaml"
+    empty.write_text("# no rules yet\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_rules(empty)
+    assert str(caught.value) == f"{empty}: the file is empty; expected a list of rules"
+
+
+def test_load_rules_reads_json_rules_with_their_lines(tmp_path: Path) -> None:
+    path = tmp_path / "rules.json"
+    path.write_text('[\n {"id": "a", "tool": "t", "max_calls_per": "x"},\n {"id": 5}\n]')
+    with pytest.raises(ConfigError) as caught:
+        load_rules(path)
+    assert str(caught.value).startswith(f"{path}:3: rule #2: expected a non-empty string 'id'")
+    path.write_text('{"rules": [{"id": "a", "tool": "t", "max_calls_per": "x"}]}')
+    assert load_rules(path) == [Rule("a", "t", max_calls_per="x", at_most=1)]
 
 
 # --- replay: the four results ----------------------------------------------------------------

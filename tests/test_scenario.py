@@ -131,6 +131,61 @@ def test_load_scenario_reports_where_and_what(tmp_path: Path) -> None:
         load_scenario(path)
 
 
+def test_load_scenario_refuses_what_it_would_misread_without_crashing(tmp_path: Path) -> None:
+    """The pack's own loader (standard library, no trialrun): a message, never a traceback."""
+    path = tmp_path / "bad.json"
+    base = {"id": "x", "orders": {}, "task": {}}
+    path.write_text(json.dumps({**base, "fualts": []}))
+    with pytest.raises(PackError, match=r"bad.json: unknown key\(s\) fualts"):
+        load_scenario(path)
+    path.write_text(json.dumps({**base, "faults": 5}))
+    with pytest.raises(PackError, match="faults: expected a list"):
+        load_scenario(path)
+    fault = {"tool": "issue_refund", "kind": "slow", "call": "first"}
+    path.write_text(json.dumps({**base, "faults": [fault]}))
+    with pytest.raises(PackError, match=r"faults\[0\]: expected integers for call and delay_ms"):
+        load_scenario(path)
+
+
+TIMEOUT_SCENARIO = "refund_timeout_after_commit.json"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ('"faults"', '"fualts"', ":6: unknown key 'fualts' (did you mean 'faults'?)"),
+        ('"tool"', '"tol"', ":6: unknown key 'tol' in faults[0] (did you mean 'tool'?)"),
+        ('"call": 1', '"call": "first"', ":6: faults[0].call: expected an integer >= 1"),
+        (
+            '"kind": "timeout_after_commit"',
+            '"kind": "timeout_after_comit"',
+            ":6: faults[0].kind: expected one of timeout_after_commit, error_before_commit, slow, "
+            "found 'timeout_after_comit' (did you mean 'timeout_after_commit'?)",
+        ),
+        ('"total": 55', '"total": "55"', ":4: orders.A200: expected a mapping with a numeric"),
+        ('"id": "refund_timeout_after_commit",', "", ":1: missing required key 'id'"),
+        (
+            '"faults": [{"tool": "issue_refund", "call": 1, "kind": "timeout_after_commit"}]',
+            '"faults": 5',
+            ":6: faults: expected a list, found 5",
+        ),
+    ],
+)
+def test_a_bad_scenario_file_is_refused_at_its_line_before_any_run(
+    pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, says: str
+) -> None:
+    scenario = pack / "scenarios" / TIMEOUT_SCENARIO
+    text = scenario.read_text(encoding="utf-8")
+    assert old in text
+    scenario.write_text(text.replace(old, new, 1), encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_cli(["scenario", "verify", str(pack), "--agent", "naive", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {scenario}{says}"), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert not (out / "summary.json").exists()
+
+
 def test_naive_agent_fails_exactly_the_duplicate_payment_scenario(
     pack: Path, tmp_path: Path
 ) -> None:
@@ -228,9 +283,31 @@ def test_invalid_pack_and_unknown_agent_exit_2(
     assert "expected a pack.yaml here" in capsys.readouterr().err
     assert run_cli(["scenario", "verify", str(pack), "--agent", "ghost"]) == 2
     assert "no agent 'ghost'; expected one of fixed, naive" in capsys.readouterr().err
-    (pack / "pack.yaml").write_text("agents: {naive: {command: python3}}\nscenarios: []\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "# pack\nagents: {naive: {command: python3}}\nscenarios: []\n",
+            ":2: agents.naive.command: expected a list of strings, found 'python3'",
+        ),
+        ("agents: {}\nscenarios: []\n", ":1: agents: expected a mapping of agent names"),
+        ("agents:\n  'a b': {command: [x]}\nscenarios: []\n", ":2: agent name 'a b': expected"),
+        ("agents: {a: {command: [x]}}\n", ":1: missing required key 'scenarios' in pack.yaml"),
+        (
+            "agents: {a: {command: [x]}}\nscenarios:\n  - s.json\n  - 5\n",
+            ":4: scenarios[1]: expected a scenario file path, found 5",
+        ),
+    ],
+)
+def test_a_bad_pack_yaml_value_is_refused_at_its_line(
+    pack: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
+) -> None:
+    (pack / "pack.yaml").write_text(text, encoding="utf-8")
     assert run_cli(["scenario", "verify", str(pack), "--agent", "naive"]) == 2
-    assert "agents.naive.command must be a list of strings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {pack / 'pack.yaml'}{says}"), err
 
 
 def test_a_crashing_agent_is_an_error_not_a_pass(pack: Path, tmp_path: Path) -> None:

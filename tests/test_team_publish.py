@@ -358,6 +358,30 @@ def test_team_from_config_and_handle(
     assert handle() == "Bob"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('# my team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)"),
+        ('\n"Team" = "x"\n', ":2: unknown key 'Team' (did you mean 'team'?)"),
+        ("\n\n[taem]\nurl = 1\n", ":3: unknown key 'taem' (did you mean 'team'?)"),
+        ("# team\n\nteam = 5\n", ":3: 'team' must be a non-empty string, found 5"),
+        ("# team\nteam = \n", ":2: invalid TOML: Invalid value (column 8)"),
+        ('team = "a"\nteam = "b"\n', ":2: invalid TOML: Cannot overwrite a value"),
+        ("# team\nteam = [\n", ":2: invalid TOML: Invalid value"),
+        (b"# team\nteam = '\xff'\n", ":2: file is not valid UTF-8: byte 0xff at offset 15"),
+    ],
+)
+def test_a_bad_config_toml_is_reported_at_its_line(
+    tmp_path: Path, text: str | bytes, expected: str
+) -> None:
+    config = tmp_path / "home" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as caught:
+        team_from_config(None)
+    assert str(caught.value).startswith(f"{config}{expected}")
+
+
 @pytest.mark.parametrize("value", ["", ".", "..", "a/b", "-x", "a b"])
 def test_check_plain_id_rejects_path_like_ids(value: str) -> None:
     with pytest.raises(TeamError):

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.config import yamlload
-from trialrun.config.yamlload import load_yaml_file, parse_yaml
+from trialrun.config.yamlload import load_yaml_file, load_yaml_value, parse_yaml
 from trialrun.errors import ConfigError, ConfigErrors
 
 DOC = """\
@@ -259,3 +259,44 @@ def test_an_empty_json_file_is_reported_about_the_file_without_a_line(tmp_path: 
     with pytest.raises(ConfigError) as caught:
         load_yaml_file(path)
     assert str(caught.value) == f"{path}: the file is empty; expected an object of keys to values"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "data", "path", "line"),
+    [
+        ("r.yaml", "# rules\n- id: a\n- id: b\n  tool: t\n",
+         [{"id": "a"}, {"id": "b", "tool": "t"}], (1, "tool"), 4),
+        ("r.json", '[\n  {"id": "a"},\n  {"id": "b",\n   "n": 1e5}\n]',
+         [{"id": "a"}, {"id": "b", "n": 1e5}], (1, "n"), 4),
+        ("r.yaml", "\n\njust text\n", "just text", (), 3),
+        ("r.yaml", "k: [1, 2]\n", {"k": [1, 2]}, ("k", 1), 1),
+    ],
+)  # fmt: skip
+def test_load_value_takes_any_top_level_and_keeps_lines(
+    tmp_path: Path, name: str, text: str, data: Any, path: tuple[str | int, ...], line: int
+) -> None:
+    target = tmp_path / name
+    target.write_text(text, encoding="utf-8")
+    doc = load_yaml_value(target, expected="a list of rules")
+    assert doc.data == data
+    assert doc.line_of(path) == line
+    assert str(doc.error("bad", path)) == f"{target}:{line}: bad"
+
+
+@pytest.mark.parametrize(("name", "text"), [("r.yaml", "# nothing\n"), ("r.json", "\n")])
+def test_load_value_reports_an_empty_file_without_a_line(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    target = tmp_path / name
+    target.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_value(target, expected="a list of rules", display=name)
+    assert str(caught.value) == f"{name}: the file is empty; expected a list of rules"
+
+
+def test_load_value_reports_duplicate_keys_in_a_list(tmp_path: Path) -> None:
+    target = tmp_path / "r.yaml"
+    target.write_text("- id: a\n  id: b\n", encoding="utf-8")
+    with pytest.raises(ConfigErrors) as caught:
+        load_yaml_value(target, expected="a list")
+    assert caught.value.line == 2

@@ -47,14 +47,7 @@ class LoadedYaml:
         When the path does not exist, the line of its nearest existing ancestor; the empty path is
         the document's first line. Never raises.
         """
-        node: yaml.Node = self.root
-        line = node.start_mark.line + 1
-        for element in path:
-            found = _child(node, element)
-            if found is None:
-                break
-            line, node = found
-        return line
+        return _line_of(self.root, path)
 
     def error(
         self, message: str, path: Sequence[PathElement] = (), key: str | None = None
@@ -70,12 +63,58 @@ def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
     (every duplicate key).
     """
     shown = display if display is not None else str(path)
+    text = _read_text(path, shown)
+    if path.suffix == ".json":
+        return parse_json(text, file=shown)
+    return parse_yaml(text, file=shown)
+
+
+@dataclass(frozen=True)
+class LoadedValue:
+    """A YAML (or JSON) document of any top-level type and the node graph it was built from."""
+
+    data: Any
+    file: str
+    """The file name as shown in error messages."""
+    root: yaml.Node
+
+    def line_of(self, path: Sequence[PathElement]) -> int:
+        """As ``LoadedYaml.line_of``: the line of ``path`` or of its nearest existing ancestor."""
+        return _line_of(self.root, path)
+
+    def error(
+        self, message: str, path: Sequence[PathElement] = (), key: str | None = None
+    ) -> ConfigError:
+        """A ConfigError in this file at the line of ``path``."""
+        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+
+
+def load_yaml_value(path: Path, *, expected: str, display: str | None = None) -> LoadedValue:
+    """As ``load_yaml_file``, for a file whose top level may be a list or a scalar too.
+
+    ``expected`` says what the file should hold ("a list of rules"), for an empty file.
+
+    Raises ConfigError (unreadable file, not UTF-8, syntax error, empty) or ConfigErrors (every
+    duplicate key).
+    """
+    shown = display if display is not None else str(path)
+    text = _read_text(path, shown)
+    if path.suffix == ".json":
+        data, node = _json_and_nodes(text, shown, f"expected {expected}")
+        return LoadedValue(data=data, file=shown, root=node)
+    found, data = _compose_and_construct(text, shown)
+    if found is None:  # about the file as a whole: no line (a comment-only file is empty too)
+        raise ConfigError(f"the file is empty; expected {expected}", file=shown)
+    return LoadedValue(data=data, file=shown, root=found)
+
+
+def _read_text(path: Path, shown: str) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror or exc}", file=shown) from None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError(
@@ -83,9 +122,6 @@ def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
             file=shown,
             line=line,
         ) from None
-    if path.suffix == ".json":
-        return parse_json(text, file=shown)
-    return parse_yaml(text, file=shown)
 
 
 def parse_json(text: str, *, file: str) -> LoadedYaml:
@@ -95,14 +131,7 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
     the values come from the JSON parser, the node graph for line numbers (and the duplicate-key
     check) from the YAML parser.
     """
-    if not text.strip():  # about the file as a whole, as for YAML
-        raise ConfigError("the file is empty; expected an object of keys to values", file=file)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"invalid JSON: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno
-        ) from None
+    data, node = _json_and_nodes(text, file, "expected an object of keys to values")
     if not isinstance(data, dict):
         found = "a list" if isinstance(data, list) else f"the value {json.dumps(data)}"
         raise ConfigError(
@@ -110,6 +139,21 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
             file=file,
             line=1,
         )
+    if not isinstance(node, yaml.MappingNode):
+        node = yaml.MappingNode("tag:yaml.org,2002:map", [], _START, _START)
+    return LoadedYaml(data=data, file=file, root=node)
+
+
+def _json_and_nodes(text: str, file: str, expected: str) -> tuple[Any, yaml.Node]:
+    """The JSON value of ``text`` and the YAML node graph of the same text (for its lines)."""
+    if not text.strip():  # about the file as a whole, as for YAML
+        raise ConfigError(f"the file is empty; {expected}", file=file)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno
+        ) from None
     # Outside strings valid JSON holds tabs only as whitespace, where a space means the same.
     try:
         node, _ = _compose_and_construct(text.replace("\t", " "), file)
@@ -117,9 +161,9 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
         raise
     except ConfigError:
         node = None  # valid JSON the YAML parser still refuses: no line numbers, same data
-    if not isinstance(node, yaml.MappingNode):
-        node = yaml.MappingNode("tag:yaml.org,2002:map", [], _START, _START)
-    return LoadedYaml(data=data, file=file, root=node)
+    if node is None:
+        node = yaml.ScalarNode("tag:yaml.org,2002:null", "", _START, _START)
+    return data, node
 
 
 def parse_yaml(text: str, *, file: str) -> LoadedYaml:
@@ -206,6 +250,17 @@ def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
                     first_line[identity] = line
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+
+
+def _line_of(root: yaml.Node, path: Sequence[PathElement]) -> int:
+    node = root
+    line = node.start_mark.line + 1
+    for element in path:
+        found = _child(node, element)
+        if found is None:
+            break
+        line, node = found
+    return line
 
 
 def _child(node: yaml.Node, element: PathElement) -> tuple[int, yaml.Node] | None:

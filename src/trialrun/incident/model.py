@@ -18,14 +18,19 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trialrun.errors import ConfigError
 from trialrun.fsutil import read_problem, write_json
 from trialrun.redact import redact
+from trialrun.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "SCHEMA_VERSION",
+    "FieldError",
     "Incident",
     "IncidentCall",
     "is_inconclusive",
@@ -35,6 +40,21 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+
+Where = tuple[str | int, ...]
+"""The place of a value in the document: keys and list positions from the top."""
+
+_INCIDENT_KEYS = (
+    "schema_version",
+    "source_format",
+    "source_file",
+    "input",
+    "final_output",
+    "calls",
+    "missing",
+    "violations",
+)
+_CALL_KEYS = ("index", "name", "args", "ok", "result", "error", "started_at", "duration_ms")
 
 
 @dataclass
@@ -61,31 +81,31 @@ class IncidentCall:
         }
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> IncidentCall:
-        raw = _object(data, where)
-        index = raw.get("index")
-        name = raw.get("name")
+    def from_json(cls, data: Any, where: Where) -> IncidentCall:
+        raw = _object(data, where, _CALL_KEYS)
+        index = _required(raw, "index", where)
+        name = _required(raw, "name", where)
         args = raw.get("args")
         ok = raw.get("ok")
         error = raw.get("error")
         started_at = raw.get("started_at")
         duration_ms = raw.get("duration_ms")
         if not isinstance(index, int) or isinstance(index, bool):
-            raise _invalid(f"{where}.index", "an integer", index)
+            raise _invalid((*where, "index"), "an integer", index)
         if not isinstance(name, str) or not name:
-            raise _invalid(f"{where}.name", "a non-empty string", name)
+            raise _invalid((*where, "name"), "a non-empty string", name)
         if args is not None and not isinstance(args, dict):
-            raise _invalid(f"{where}.args", "an object or null", args)
+            raise _invalid((*where, "args"), "an object or null", args)
         if ok is not None and not isinstance(ok, bool):
-            raise _invalid(f"{where}.ok", "true, false or null", ok)
+            raise _invalid((*where, "ok"), "true, false or null", ok)
         if error is not None and not isinstance(error, str):
-            raise _invalid(f"{where}.error", "a string or null", error)
+            raise _invalid((*where, "error"), "a string or null", error)
         if started_at is not None and not isinstance(started_at, str):
-            raise _invalid(f"{where}.started_at", "a string or null", started_at)
+            raise _invalid((*where, "started_at"), "a string or null", started_at)
         if duration_ms is not None and (
             not isinstance(duration_ms, int | float) or isinstance(duration_ms, bool)
         ):
-            raise _invalid(f"{where}.duration_ms", "a number or null", duration_ms)
+            raise _invalid((*where, "duration_ms"), "a number or null", duration_ms)
         return cls(
             index=index,
             name=name,
@@ -122,29 +142,30 @@ class Incident:
 
     @classmethod
     def from_json(cls, data: Any) -> Incident:
-        """Parse an ``incident.json`` document; ``ConfigError`` (with ``key``) when invalid."""
-        raw = _object(data, "incident")
-        version = raw.get("schema_version")
+        """Parse an ``incident.json`` document; ``FieldError`` (with ``key`` and ``where``)
+        when invalid."""
+        raw = _object(data, (), _INCIDENT_KEYS)
+        version = _required(raw, "schema_version", ())
         if version != SCHEMA_VERSION:
-            raise _invalid("schema_version", str(SCHEMA_VERSION), version)
+            raise _invalid(("schema_version",), str(SCHEMA_VERSION), version)
         for key in ("source_format", "source_file"):
-            if not isinstance(raw.get(key), str):
-                raise _invalid(key, "a string", raw.get(key))
-        calls = raw.get("calls")
+            if not isinstance(_required(raw, key, ()), str):
+                raise _invalid((key,), "a string", raw.get(key))
+        calls = _required(raw, "calls", ())
         if not isinstance(calls, list):
-            raise _invalid("calls", "a list", calls)
+            raise _invalid(("calls",), "a list", calls)
         missing = raw.get("missing", [])
         if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
-            raise _invalid("missing", "a list of strings", missing)
+            raise _invalid(("missing",), "a list of strings", missing)
         violations = raw.get("violations", [])
         if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
-            raise _invalid("violations", "a list of objects", violations)
+            raise _invalid(("violations",), "a list of objects", violations)
         return cls(
             source_format=raw["source_format"],
             source_file=raw["source_file"],
             input=raw.get("input"),
             final_output=raw.get("final_output"),
-            calls=[IncidentCall.from_json(c, f"calls[{i}]") for i, c in enumerate(calls)],
+            calls=[IncidentCall.from_json(c, ("calls", i)) for i, c in enumerate(calls)],
             missing=list(missing),
             violations=[dict(v) for v in violations],
         )
@@ -158,23 +179,21 @@ def is_inconclusive(incident: Incident) -> bool:
 
 
 def load_incident(path: str | Path) -> Incident:
-    """Read ``incident.json``; ``ConfigError`` naming the file when it is unreadable or invalid."""
+    """Read ``incident.json``; ``ConfigError`` naming the file, and the line when one applies."""
+    from trialrun.config.yamlload import parse_json
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read incident file: {read_problem(exc)}", file=path) from None
     if not text.strip():  # about the file as a whole: the parser would blame line 1
         raise ConfigError("the incident file is empty; expected a JSON object", file=path)
+    # The file is often written by hand: every problem is shown at its line.
+    document = parse_json(text, file=str(path))
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"incident file is not JSON: {exc.msg} (column {exc.colno})", file=path, line=exc.lineno
-        ) from exc
-    try:
-        return Incident.from_json(data)
-    except ConfigError as exc:
-        raise ConfigError(exc.message, file=path, key=exc.key) from exc
+        return Incident.from_json(document.data)
+    except FieldError as exc:
+        raise document.error(exc.message, exc.where, exc.key) from None
 
 
 def write_incident(path: str | Path, incident: Incident) -> None:
@@ -190,14 +209,45 @@ def source_name(source_file: str) -> str:
     return re.split(r"[\\/]", source_file)[-1]
 
 
-def _object(data: Any, where: str) -> dict[str, Any]:
+class FieldError(ConfigError):
+    """A value of the document is invalid; ``where`` is its place, for the line."""
+
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message, key=_dotted(where))
+        self.where = where
+
+
+def _object(data: Any, where: Where, allowed: Iterable[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise _invalid(where, "an object", data)
+    # A misspelled key would otherwise read as a missing one ("calls: found null").
+    known = tuple(allowed)
+    for key in data:
+        if key not in known:
+            inside = _dotted(where) or "the incident"
+            raise FieldError(
+                f"unknown key '{key}' in {inside}{did_you_mean(str(key), known)}", (*where, key)
+            )
     return data
 
 
-def _invalid(key: str, expected: str, found: Any) -> ConfigError:
+def _required(raw: dict[str, Any], key: str, where: Where) -> Any:
+    if key not in raw:
+        inside = _dotted(where) or "the incident"
+        raise FieldError(f"missing required key '{key}' in {inside}", where)
+    return raw[key]
+
+
+def _invalid(where: Where, expected: str, found: Any) -> FieldError:
     shown = json.dumps(found, default=repr)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    return ConfigError(f"{key}: expected {expected}, found {shown}", key=key)
+    return FieldError(f"{_dotted(where) or 'incident'}: expected {expected}, found {shown}", where)
+
+
+def _dotted(where: Where) -> str:
+    """``("calls", 2, "name")`` as ``calls[2].name``."""
+    text = ""
+    for element in where:
+        text += f"[{element}]" if isinstance(element, int) else f".{element}"
+    return text.lstrip(".")

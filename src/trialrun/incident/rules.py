@@ -19,18 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from trialrun import canonjson
-from trialrun.errors import ConfigError
-from trialrun.fsutil import read_problem
+from trialrun.suggest import did_you_mean
 
 if TYPE_CHECKING:
+    from trialrun.config.yamlload import LoadedValue, PathElement
     from trialrun.incident.model import IncidentCall
 
-_COMMON_KEYS = {"id", "tool"}
-_PER_KEYS = _COMMON_KEYS | {"max_calls_per", "at_most"}
-_FORBID_KEYS = _COMMON_KEYS | {"forbid_when_arg"}
+_COMMON_KEYS = ("id", "tool")
+_PER_KEYS = ("max_calls_per", "at_most")
+_FORBID_KEYS = ("forbid_when_arg",)
+_ALL_KEYS = (*_COMMON_KEYS, *_PER_KEYS, *_FORBID_KEYS)
+_EXPECTED_TOP = "expected a list of rules, or a mapping with a 'rules' list"
 
 
 @dataclass(frozen=True)
@@ -45,79 +45,131 @@ class Rule:
 
 
 def load_rules(path: str | Path) -> list[Rule]:
-    """Read a YAML list of rules (or a mapping with a ``rules`` list). ConfigError on bad input."""
-    shown = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read rules file: {read_problem(exc)}", file=shown) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"rules file is not valid YAML: {exc}", file=shown, line=line) from None
-    if isinstance(data, dict) and "rules" in data:
-        data = data["rules"]
-    if not isinstance(data, list):
-        raise ConfigError(
-            f"expected a list of rules, found {type(data).__name__}", file=shown, line=1
-        )
-    rules = [_parse_rule(entry, position, shown) for position, entry in enumerate(data)]
-    seen: set[str] = set()
-    for rule in rules:
-        if rule.id in seen:
-            raise ConfigError(f"rule id {rule.id!r} is used twice; ids must be unique", file=shown)
-        seen.add(rule.id)
+    """Read a YAML list of rules (or a mapping with a ``rules`` list).
+
+    ConfigError on bad input, at the line of the rule or key at fault.
+    """
+    from trialrun.config.yamlload import load_yaml_value
+
+    doc = load_yaml_value(Path(path), display=str(path), expected="a list of rules")
+    entries, at = _rule_list(doc)
+    rules: list[Rule] = []
+    first_line: dict[str, int] = {}
+    for position, entry in enumerate(entries):
+        place: list[PathElement] = [*at, position]
+        rule = _parse_rule(entry, place, doc)
+        line = doc.line_of([*place, "id"])
+        if rule.id in first_line:
+            raise doc.error(
+                f"rule id {rule.id!r} is used twice (first at line {first_line[rule.id]}); "
+                "ids must be unique",
+                [*place, "id"],
+                "id",
+            )
+        first_line[rule.id] = line
+        rules.append(rule)
     return rules
 
 
-def _parse_rule(entry: Any, position: int, shown: str) -> Rule:
-    where = f"rule #{position + 1}"
+def _rule_list(doc: LoadedValue) -> tuple[list[Any], list[PathElement]]:
+    """The rules and their place in the document."""
+    data = doc.data
+    if isinstance(data, dict):
+        for key in data:
+            if key != "rules":
+                hint = did_you_mean(str(key), ["rules"])
+                raise doc.error(f"unknown key '{key}'{hint}; {_EXPECTED_TOP}", [key], str(key))
+        if "rules" not in data:
+            raise doc.error(f"{_EXPECTED_TOP}, found an empty mapping")
+        data = data["rules"]
+        if not isinstance(data, list):
+            raise doc.error(f"'rules': expected a list of rules, found {_kind(data)}", ["rules"])
+        return data, ["rules"]
+    if not isinstance(data, list):
+        raise doc.error(f"{_EXPECTED_TOP}, found {_kind(data)}")
+    return data, []
+
+
+def _parse_rule(entry: Any, at: list[PathElement], doc: LoadedValue) -> Rule:
+    where = f"rule #{int(at[-1]) + 1}"
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping, found {type(entry).__name__}", file=shown)
-    rule_id, tool = entry.get("id"), entry.get("tool")
+        raise doc.error(f"{where}: expected a mapping, found {_kind(entry)}", at)
+    rule_id = entry.get("id")
+    if isinstance(rule_id, str) and rule_id:
+        where = f"rule {rule_id!r}"
+    # Unknown keys first: a misspelled 'id' or 'max_calls_per' is the cause of what follows.
+    for key in entry:
+        if key not in _ALL_KEYS:
+            hint = did_you_mean(str(key), _ALL_KEYS)
+            raise doc.error(f"{where}: unknown key '{key}'{hint}", [*at, key], str(key))
     if not isinstance(rule_id, str) or not rule_id:
-        raise ConfigError(f"{where}: expected a non-empty string 'id'", file=shown)
+        raise doc.error(f"{where}: expected a non-empty string 'id'", [*at, "id"], "id")
+    tool = entry.get("tool")
     if not isinstance(tool, str) or not tool:
-        raise ConfigError(f"rule {rule_id!r}: expected a non-empty string 'tool'", file=shown)
-    if "max_calls_per" in entry:
-        _refuse_unknown(entry, _PER_KEYS, rule_id, shown)
-        per, at_most = entry["max_calls_per"], entry.get("at_most", 1)
-        if not isinstance(per, str) or not per:
-            raise ConfigError(
-                f"rule {rule_id!r}: 'max_calls_per' must name an argument", file=shown
-            )
-        if isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0:
-            raise ConfigError(
-                f"rule {rule_id!r}: 'at_most' must be an integer >= 0, found {at_most!r}",
-                file=shown,
-            )
-        return Rule(rule_id, tool, max_calls_per=per, at_most=at_most)
-    if "forbid_when_arg" in entry:
-        _refuse_unknown(entry, _FORBID_KEYS, rule_id, shown)
-        when = entry["forbid_when_arg"]
-        if not isinstance(when, dict) or not when:
-            raise ConfigError(
-                f"rule {rule_id!r}: 'forbid_when_arg' must be a non-empty mapping of argument "
-                "names to values",
-                file=shown,
-            )
-        return Rule(rule_id, tool, forbid_when_arg=dict(when))
-    raise ConfigError(
-        f"rule {rule_id!r}: expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'",
-        file=shown,
-    )
-
-
-def _refuse_unknown(entry: dict[str, Any], allowed: set[str], rule_id: str, shown: str) -> None:
-    unknown = sorted(set(entry) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"rule {rule_id!r}: unknown key(s) {', '.join(unknown)}; allowed: "
-            f"{', '.join(sorted(allowed))}",
-            file=shown,
+        raise doc.error(f"{where}: expected a non-empty string 'tool'", [*at, "tool"], "tool")
+    if "max_calls_per" in entry and "forbid_when_arg" in entry:
+        raise doc.error(
+            f"{where}: 'max_calls_per' and 'forbid_when_arg' are two kinds of rule; "
+            "write two rules",
+            [*at, "forbid_when_arg"],
+            "forbid_when_arg",
         )
+    if "max_calls_per" in entry:
+        return _per_arg_rule(entry, rule_id, tool, at, doc)
+    if "forbid_when_arg" in entry:
+        return _forbid_rule(entry, rule_id, tool, at, doc)
+    raise doc.error(f"{where}: expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'", at)
+
+
+def _per_arg_rule(
+    entry: dict[str, Any], rule_id: str, tool: str, at: list[PathElement], doc: LoadedValue
+) -> Rule:
+    per, at_most = entry["max_calls_per"], entry.get("at_most", 1)
+    if not isinstance(per, str) or not per:
+        raise doc.error(
+            f"rule {rule_id!r}: 'max_calls_per' must name an argument, found {_kind(per)}",
+            [*at, "max_calls_per"],
+            "max_calls_per",
+        )
+    if isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0:
+        raise doc.error(
+            f"rule {rule_id!r}: 'at_most' must be an integer >= 0, found {at_most!r}",
+            [*at, "at_most"],
+            "at_most",
+        )
+    return Rule(rule_id, tool, max_calls_per=per, at_most=at_most)
+
+
+def _forbid_rule(
+    entry: dict[str, Any], rule_id: str, tool: str, at: list[PathElement], doc: LoadedValue
+) -> Rule:
+    if "at_most" in entry:
+        raise doc.error(
+            f"rule {rule_id!r}: 'at_most' goes with 'max_calls_per', not 'forbid_when_arg'",
+            [*at, "at_most"],
+            "at_most",
+        )
+    when = entry["forbid_when_arg"]
+    if not isinstance(when, dict) or not when:
+        raise doc.error(
+            f"rule {rule_id!r}: 'forbid_when_arg' must be a non-empty mapping of argument "
+            f"names to values, found {_kind(when)}",
+            [*at, "forbid_when_arg"],
+            "forbid_when_arg",
+        )
+    return Rule(rule_id, tool, forbid_when_arg=dict(when))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an empty mapping" if not value else "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing"
+    kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+    name = type(value).__name__
+    return f"the {kind.get(name, name)} {value!r}"
 
 
 def check_rules(calls: Sequence[IncidentCall], rules: Sequence[Rule]) -> list[dict[str, Any]]:

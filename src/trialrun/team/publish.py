@@ -71,27 +71,77 @@ _CONFIG_KEYS = ("team",)
 
 def _configured_team(config: Path) -> str | None:
     try:
-        data = tomllib.loads(config.read_text(encoding="utf-8"))
+        raw = config.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=config) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            f"file is not valid UTF-8: byte at offset {exc.start}", file=config
+            f"file is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            file=config,
+            line=raw.count(b"\n", 0, exc.start) + 1,
         ) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", file=config) from None
+        problem, line = _toml_problem(str(exc), text)
+        raise ConfigError(f"invalid TOML: {problem}", file=config, line=line) from None
     for key in data:
         if key not in _CONFIG_KEYS:
             hint = did_you_mean(key, _CONFIG_KEYS)
-            raise ConfigError(f"unknown key '{key}'{hint}", file=config, key=key)
+            line = _toml_key_line(text, key)
+            raise ConfigError(f"unknown key '{key}'{hint}", file=config, line=line, key=key)
     value = data.get("team")
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"'team' must be a non-empty string, found {value!r}", file=config)
+        raise ConfigError(
+            f"'team' must be a non-empty string, found {value!r}",
+            file=config,
+            line=_toml_key_line(text, "team"),
+            key="team",
+        )
     return value
+
+
+_TOML_PLACE = re.compile(
+    r"^(?P<problem>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$",
+    re.DOTALL,
+)
+
+
+def _toml_problem(message: str, text: str) -> tuple[str, int | None]:
+    """tomllib's message without its place, and the line: it says "(at line L, column C)", or
+    "(at end of document)" for a value left unfinished on the last line that holds anything."""
+    found = _TOML_PLACE.match(message)
+    if found is None:
+        return message, None
+    if found["line"] is not None:
+        return f"{found['problem']} (column {found['column']})", int(found["line"])
+    filled = [n for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return found["problem"], filled[-1] if filled else None
+
+
+def _toml_key_line(text: str, key: str) -> int | None:
+    """The line that sets top-level ``key`` (``key =``, ``"key" =``, ``key.sub =``, ``[key]``).
+
+    tomllib keeps no positions; config.toml is a few lines, so a scan finds the key.
+    """
+    name = rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')"
+    assignment = re.compile(rf"\s*{name}\s*[=.]")
+    header = re.compile(rf"\s*\[\[?\s*{name}\s*[\].]")
+    in_table = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if header.match(line):
+            return number
+        if line.lstrip().startswith("["):
+            in_table = True  # keys below a table header belong to that table
+        elif not in_table and assignment.match(line):
+            return number
+    return None
 
 
 def handle() -> str | None:

@@ -177,6 +177,11 @@ def load_scenario(path: Path) -> Scenario:
     missing = [k for k in ("id", "orders", "task") if k not in data]
     if missing:
         raise PackError(f"{path}: missing key(s) {', '.join(missing)}")
+    unknown = sorted(set(data) - {"id", "description", "orders", "task", "faults"})
+    if unknown:
+        raise PackError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    if not isinstance(data.get("faults", []), list):
+        raise PackError(f"{path}: faults: expected a list")
     faults = []
     for index, raw in enumerate(data.get("faults", [])):
         where = f"{path}: faults[{index}]"
@@ -185,9 +190,10 @@ def load_scenario(path: Path) -> Scenario:
         if raw.get("kind") not in FAULT_KINDS:
             found = raw.get("kind")
             raise PackError(f"{where}: expected kind one of {', '.join(FAULT_KINDS)}, {found!r}")
-        faults.append(
-            Fault(raw["tool"], int(raw.get("call", 1)), raw["kind"], int(raw.get("delay_ms", 0)))
-        )
+        call, delay_ms = raw.get("call", 1), raw.get("delay_ms", 0)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (call, delay_ms)):
+            raise PackError(f"{where}: expected integers for call and delay_ms")
+        faults.append(Fault(raw["tool"], call, raw["kind"], delay_ms))
     orders = data["orders"]
     if not isinstance(orders, dict) or not all(
         isinstance(o, dict) and isinstance(o.get("total"), (int, float)) for o in orders.values()
