@@ -236,22 +236,29 @@ def _locked_inside(
 NO_CONFIG = "the command reads no configuration file; its file inputs are covered by other cells"
 
 
+def _writer_cells(
+    created: str, argv: Callable[[Path], list[str]], unreadable: Cell
+) -> dict[str, Cell | NotApplicable]:
+    """The cells of a command that only writes into the folder ``argv(folder)`` names."""
+    return {
+        "missing_file": NotApplicable(f"a missing {created} is created, that is its purpose"),
+        "empty_file": NotApplicable(NO_CONFIG),
+        "binary_file": NotApplicable(NO_CONFIG),
+        "wrong_yaml_type": NotApplicable(NO_CONFIG),
+        "misspelled_key": NotApplicable(NO_CONFIG),
+        "nonexistent_path": Cell(lambda a: Call(argv(a.blocker() / "out"), a.blocker())),
+        "unreadable_dir": unreadable,
+    }
+
+
 def _init_entry() -> Entry:
+    def argv(folder: Path) -> list[str]:
+        return ["init", "--path", str(folder)]
+
+    locked = Cell(lambda a: _locked_inside(a, a.root, lambda d: argv(d / "evals")))
     return Entry(
         inputs="--path DIR: written (created when missing), never read",
-        cells={
-            "missing_file": NotApplicable("a missing --path is created, that is its purpose"),
-            "empty_file": NotApplicable(NO_CONFIG),
-            "binary_file": NotApplicable(NO_CONFIG),
-            "wrong_yaml_type": NotApplicable(NO_CONFIG),
-            "misspelled_key": NotApplicable(NO_CONFIG),
-            "nonexistent_path": Cell(
-                lambda a: Call(["init", "--path", str(a.blocker() / "evals")], a.blocker())
-            ),
-            "unreadable_dir": Cell(
-                lambda a: _locked_inside(a, a.root, lambda d: ["init", "--path", str(d / "evals")])
-            ),
-        },
+        cells=_writer_cells("--path", argv, locked),
     )
 
 
@@ -503,21 +510,13 @@ def _scores_entry() -> Entry:
 
 
 def _scenario_init_entry() -> Entry:
+    def argv(folder: Path) -> list[str]:
+        return ["scenario", "init", str(folder)]
+
+    locked = Cell(lambda a: _locked_inside(a, a.root, lambda d: argv(d / "p")))
     return Entry(
         inputs="DIRECTORY: written (created when missing), never read",
-        cells={
-            "missing_file": NotApplicable("a missing DIRECTORY is created, that is its purpose"),
-            "empty_file": NotApplicable(NO_CONFIG),
-            "binary_file": NotApplicable(NO_CONFIG),
-            "wrong_yaml_type": NotApplicable(NO_CONFIG),
-            "misspelled_key": NotApplicable(NO_CONFIG),
-            "nonexistent_path": Cell(
-                lambda a: Call(["scenario", "init", str(a.blocker() / "pack")], a.blocker())
-            ),
-            "unreadable_dir": Cell(
-                lambda a: _locked_inside(a, a.root, lambda d: ["scenario", "init", str(d / "p")])
-            ),
-        },
+        cells=_writer_cells("DIRECTORY", argv, locked),
     )
 
 
@@ -686,21 +685,13 @@ def _receipt_sign_entry() -> Entry:
 
 
 def _receipt_keygen_entry() -> Entry:
+    def argv(folder: Path) -> list[str]:
+        return ["receipt", "keygen", str(folder)]
+
+    locked = Cell(lambda a: Call(argv(a.locked()), a.locked(), lock=a.locked()))
     return Entry(
         inputs="DIRECTORY: written (created when missing); refuses to overwrite a key",
-        cells={
-            "missing_file": NotApplicable("a missing DIRECTORY is created, that is its purpose"),
-            "empty_file": NotApplicable("keygen reads no file"),
-            "binary_file": NotApplicable("keygen reads no file"),
-            "wrong_yaml_type": NotApplicable("keygen reads no file"),
-            "misspelled_key": NotApplicable("keygen reads no file"),
-            "nonexistent_path": Cell(
-                lambda a: Call(["receipt", "keygen", str(a.blocker() / "keys")], a.blocker()),
-            ),
-            "unreadable_dir": Cell(
-                lambda a: Call(["receipt", "keygen", str(a.locked())], a.locked(), lock=a.locked()),
-            ),
-        },
+        cells=_writer_cells("DIRECTORY", argv, locked),
     )
 
 
