@@ -164,6 +164,37 @@ def test_read_description_tolerates_missing_and_malformed_files(tmp_path: Path) 
     assert read_description(tmp_path) == ("ok", "Does X.")
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("---\nname: x\ndescription: never closed\n", ":1: the frontmatter opened here"),
+        ("---\nname: x\ndescription: [unclosed\n---\n", ":3: invalid YAML in the frontmatter"),
+        ("---\n- a list\n---\n", ":2: expected the frontmatter to be a mapping"),
+        ("---\nname: x\ndescription: 7\n---\n", ":3: expected 'description' to be text"),
+    ],
+)
+def test_the_subjects_own_broken_description_is_an_error_at_its_line(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    # Read as empty, it would change what the selector picks, and so the verdict, silently.
+    write(tmp_path / "SKILL.md", text)
+    with pytest.raises(ConfigError) as caught:
+        read_description(tmp_path, strict=True)
+    assert str(caught.value).startswith(f"{tmp_path / 'SKILL.md'}{where}")
+    assert read_description(tmp_path) == (None, "")  # a sibling's is tolerated
+
+
+def test_a_broken_subject_description_stops_the_load_when_triggers_are_evaluated(
+    tmp_path: Path,
+) -> None:
+    subject = make_library(tmp_path)
+    write(subject / "SKILL.md", "---\nname: deployer\ndescription: [oops\n---\n")
+    with pytest.raises(ConfigError, match=r"SKILL.md:3: invalid YAML in the frontmatter"):
+        load_eval_assets(subject)
+    (subject / "evals" / "triggers.yaml").unlink()
+    assert load_eval_assets(subject).triggers is None  # no selector, nothing reads it
+
+
 def test_errored_calls_count_in_neither_cell_and_are_reported(tmp_path: Path, plan: Any) -> None:
     subject = make_library(tmp_path)
     plan(

@@ -34,7 +34,7 @@ from pydantic import (
 
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
 from trialrun.compare.placeholders import expand, placeholder_problems
-from trialrun.compare.selector import SelectorSection
+from trialrun.compare.selector import SelectorSection, read_description
 from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
@@ -221,6 +221,8 @@ class _AssetsLoader:
         triggers = (
             self._validate(triggers_doc, TriggersConfig, "triggers") if triggers_doc else None
         )
+        if triggers_doc:
+            self._check_own_description()
         nothing = not cases and session is None and not (self._evals / SESSION_FILE).exists()
         if doc and nothing and not self._errors:
             self._add(doc.error(f"nothing to compare: no {CASES_DIR}/*.yaml and no {SESSION_FILE}"))
@@ -236,6 +238,13 @@ class _AssetsLoader:
             triggers=triggers,
             incumbent_path=incumbent,
         )
+
+    def _check_own_description(self) -> None:
+        """The selector reads the subject's SKILL.md description: a broken one is found now."""
+        try:
+            read_description(self._subject, strict=True)
+        except ConfigError as exc:
+            self._add(exc)
 
     def _case_files(self) -> list[Path]:
         """``cases/*.yaml``; a folder that cannot be listed is an error, not "no cases"."""

@@ -37,6 +37,7 @@ from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
 from trialrun.compare.placeholders import expand_argv
 from trialrun.errors import ConfigError
+from trialrun.fsutil import read_problem
 
 if TYPE_CHECKING:
     # config.py imports SelectorSection from here; the assets are only annotations here.
@@ -75,30 +76,65 @@ class SelectorCallError(Exception):
     """One selector call gave no usable answer; the message is what the report shows."""
 
 
-def read_description(folder: Path) -> tuple[str | None, str]:
+def read_description(folder: Path, *, strict: bool = False) -> tuple[str | None, str]:
     """The frontmatter ``name`` (None when absent) and ``description`` ("" when absent) of
-    ``folder/SKILL.md``. Unreadable or malformed frontmatter reads as neither: a sibling's bad
-    file must not stop the evaluation of this subject."""
+    ``folder/SKILL.md``.
+
+    A sibling's unreadable or malformed frontmatter reads as neither: it must not stop the
+    evaluation of this subject. With ``strict`` (the subject itself) it is a ``ConfigError`` at
+    its line: read as an empty description, it would change what the selector picks, silently.
+    """
     try:
-        text = (folder / SKILL_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return _frontmatter(folder / SKILL_FILE)
+    except ConfigError:
+        if strict:
+            raise
         return None, ""
+
+
+def _frontmatter(path: Path) -> tuple[str | None, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""  # a subject need not be a skill
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the skill file: {read_problem(exc)}", file=path) from None
     lines = text.splitlines()
     if not lines or lines[0].strip() != _FRONTMATTER_FENCE:
         return None, ""
+    end = next(
+        (i for i, line in enumerate(lines[1:], 1) if line.strip() == _FRONTMATTER_FENCE), None
+    )
+    if end is None:
+        raise ConfigError("the frontmatter opened here is never closed by '---'", file=path, line=1)
     try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == _FRONTMATTER_FENCE)
         data = yaml.safe_load("\n".join(lines[1:end]))
-    except (StopIteration, yaml.YAMLError):
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 2
+        problem = getattr(exc, "problem", None) or "not YAML"
+        raise ConfigError(
+            f"invalid YAML in the frontmatter: {problem}", file=path, line=line
+        ) from None
+    if data is None:
         return None, ""
     if not isinstance(data, dict):
-        return None, ""
-    name = data.get("name")
-    description = data.get("description")
-    return (
-        name.strip() if isinstance(name, str) and name.strip() else None,
-        description.strip() if isinstance(description, str) else "",
-    )
+        raise ConfigError("expected the frontmatter to be a mapping of keys", file=path, line=2)
+    name, description = data.get("name"), data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(
+            f"expected 'description' to be text, found {type(description).__name__}",
+            file=path,
+            line=_key_line(lines[1:end], "description"),
+        )
+    return (name.strip() if isinstance(name, str) and name.strip() else None), description.strip()
+
+
+def _key_line(frontmatter: list[str], key: str) -> int:
+    for number, line in enumerate(frontmatter, 2):
+        if line.startswith(f"{key}:"):
+            return number
+    return 2
 
 
 def build_catalog(subject: Path, name: str) -> list[CatalogEntry]:
@@ -108,7 +144,7 @@ def build_catalog(subject: Path, name: str) -> list[CatalogEntry]:
     entries of one name would make a selection of that name ambiguous.
     """
     root = subject.resolve()
-    entries = {name: CatalogEntry(name, read_description(root)[1])}
+    entries = {name: CatalogEntry(name, read_description(root, strict=True)[1])}
     for folder in sorted(root.parent.iterdir(), key=lambda path: path.name):
         if folder.name.startswith(".") or not (folder / SKILL_FILE).is_file():
             continue
