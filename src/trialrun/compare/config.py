@@ -221,8 +221,8 @@ class _AssetsLoader:
         triggers = (
             self._validate(triggers_doc, TriggersConfig, "triggers") if triggers_doc else None
         )
-        if triggers_doc:
-            self._check_own_description()
+        if triggers_doc and config is not None and config.triggers is not None:
+            self._check_own_description()  # only the selector reads it; an agent reads its own
         nothing = not cases and session is None and not (self._evals / SESSION_FILE).exists()
         if doc and nothing and not self._errors:
             self._add(doc.error(f"nothing to compare: no {CASES_DIR}/*.yaml and no {SESSION_FILE}"))
