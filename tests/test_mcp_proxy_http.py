@@ -246,3 +246,34 @@ def test_a_server_that_dies_mid_run_fails_its_request_and_the_next_starts_a_new_
     code, stderr = recorder.stop()
     assert code == 0 and "Traceback" not in stderr, stderr
     assert [c.tool for c in load_cassette(cassettes / "r.jsonl").calls] == ["search_docs"]
+
+
+def test_a_bug_while_serving_answers_500_naming_it_and_is_one_stderr_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import threading
+
+    from trialrun.mcp_proxy.http import make_server
+
+    class BrokenProxy:
+        def run(self, run_id: str) -> Any:
+            raise RuntimeError(f"run {run_id} is broken")
+
+    server = make_server("127.0.0.1", 0, BrokenProxy())  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = socket.create_connection(server.server_address[:2], timeout=10)
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+        client.sendall(http_post("/run/r7/mcp", ping))
+        head, _, body = read_response(client).partition(b"\r\n\r\n")
+        client.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # The client learns what broke instead of a dropped connection it would retry.
+    assert head.startswith(b"HTTP/1.1 500 ")
+    assert body.startswith(b"trialrun mcp-proxy internal error: RuntimeError: run r7 is broken")
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("trialrun mcp-proxy: error: error while serving POST '/run/r7/mcp': ")
+    assert "RuntimeError: run r7 is broken (at " in line

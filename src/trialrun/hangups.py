@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 HANG_UPS: tuple[type[OSError], ...] = (
@@ -59,3 +60,22 @@ def _peer(address: Any) -> str:
     if isinstance(address, tuple) and len(address) >= 2:
         return f"{address[0]}:{address[1]}"
     return str(address)
+
+
+class AnswerTrackingHandler(BaseHTTPRequestHandler):
+    """A request handler that knows whether the current request's status line went out.
+
+    A bug found before it can still be answered with a 500 that names it (an SDK shows that
+    message; a dropped connection it retries, then reports as a network error naming neither
+    trialrun nor the bug); after it, closing the connection is all that is left.
+    """
+
+    answered = False
+
+    def handle_one_request(self) -> None:
+        self.answered = False
+        super().handle_one_request()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.answered = True
+        super().send_response(code, message)

@@ -13,13 +13,13 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from io import BufferedIOBase
 from typing import Any
 
 from trialrun.gateway.routes import RouteError, error_body
 from trialrun.gateway.upstream import HOP_BY_HOP
-from trialrun.hangups import HANG_UPS, QuietServerMixin, describe
+from trialrun.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -62,7 +62,7 @@ class Server(QuietServerMixin, ThreadingHTTPServer):
                 connection.shutdown(socket.SHUT_RDWR)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(AnswerTrackingHandler):
     """Hands every request, whatever its method, to the server's ``serve`` callable."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
@@ -78,10 +78,22 @@ class Handler(BaseHTTPRequestHandler):
             LOG.info("the client hung up during %s %r", self.command, self.path)
             self.close_connection = True
         except Exception as exc:  # a bug must not end the connection's thread silently
-            LOG.error(
-                "gateway error while serving %s %r: %s", self.command, self.path, describe(exc)
-            )
+            problem = describe(exc)
+            LOG.error("gateway error while serving %s %r: %s", self.command, self.path, problem)
             self.close_connection = True
+            if not self.answered:
+                self._answer_internal_error(f"trialrun gateway internal error: {problem}")
+
+    def _answer_internal_error(self, message: str) -> None:
+        provider = "anthropic" if "/anthropic/" in self.path else None  # else OpenAI's shape
+        body = error_body(provider, 500, message, code="trialrun_gateway_error")
+        with contextlib.suppress(OSError):
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
 

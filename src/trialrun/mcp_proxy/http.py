@@ -25,13 +25,13 @@ import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from trialrun.errors import CassetteError
-from trialrun.hangups import QuietServerMixin
+from trialrun.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog
@@ -211,9 +211,23 @@ def server_url(server: _Server) -> str:
     return f"http://{shown}:{port}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(AnswerTrackingHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except HANG_UPS:
+            self.close_connection = True  # the client went away: nothing left to answer
+        except Exception as exc:  # a bug: one line, and an answer naming it if none went out
+            problem = describe(exc)
+            self.close_connection = True
+            request = f"{getattr(self, 'command', None)} {getattr(self, 'path', None)!r}"
+            self.server.report_error(f"error while serving {request}: {problem}")
+            if not self.answered:
+                with contextlib.suppress(OSError):
+                    self._plain(500, f"trialrun mcp-proxy internal error: {problem}\n")
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the access log would drown the server's own diagnostics on stderr."""
