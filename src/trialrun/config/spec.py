@@ -10,6 +10,8 @@ Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydan
 these models cost ~85 ms of CPU on the single-threaded start-up (about 40% of a small run's own
 time) for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an
 integer where a number is expected, unknown keys refused, RunLedger's spellings as aliases.
+Why not msgspec either: it stops at a document's first problem and names no mapping key in its
+error text (docs/internals.md, "Why not msgspec"; bench/validator_bench.py).
 """
 
 from __future__ import annotations
