@@ -35,8 +35,8 @@ import pytest
 
 from trialrun.cli import run_cli
 from trialrun.compare import store
-from trialrun.compare.digest import content_digest, eval_assets_digest
 from trialrun.errors import ConfigError
+from trialrun.home.digest import content_digest, eval_assets_digest
 from trialrun.receipt.verify import verify_receipt
 
 AGENT = r"""

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 from trialrun.report.junit import XML_DECLARATION, build_junit, xml_text
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 
 
 def case(

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun import protocol
-from trialrun.errors import ProtocolError
-from trialrun.protocol import (
+from trialrun.conversation import protocol
+from trialrun.conversation.protocol import (
     FinalOutputMsg,
     LogMsg,
     StdoutNoiseError,
@@ -25,6 +24,7 @@ from trialrun.protocol import (
     task_start,
     tool_result,
 )
+from trialrun.errors import ProtocolError
 
 MESSAGE_CLASSES = (ToolCallMsg, FinalOutputMsg, LogMsg, TaskErrorMsg, UsageMsg)
 

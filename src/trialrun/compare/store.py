@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.compare.arms import ArmRun
-from trialrun.compare.digest import DIGEST_PREFIX
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
+from trialrun.home.digest import DIGEST_PREFIX
 from trialrun.receipt.writer import ReceiptWriter
 
 __all__ = [

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
 from trialrun.report.summary import stderr_tail_of
-from trialrun.results import CaseResult, RunResult
 
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
-from trialrun.results import JsonObject
 
 AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage", "tool_report")
 """Message types an agent may send, in the order the protocol documents them."""
