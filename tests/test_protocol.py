@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.jsonnames import json_type
 from trialrun.conversation import protocol
 from trialrun.conversation.protocol import (
     FinalOutputMsg,
@@ -19,7 +20,6 @@ from trialrun.conversation.protocol import (
     ToolCallMsg,
     UsageMsg,
     encode,
-    json_type,
     parse_line,
     task_start,
     tool_result,

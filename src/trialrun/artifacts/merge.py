@@ -155,7 +155,7 @@ def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
 
 def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
     """One ``<testsuite>`` holding every shard's testcases as written, in case id order."""
-    from trialrun.report.junit import XML_DECLARATION, xml_text
+    from trialrun.base.xmltext import XML_DECLARATION, xml_text
 
     elements = {case_id: el for shard in shards for case_id, el in shard.testcases.items()}
     ordered = [elements[case.case_id] for case in result.cases]

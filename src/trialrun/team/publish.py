@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.suggest import did_you_mean
-from trialrun.compare.store import RECEIPT_FILE, store_root, trialrun_home
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
 from trialrun.home.digest import DIGEST_PREFIX, content_digest
+from trialrun.home.paths import RECEIPT_FILE, store_root, trialrun_home
 from trialrun.team.store import TeamError, TeamStore, check_plain_id
 
 __all__ = [

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
+from trialrun.base.jsonnames import json_type
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
-from trialrun.conversation.protocol import json_type
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
 
