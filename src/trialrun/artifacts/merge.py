@@ -12,7 +12,7 @@ The merged directory ``<out>/<suite>/<run_id>/`` holds what a single run writes:
   computed by ``report.summary`` as for any run; a ``merge`` block naming the shards;
 * junit.xml: the shards' testcases as written, in id order, with the counts recomputed;
 * run.jsonl: each case's lines as written, in case id order;
-* report.html: rendered from cases rebuilt from the shard artifacts (``shard_artifacts``);
+* report.html: rendered from cases rebuilt from the shard artifacts (``artifacts.shards``);
 * receipt.jsonl: a new receipt whose ``run_start`` names the merge, one ``shard`` event per
   shard with its receipt's path, event count and last hash, and ``run_end`` with the totals.
 
