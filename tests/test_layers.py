@@ -14,6 +14,7 @@ runtime exports are looked up by name on first use).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,18 +138,21 @@ def _resolve(statement: ast.Import | ast.ImportFrom, module: str, is_package: bo
     ]
 
 
-def trialrun_imports() -> list[Import]:
+@functools.cache
+def trialrun_imports() -> tuple[Import, ...]:
     found = []
     for path in source_files():
         module = module_name(path)
         source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
         tree = ast.parse(source, filename=str(path))
         for statement in _runtime_imports(tree):
             for target in dict.fromkeys(_resolve(statement, module, path.name == "__init__.py")):
                 if target == "trialrun" or target.startswith("trialrun."):
-                    text = ast.get_source_segment(source, statement)
-                    found.append(Import(module, target, statement.lineno, text or ""))
-    return found
+                    end = statement.end_lineno or statement.lineno
+                    text = " ".join(lines[statement.lineno - 1 : end])
+                    found.append(Import(module, target, statement.lineno, text))
+    return tuple(found)
 
 
 def unit_of(module: str) -> str:
