@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from processes import process_gone
-from trialrun.agent_process import (
+from trialrun.conversation.process import (
     AgentProcess,
     AgentStartError,
     MessageTooLargeError,

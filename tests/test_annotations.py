@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 from trialrun.config import load_suite
 from trialrun.report.annotations import (
     MAX_ERRORS_PER_STEP,
@@ -19,7 +20,6 @@ from trialrun.report.annotations import (
     escape_property,
     github_annotations,
 )
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 
 SUITE = """\
 suite_name: demo

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.artifacts import RunDirectory
-from trialrun.results import AgentRun, CaseResult
+from trialrun.artifacts.rundir import RunDirectory
+from trialrun.base.results import AgentRun, CaseResult
 
 # Any code point, and surrogates often: agents send lone ones as \ud800 escapes.
 texts = st.text(st.characters(exclude_categories=()) | st.sampled_from("\ud83d\ude00\udfff"))

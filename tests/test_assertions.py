@@ -9,6 +9,14 @@ from typing import Any
 
 import pytest
 
+from trialrun.base.assertion_api import (
+    AssertionParamError,
+    AssertionType,
+    CheckSubject,
+    CompileContext,
+    CompiledAssertion,
+)
+from trialrun.base.results import CheckFailure, ToolCall
 from trialrun.checks.builtin import (
     CALL_ORDER,
     JSON_SCHEMA,
@@ -17,14 +25,6 @@ from trialrun.checks.builtin import (
     REQUIRED_FIELDS,
     TOOL_ARGS,
 )
-from trialrun.checks.registry import (
-    AssertionParamError,
-    AssertionType,
-    CheckSubject,
-    CompileContext,
-    CompiledAssertion,
-)
-from trialrun.results import CheckFailure, ToolCall
 
 DEMO_SCHEMA = {
     "type": "object",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trialrun.baseline import (
+from trialrun.artifacts.baseline import (
     MISSING_METRIC_NOTE,
     SCHEMA_WARNING,
     baseline_from_summary,
@@ -20,10 +20,10 @@ from trialrun.baseline import (
     read_summary,
     thresholds_of,
 )
+from trialrun.base.fsutil import write_json
 from trialrun.config.models import Regression
 from trialrun.config.spec import parse
 from trialrun.errors import ConfigError, TrialrunError
-from trialrun.fsutil import write_json
 
 PEER_BASELINES = [
     "upstream/baselines/demo.json",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from trialrun.base.results import AgentRun, ToolCall, Usage
 from trialrun.checks.budgets import budget_failure_message, check_budgets, is_unverifiable
 from trialrun.config.models import Budgets
-from trialrun.results import AgentRun, ToolCall, Usage
 
 
 def agent_run(

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun import canonjson
-from trialrun.canonjson import dumps, dumps_codepoint
+from trialrun.base import canonjson
+from trialrun.base.canonjson import dumps, dumps_codepoint
 
 # ---- conformance vectors ----------------------------------------------------------------
 

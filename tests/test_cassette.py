@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import CassetteError, CassetteMismatch
 from trialrun.tools.cassette import MAX_NEAREST, Cassette, ReplayBackend, _best_matches

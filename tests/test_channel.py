@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from trialrun.results import AgentRun
-from trialrun.session import Limits, Spawn, run_agent
+from trialrun.base.results import AgentRun
+from trialrun.conversation.session import Limits, Spawn, run_agent
 from trialrun.tools.base import ToolBackend
 from trialrun.tools.cassette import Cassette, ReplayBackend
 from trialrun.tools.live import LiveBackend

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trialrun.compare.digest import case_digest, content_digest, eval_assets_digest
 from trialrun.errors import ConfigError
+from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
 
 def _sha(data: bytes) -> str:

@@ -35,8 +35,9 @@ import pytest
 
 from trialrun.cli import run_cli
 from trialrun.compare import store
-from trialrun.compare.digest import content_digest, eval_assets_digest
 from trialrun.errors import ConfigError
+from trialrun.home import paths
+from trialrun.home.digest import content_digest, eval_assets_digest
 from trialrun.receipt.verify import verify_receipt
 
 AGENT = r"""
@@ -368,9 +369,9 @@ def test_bad_judge_command_and_missing_subject_are_bad_input(
 
 def test_store_home_run_ids_and_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRIALRUN_HOME", raising=False)
-    assert store.trialrun_home() == Path.home() / ".trialrun"
+    assert paths.trialrun_home() == Path.home() / ".trialrun"
     monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path))
-    assert store.store_root() == tmp_path / "evals" / "local"
+    assert paths.store_root() == tmp_path / "evals" / "local"
     assert store.new_run_id(0.0) == "19700101T000000Z"
 
     first = store.create_run_dir("sha256:" + "a" * 64, "20260101T000000Z")

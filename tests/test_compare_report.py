@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.fsutil import dumps_json
 from trialrun.compare.config import load_eval_assets
-from trialrun.compare.digest import case_digest, content_digest, eval_assets_digest
 from trialrun.compare.outcome import (
     ArmSampleResult,
     CompareOutcome,
@@ -25,7 +25,7 @@ from trialrun.compare.outcome import (
 from trialrun.compare.receipt_doc import build_receipt
 from trialrun.compare.report import fixed, format_report
 from trialrun.compare.rows import Row
-from trialrun.fsutil import dumps_json
+from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
 SEED_REPORT = """\
 verdict: PASS

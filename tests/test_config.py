@@ -15,20 +15,20 @@ import jsonschema
 import pytest
 import yaml
 
-from trialrun import suggest
-from trialrun.checks import registry
-from trialrun.checks.registry import (
+from trialrun.base import assertion_api as registry
+from trialrun.base import suggest
+from trialrun.base.assertion_api import (
     AssertionParamError,
     AssertionRegistry,
     CheckSubject,
     CompileContext,
 )
+from trialrun.base.results import CheckFailure
 from trialrun.config import Case, Suite, load_suite
 from trialrun.config.models import Budgets
 from trialrun.config.paths import SuitePaths, display_path, find_repository_root
 from trialrun.config.schema_export import SCHEMA_DIR, export_schemas
 from trialrun.errors import ConfigError, ConfigErrors
-from trialrun.results import CheckFailure
 
 SUITE = """\
 suite_name: demo

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trialrun.baseline import compute_regression, load_baseline, read_summary
+from trialrun.artifacts.baseline import compute_regression, load_baseline, read_summary
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 from trialrun.report.console import (
     failure_details,
     format_failures,
@@ -13,7 +14,6 @@ from trialrun.report.console import (
     gate_failures,
 )
 from trialrun.report.summary import build_summary
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 
 CALL_ORDER = CheckFailure(
     "call_order",

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.cli import run_cli
-from trialrun.diffing import (
+from trialrun.artifacts.diffing import (
     OUTPUT_DIFF_LINE_MAX_CHARS,
     OUTPUT_DIFF_MAX_LINES,
     WallChange,
@@ -23,6 +22,7 @@ from trialrun.diffing import (
     output_diff,
     pretty_output,
 )
+from trialrun.cli import run_cli
 
 # Reads what to do from behaviour.json, keyed by the case's input "case".
 AGENT = """\

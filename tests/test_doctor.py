@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
-from trialrun.doctor import REPLAY_CAVEAT, Check
+from trialrun.commands.doctor import REPLAY_CAVEAT, Check
 
 AGENT = Path(__file__).parent / "e2e" / "behaving_agent.py"
 RECORDING = {"tool": "search_docs", "args": {"q": "reset password"}, "ok": True, "result": {}}

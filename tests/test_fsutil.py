@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.errors import ConfigError
-from trialrun.fsutil import (
+from trialrun.base.fsutil import (
     atomic_write_bytes,
     atomic_write_text,
     dumps_json,
@@ -20,6 +19,7 @@ from trialrun.fsutil import (
     read_problem,
     write_json,
 )
+from trialrun.errors import ConfigError
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),

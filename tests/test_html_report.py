@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from trialrun.baseline import compute_regression
+from trialrun.artifacts.baseline import compute_regression
+from trialrun.base.results import (
+    AgentRun,
+    CaseResult,
+    CheckFailure,
+    Failure,
+    RunResult,
+    ToolCall,
+)
 from trialrun.report.html import (
     EVENT_CHARS_MAX,
     EVENTS_PER_CASE_MAX,
@@ -22,14 +30,6 @@ from trialrun.report.html import (
     render_html,
 )
 from trialrun.report.summary import build_summary
-from trialrun.results import (
-    AgentRun,
-    CaseResult,
-    CheckFailure,
-    Failure,
-    RunResult,
-    ToolCall,
-)
 
 PAYLOADS = (
     "<img src=x onerror=alert(document.domain)>",

@@ -18,7 +18,7 @@ from trialrun.config import load_suite
 from trialrun.errors import ConfigError
 from trialrun.incident.model import Incident, IncidentCall
 from trialrun.incident.promote import cassette_text, promote
-from trialrun.runner import RunOptions, RunProgress, run_suite
+from trialrun.running.runner import RunOptions, RunProgress, run_suite
 from trialrun.tools.cassette import Cassette
 
 # Makes the calls listed in its input's "plan", in order; with --diverge it changes the last

@@ -8,8 +8,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.report.junit import XML_DECLARATION, build_junit, xml_text
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
+from trialrun.base.xmltext import XML_DECLARATION, xml_text
+from trialrun.report.junit import build_junit
 
 
 def case(

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from trialrun.merge import MergeError, merge_runs
+from trialrun.artifacts.merge import MergeError, merge_runs
 from trialrun.receipt.verify import verify_receipt
-from trialrun.sharding import ShardSpec, shard_case_ids, shard_info
+from trialrun.running.sharding import ShardSpec, shard_case_ids, shard_info
 
 CASES = 50
 SHARDS = 3

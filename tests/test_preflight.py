@@ -13,8 +13,8 @@ import pytest
 from trialrun.cli import run_cli
 from trialrun.config import load_suite
 from trialrun.errors import ConfigErrors
-from trialrun.preflight import MAX_PROBLEMS_PER_FILE, preflight
-from trialrun.runner import RunOptions, run_case
+from trialrun.running.preflight import MAX_PROBLEMS_PER_FILE, preflight
+from trialrun.running.runner import RunOptions, run_case
 
 AGENT = Path(__file__).parent / "e2e" / "behaving_agent.py"
 GOOD = {"tool": "search_docs", "args": {"q": "reset password"}, "ok": True, "result": {"hits": []}}

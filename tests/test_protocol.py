@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun import protocol
-from trialrun.errors import ProtocolError
-from trialrun.protocol import (
+from trialrun.base.jsonnames import json_type
+from trialrun.conversation import protocol
+from trialrun.conversation.protocol import (
     FinalOutputMsg,
     LogMsg,
     StdoutNoiseError,
@@ -20,11 +20,11 @@ from trialrun.protocol import (
     ToolCallMsg,
     UsageMsg,
     encode,
-    json_type,
     parse_line,
     task_start,
     tool_result,
 )
+from trialrun.errors import ProtocolError
 
 MESSAGE_CLASSES = (ToolCallMsg, FinalOutputMsg, LogMsg, TaskErrorMsg, UsageMsg)
 

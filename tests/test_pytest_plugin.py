@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import trialrun.runner  # noqa: F401  (see below)
+import trialrun.running.runner  # noqa: F401  (see below)
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 from trialrun.cli import run_cli
 from trialrun.pytest_plugin import case_result_from_dict
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 
 pytest_plugins = ["pytester"]
 # pytester puts sys.modules back as it was when each test started. asyncio first imported inside

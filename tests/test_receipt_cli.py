@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.cli import run_cli
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.errors import ReceiptError
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 from trialrun.receipt.show import LIST_MAX, read_receipt, render_html, summarize

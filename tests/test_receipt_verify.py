@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.receipt import verify as verify_module
 from trialrun.receipt.envelope import ZERO_HASH, event_hash, format_ts
 from trialrun.receipt.signing import Ed25519Signer

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.errors import ReceiptError
 from trialrun.receipt import writer as writer_module
 from trialrun.receipt.envelope import ENVELOPE_KEYS, ZERO_HASH, EventText, event_hash, format_ts

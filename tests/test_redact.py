@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.redact import (
+from trialrun.base.redact import (
     REDACTED,
     is_sensitive_key,
     redact,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from trialrun.checks import builtin, registry
-from trialrun.checks.registry import (
+from trialrun.base import assertion_api as registry
+from trialrun.base.assertion_api import (
     AssertionParamError,
     AssertionPluginError,
     AssertionRegistry,
@@ -23,9 +23,10 @@ from trialrun.checks.registry import (
     is_string,
     is_string_list,
 )
+from trialrun.base.results import AgentRun, CheckFailure
+from trialrun.checks import builtin
 from trialrun.checks.verdict import judge_case
 from trialrun.config.models import Budgets, CaseConfig, Normalization
-from trialrun.results import AgentRun, CheckFailure
 
 BUILTIN_NAMES = ["call_order", "json_schema", "must_call", "must_not_call", "required_fields",
                  "tool_args"]  # fmt: skip

@@ -116,7 +116,7 @@ def test_run_start_names_the_suite_and_the_command_line(
 
 
 def test_run_start_records_the_commit_and_branch(tmp_path: Path) -> None:
-    from trialrun.gitinfo import git_state
+    from trialrun.base.gitinfo import git_state
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from processes import process_gone
+from trialrun.base.results import AgentRun
+from trialrun.conversation.session import Limits, run_agent
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
-from trialrun.results import AgentRun
-from trialrun.session import Limits, run_agent
 
 AGENTS = Path(__file__).parent / "agents"
 FAST = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=64 * 1024 * 1024, kill_grace_ms=500)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from trialrun.config import load_suite
 from trialrun.errors import ConfigError
-from trialrun.sharding import (
+from trialrun.running.sharding import (
     ShardSpec,
     assign_shards,
     case_ids_sha256,
@@ -103,7 +103,7 @@ def test_assignment_is_the_same_in_other_processes_whatever_their_hash_seed() ->
     ids = [f"ticket-{n}" for n in range(40)] + ["é", "日本", "a b"]
     script = (
         "import json, sys\n"
-        "from trialrun.sharding import assign_shards\n"
+        "from trialrun.running.sharding import assign_shards\n"
         "print(json.dumps(assign_shards(json.loads(sys.argv[1]), 4), sort_keys=True))\n"
     )
     here = json.dumps(assign_shards(ids, 4), sort_keys=True)

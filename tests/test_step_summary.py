@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.baseline import compute_regression
+from trialrun.artifacts.baseline import compute_regression
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 from trialrun.report.step_summary import (
     STEP_SUMMARY_LIMIT,
     actions_run_url,
@@ -20,7 +21,6 @@ from trialrun.report.step_summary import (
     markdown_text,
 )
 from trialrun.report.summary import build_summary
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, RunResult, Status
 
 CALL_ORDER = CheckFailure(
     "call_order",

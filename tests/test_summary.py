@@ -11,17 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun import __version__
-from trialrun.baseline import compute_regression, load_baseline
-from trialrun.config.paths import display_path
-from trialrun.report.summary import (
-    STDERR_TAIL_MAX_CHARS,
-    build_summary,
-    exit_status,
-    metric_stats,
-    nearest_rank,
-    policy_snapshot,
-)
-from trialrun.results import (
+from trialrun.artifacts.baseline import compute_regression, load_baseline
+from trialrun.base.results import (
     AgentRun,
     CaseResult,
     CheckFailure,
@@ -30,6 +21,15 @@ from trialrun.results import (
     Status,
     ToolCall,
     Usage,
+)
+from trialrun.config.paths import display_path
+from trialrun.report.summary import (
+    STDERR_TAIL_MAX_CHARS,
+    build_summary,
+    exit_status,
+    metric_stats,
+    nearest_rank,
+    policy_snapshot,
 )
 
 OUR_RUN_KEYS = {"interrupted", "started_at", "finished_at"}

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
-from trialrun.compare.digest import DIGEST_PREFIX, content_digest
-from trialrun.compare.store import store_root
 from trialrun.errors import ConfigError
+from trialrun.home.digest import DIGEST_PREFIX, content_digest
+from trialrun.home.paths import store_root
 from trialrun.team.publish import (
     commit_after_compare,
     handle,

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
-from trialrun.compare.digest import content_digest
 from trialrun.errors import ConfigError
+from trialrun.home.digest import content_digest
 from trialrun.team.scores import TeamReader, library_card, marketplace_cards, receipt_problem
 from trialrun.team.store import TeamError, TeamStore
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.assertion_api import CheckSubject, CompileContext, CompiledAssertion
+from trialrun.base.results import AgentRun, CheckFailure, Failure, ToolCall, Usage
 from trialrun.checks.builtin import CALL_ORDER, REQUIRED_FIELDS
-from trialrun.checks.registry import CheckSubject, CompileContext, CompiledAssertion
 from trialrun.checks.verdict import judge_case
 from trialrun.config.models import Budgets, CaseConfig, Normalization, ReplaceText
-from trialrun.results import AgentRun, CheckFailure, Failure, ToolCall, Usage
 
 CTX = CompileContext(resolve_path=Path)
 

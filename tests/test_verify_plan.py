@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from trialrun.cli import run_cli
+from trialrun.commands.verify_plan import load_plan
+from trialrun.commands.verify_run import run_plan
 from trialrun.errors import ConfigErrors
-from trialrun.verify_plan import load_plan
-from trialrun.verify_run import run_plan
 
 # Looks up the ticket then replies. BREAK_ORDER swaps the two calls; a counter file (FLAKY_FILE)
 # per case makes every second run of that case skip the lookup.

@@ -17,27 +17,27 @@ _EXPORTS: dict[str, str] = {
     "Suite": "trialrun.config",
     "Case": "trialrun.config",
     # running them
-    "RunOptions": "trialrun.runner",
-    "RunProgress": "trialrun.runner",
-    "run_suite": "trialrun.runner",
-    "run_case": "trialrun.runner",
+    "RunOptions": "trialrun.running.runner",
+    "RunProgress": "trialrun.running.runner",
+    "run_suite": "trialrun.running.runner",
+    "run_case": "trialrun.running.runner",
     # what a run produced
-    "AgentRun": "trialrun.results",
-    "CaseResult": "trialrun.results",
-    "CheckFailure": "trialrun.results",
-    "Failure": "trialrun.results",
-    "RunResult": "trialrun.results",
-    "ToolCall": "trialrun.results",
-    "Usage": "trialrun.results",
+    "AgentRun": "trialrun.base.results",
+    "CaseResult": "trialrun.base.results",
+    "CheckFailure": "trialrun.base.results",
+    "Failure": "trialrun.base.results",
+    "RunResult": "trialrun.base.results",
+    "ToolCall": "trialrun.base.results",
+    "Usage": "trialrun.base.results",
     # writing assertion plugins
-    "AssertionParamError": "trialrun.checks.registry",
-    "AssertionType": "trialrun.checks.registry",
-    "CheckSubject": "trialrun.checks.registry",
-    "CompileContext": "trialrun.checks.registry",
-    "CompiledAssertion": "trialrun.checks.registry",
-    "Param": "trialrun.checks.registry",
-    "check_params": "trialrun.checks.registry",
-    "register": "trialrun.checks.registry",
+    "AssertionParamError": "trialrun.base.assertion_api",
+    "AssertionType": "trialrun.base.assertion_api",
+    "CheckSubject": "trialrun.base.assertion_api",
+    "CompileContext": "trialrun.base.assertion_api",
+    "CompiledAssertion": "trialrun.base.assertion_api",
+    "Param": "trialrun.base.assertion_api",
+    "check_params": "trialrun.base.assertion_api",
+    "register": "trialrun.base.assertion_api",
     # errors
     "TrialrunError": "trialrun.errors",
     "ConfigError": "trialrun.errors",
@@ -98,7 +98,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from trialrun.checks.registry import (
+    from trialrun.base.assertion_api import (
         AssertionParamError,
         AssertionType,
         CheckSubject,
@@ -107,6 +107,15 @@ if TYPE_CHECKING:
         Param,
         check_params,
         register,
+    )
+    from trialrun.base.results import (
+        AgentRun,
+        CaseResult,
+        CheckFailure,
+        Failure,
+        RunResult,
+        ToolCall,
+        Usage,
     )
     from trialrun.config import Case, Suite, load_suite
     from trialrun.errors import (
@@ -119,13 +128,4 @@ if TYPE_CHECKING:
         ReceiptError,
         TrialrunError,
     )
-    from trialrun.results import (
-        AgentRun,
-        CaseResult,
-        CheckFailure,
-        Failure,
-        RunResult,
-        ToolCall,
-        Usage,
-    )
-    from trialrun.runner import RunOptions, RunProgress, run_case, run_suite
+    from trialrun.running.runner import RunOptions, RunProgress, run_case, run_suite

@@ -12,8 +12,8 @@ How a session goes:
 * The suite file becomes a ``SuiteFile`` node; a config error there is a collection error showing
   ``file:line: message``. Its cases become ``CaseItem``\\ s sorted by case id, so the node ids
   (``evals/demo/suite.yaml::t1``) are the same on every pytest-xdist worker.
-* Running an item runs the case through ``trialrun.runner.run_case``; a case that did not pass
-  fails with the expected / observed text of the console report, not a traceback.
+* Running an item runs the case through ``trialrun.running.runner.run_case``; a case that did
+  not pass fails with the expected / observed text of the console report, not a traceback.
 * The verdict travels on the test report (as JSON, so it survives the trip from an xdist worker to
   the controller). At session end the process that saw every report writes one run directory
   per suite with the files ``trialrun run`` writes.
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from trialrun.base.results import CaseResult
     from trialrun.config import Case, Suite
-    from trialrun.preflight import Preflight
-    from trialrun.results import CaseResult
+    from trialrun.running.preflight import Preflight
 
 RESULT_ATTRIBUTE = "trialrun_case_result"
 """Name of the test report attribute carrying a case's verdict as JSON."""
@@ -118,8 +118,8 @@ class SuiteFile(pytest.File):
     def collect(self) -> Iterator[CaseItem]:
         from trialrun.config import load_suite
         from trialrun.errors import TrialrunError
-        from trialrun.preflight import preflight
-        from trialrun.runner import resolve_mode
+        from trialrun.running.preflight import preflight
+        from trialrun.running.runner import resolve_mode
 
         try:
             suite = load_suite(self.path)
@@ -149,7 +149,7 @@ class CaseItem(pytest.Item):
         import asyncio
 
         from trialrun.config.paths import display_path
-        from trialrun.runner import RunOptions, resolve_mode, run_case
+        from trialrun.running.runner import RunOptions, resolve_mode, run_case
 
         mode = resolve_mode(self.suite, self.config.getoption("trialrun_mode"))
         options = RunOptions(mode=mode, preflight=self.checked)
@@ -255,12 +255,12 @@ class TrialrunSession:
 
     def _write_run(self, suite_file: Path, interrupted: bool) -> tuple[str, bool]:
         """One run directory for the suite, recorded as ``trialrun run`` records it."""
-        from trialrun.baseline import load_baseline
+        from trialrun.artifacts.baseline import load_baseline
+        from trialrun.artifacts.recording import Baseline, RunRecorder
         from trialrun.config import load_suite
         from trialrun.config.paths import display_path
-        from trialrun.recording import Baseline, RunRecorder
         from trialrun.report.console import gate_failures
-        from trialrun.runner import resolve_mode
+        from trialrun.running.runner import resolve_mode
 
         suite = load_suite(suite_file)
         by_id = self.results[str(suite_file)]
@@ -290,7 +290,7 @@ class TrialrunSession:
 
 def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
     """Rebuild a ``CaseResult`` from ``dataclasses.asdict`` output (sent by an xdist worker)."""
-    from trialrun.results import (
+    from trialrun.base.results import (
         AgentRun,
         CaseResult,
         CheckFailure,

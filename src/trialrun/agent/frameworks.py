@@ -50,11 +50,3 @@ def wrap(obj: T) -> T:
         "@trialrun.agent.tool, or call trialrun.agent.connect().call_tool(name, args, run) "
         "where the agent runs a tool"
     )
-
-
-def missing_framework(package: str, extra: str, exc: ImportError) -> ImportError:
-    """The ImportError an adapter raises when its framework is not installed: names the extra."""
-    return ImportError(
-        f"the trialrun adapter for {extra} needs the {package!r} package, which is not "
-        f"importable ({exc}); install it with: pip install 'trialrun[{extra}]'"
-    )

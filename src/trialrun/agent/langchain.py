@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from trialrun.agent.client import ToolCallError, connect
-from trialrun.agent.frameworks import missing_framework
+from trialrun.agent.extras import missing_framework
 
 try:
     from langchain_core.messages import ToolMessage

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trialrun.agent.client import ToolCallError, connect
-from trialrun.agent.frameworks import missing_framework
+from trialrun.agent.extras import missing_framework
 
 try:
     from pydantic_ai.agent import AbstractAgent, WrapperAgent

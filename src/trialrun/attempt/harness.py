@@ -34,10 +34,10 @@ from trialrun.attempt.process import CommandResult, run_shell
 from trialrun.attempt.score import failure_score
 from trialrun.attempt.snapshot import FileChange, Snapshot, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
+from trialrun.base.gitinfo import git_state
+from trialrun.base.redact import redact_text
 from trialrun.errors import TrialrunError
-from trialrun.gitinfo import git_state
 from trialrun.receipt.writer import ReceiptWriter
-from trialrun.redact import redact_text
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer

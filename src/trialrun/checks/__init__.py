@@ -1,45 +1,8 @@
-"""Checks: assertions (a registry open to plugins), budgets, normalization and the case verdict.
+"""Checks: the case verdict from assertions and budgets.
 
-The built-in assertion types live in ``trialrun.checks.builtin`` and are reached through the
-registry (entry points), like any plugin's; they are not imported here, so importing this package
-does not pay for jsonschema.
+The assertion-plugin contract (``register``, ``AssertionType`` ...) lives one layer down in
+``trialrun.base.assertion_api`` because suite loading compiles assertions through it. The built-in
+assertion types live in ``trialrun.checks.builtin`` and are reached through the registry (entry
+points), like any plugin's; nothing is imported here, so importing ``trialrun.checks.builtin``
+does not pay for the verdict code.
 """
-
-from __future__ import annotations
-
-from trialrun.checks.budgets import budget_failure_message, check_budgets
-from trialrun.checks.normalize import normalize
-from trialrun.checks.registry import (
-    AssertionParamError,
-    AssertionPluginError,
-    AssertionRegistry,
-    AssertionType,
-    CheckSubject,
-    CompileContext,
-    CompiledAssertion,
-    Param,
-    assertion_type_names,
-    check_params,
-    get_assertion_type,
-    register,
-)
-from trialrun.checks.verdict import judge_case
-
-__all__ = [
-    "AssertionParamError",
-    "AssertionPluginError",
-    "AssertionRegistry",
-    "AssertionType",
-    "CheckSubject",
-    "CompileContext",
-    "CompiledAssertion",
-    "Param",
-    "assertion_type_names",
-    "budget_failure_message",
-    "check_budgets",
-    "check_params",
-    "get_assertion_type",
-    "judge_case",
-    "normalize",
-    "register",
-]

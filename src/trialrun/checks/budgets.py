@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from trialrun.results import AgentRun, CheckFailure
+from trialrun.base.results import AgentRun, CheckFailure
 
 if TYPE_CHECKING:
     # Only for annotations: the config records are loaded by whoever built the rules.

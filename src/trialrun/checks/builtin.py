@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun.checks.registry import (
+from trialrun.base.assertion_api import (
     AssertionParamError,
     AssertionType,
     CheckSubject,
@@ -32,7 +32,7 @@ from trialrun.checks.registry import (
     is_string,
     is_string_list,
 )
-from trialrun.results import CheckFailure
+from trialrun.base.results import CheckFailure
 
 NONE = "<none>"
 

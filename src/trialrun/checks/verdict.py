@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from trialrun.base.assertion_api import CheckSubject, CompiledAssertion
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure
 from trialrun.checks.budgets import budget_failure_message, check_budgets, is_unverifiable
-from trialrun.checks.normalize import normalize
-from trialrun.checks.registry import CheckSubject, CompiledAssertion
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure
+from trialrun.config.normalize import normalize
 
 if TYPE_CHECKING:
     # Only for annotations: the config records are loaded by whoever built the rules.

@@ -146,7 +146,7 @@ def run_cli(argv: list[str] | None = None) -> int:
         # it is not a user's input problem, so it stays a traceback (a bug to report).
         if exc.filename is None:
             raise
-        from trialrun.fsutil import describe_os_error
+        from trialrun.base.fsutil import describe_os_error
 
         click.echo(f"error: {describe_os_error(exc)}", err=True)
         return EXIT_INVALID

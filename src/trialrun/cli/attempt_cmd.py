@@ -88,7 +88,7 @@ def attempt(
     verify_timeout: float,
 ) -> int:
     """Let AGENT work on GOAL in WORKSPACE until VERIFY passes, rolling back worse attempts."""
-    from trialrun.artifacts import new_run_id
+    from trialrun.artifacts.rundir import new_run_id
     from trialrun.attempt.harness import AttemptOptions, run_attempts
 
     signer = load_signer(sign_key)

@@ -31,7 +31,7 @@ def baseline() -> None:
 @click.option("--allow-failing", is_flag=True, help="Promote a run even though it did not pass.")
 def promote(from_: Path, to: Path, allow_failing: bool) -> int:
     """Write the baseline file TO from the run FROM."""
-    from trialrun.baseline import promote as promote_run
+    from trialrun.artifacts.baseline import promote as promote_run
 
     written = promote_run(from_, to, allow_failing=allow_failing)
     click.echo(f"Baseline written to: {written}")

@@ -85,9 +85,9 @@ def compare(
     no_commit: bool,
 ) -> int:
     """Run SUBJECT's eval cases with and without it, decide every row, print the verdict."""
+    from trialrun.base.fsutil import dumps_json
     from trialrun.compare.engine import CompareOptions, run_compare
     from trialrun.compare.report import format_report
-    from trialrun.fsutil import dumps_json
 
     if rescore is None and not no_commit:
         from trialrun.team.publish import team_from_config

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import click
 
-from trialrun.cli import EXIT_FAILED, EXIT_OK
-from trialrun.cli.pathparam import PathParam
-from trialrun.diffing import (
+from trialrun.artifacts.diffing import (
     DEFAULT_WALL_THRESHOLD_MS,
     DEFAULT_WALL_THRESHOLD_PCT,
     RunDiff,
@@ -26,6 +24,8 @@ from trialrun.diffing import (
     diff_to_json,
     load_run,
 )
+from trialrun.cli import EXIT_FAILED, EXIT_OK
+from trialrun.cli.pathparam import PathParam
 
 SEQUENCE_MAX_SHOWN = 30
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

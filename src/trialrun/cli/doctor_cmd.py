@@ -19,7 +19,7 @@ from trialrun.cli.pathparam import PathParam
 )
 def doctor(suite: Path, probe: bool) -> int:
     """Check SUITE's files without running the agent; exit 1 when any check fails."""
-    from trialrun import doctor as doctor_checks
+    from trialrun.commands import doctor as doctor_checks
 
     loaded, checks = doctor_checks.diagnose(suite)
     for check in checks:

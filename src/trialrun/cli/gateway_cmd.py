@@ -158,8 +158,8 @@ def _writable_directory(directory: Path) -> None:
     """Record mode writes a cassette at each run's end: find out now that it cannot."""
     import os
 
+    from trialrun.base.fsutil import make_output_dir
     from trialrun.errors import ConfigError
-    from trialrun.fsutil import make_output_dir
 
     make_output_dir(directory)
     if not os.access(directory, os.W_OK | os.X_OK):

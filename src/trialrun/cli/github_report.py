@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from trialrun.results import RunResult
+from trialrun.base.results import RunResult
 
 
 def report_to_github(

@@ -47,8 +47,8 @@ def init(
     language: str, path: Path | None, workflow_dir: Path | None, template: str, force: bool
 ) -> int:
     """Write a demo suite, its agent, a baseline and .github/workflows/trialrun.yml."""
+    from trialrun.commands.scaffold import init_project
     from trialrun.config.paths import display_path
-    from trialrun.scaffold import init_project
 
     if template != "demo" and language != "python":
         raise click.UsageError(

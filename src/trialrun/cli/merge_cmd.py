@@ -38,9 +38,9 @@ def merge(
     Exits like a single run: 0 when every case passed and the baseline gates passed, 1
     otherwise, 2 when the shards do not make up one complete run.
     """
+    from trialrun.artifacts.merge import merge_runs
     from trialrun.cli.github_report import report_to_github
     from trialrun.config.paths import display_path
-    from trialrun.merge import merge_runs
     from trialrun.report.console import format_run
 
     signer = load_signer(sign_key)

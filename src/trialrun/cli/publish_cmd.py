@@ -22,7 +22,7 @@ from trialrun.errors import ConfigError
 @click.option("--yes", is_flag=True, help="Publish even when the newest local receipt is FAIL.")
 def publish(subject: Path, team: str | None, yes: bool) -> int:
     """Mint SUBJECT's bytes as a new version when they changed; attach their local receipts."""
-    from trialrun.compare.digest import content_digest
+    from trialrun.home.digest import content_digest
     from trialrun.team.publish import (
         handle,
         local_receipts,

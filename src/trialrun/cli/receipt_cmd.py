@@ -125,7 +125,7 @@ def keygen(directory: Path) -> int:
 )
 def show(file: Path, html_out: Path | None) -> int:
     """Summarize FILE: goal, attempts or cases, verifier results, usage, files, verdict."""
-    from trialrun.fsutil import atomic_write_text
+    from trialrun.base.fsutil import atomic_write_text
     from trialrun.receipt.show import format_summary, read_receipt, render_view_html
 
     view = read_receipt(file)
@@ -145,8 +145,8 @@ def sign_receipt(path: Path, signer: Ed25519Signer) -> str | None:
     """
     import io
 
+    from trialrun.base.fsutil import atomic_write_bytes
     from trialrun.errors import ReceiptError
-    from trialrun.fsutil import atomic_write_bytes
     from trialrun.receipt.verify import verify_receipt
 
     try:
@@ -185,7 +185,7 @@ def _with_signature(original: bytes, signer: Ed25519Signer) -> bytes:
     signature added, as the reference writer writes a signed run_end; the signature is outside the
     hash input, so no hash changes.
     """
-    from trialrun import canonjson
+    from trialrun.base import canonjson
     from trialrun.receipt.verify import STRICT_JSON
 
     # The verifier splits on "\n" and drops one trailing empty string; "\r" is JSON whitespace.

@@ -18,10 +18,10 @@ from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
+    from trialrun.artifacts.recording import Baseline
     from trialrun.config import Suite
     from trialrun.config.models import Mode
-    from trialrun.preflight import Preflight
-    from trialrun.recording import Baseline
+    from trialrun.running.preflight import Preflight
 
 
 @click.command()
@@ -69,18 +69,18 @@ def run(
     sign_key: Path | None,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
+    from trialrun.artifacts.recording import RunRecorder
     from trialrun.config import load_suite
     from trialrun.config.paths import display_path
-    from trialrun.recording import RunRecorder
     from trialrun.report.console import format_run
-    from trialrun.runner import RunOptions, RunProgress, resolve_mode, run_suite
+    from trialrun.running.runner import RunOptions, RunProgress, resolve_mode, run_suite
 
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")
     loaded = load_suite(suite, case_ids=case_ids)
     shard_block: dict[str, Any] | None = None
     if shard is not None:
-        from trialrun.sharding import ShardSpec, select_shard, shard_info
+        from trialrun.running.sharding import ShardSpec, select_shard, shard_info
 
         spec = ShardSpec.parse(shard)
         shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
@@ -151,7 +151,7 @@ def _check_inputs(
 ) -> tuple[Preflight, Baseline | None]:
     """Every file the run reads, checked before any agent starts; all problems in one report."""
     from trialrun.errors import ConfigError, ConfigErrors
-    from trialrun.preflight import preflight
+    from trialrun.running.preflight import preflight
 
     errors: list[ConfigError] = []
     checked: Preflight | None = None
@@ -175,9 +175,9 @@ def _baseline_for(
     configured: Path | None, explicit: Path | None, disabled: bool
 ) -> Baseline | None:
     """Load the baseline before any case runs, so a bad file costs nothing."""
-    from trialrun.baseline import load_baseline
+    from trialrun.artifacts.baseline import load_baseline
+    from trialrun.artifacts.recording import Baseline
     from trialrun.errors import ConfigError
-    from trialrun.recording import Baseline
 
     if disabled:
         return None

@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
+from trialrun.base.fsutil import atomic_write_text, dumps_json
+from trialrun.base.xmltext import XML_DECLARATION, xml_text
 from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
+from trialrun.commands.verify_plan import VerifyPlan, load_plan
+from trialrun.commands.verify_run import Check, VerifyResult, run_plan
 from trialrun.config.paths import display_path
-from trialrun.fsutil import atomic_write_text, dumps_json
-from trialrun.report.junit import XML_DECLARATION, xml_text
-from trialrun.verify_plan import VerifyPlan, load_plan
-from trialrun.verify_run import Check, VerifyResult, run_plan
 
 SCHEMA = "trialrun.verify/1"
 

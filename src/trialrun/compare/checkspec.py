@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.messages import describe_value
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
-from trialrun.suggest import did_you_mean
 
 CHECK_KINDS = (
     "transcript_mentions",

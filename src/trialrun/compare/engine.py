@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
+from trialrun.base.fsutil import write_json
 from trialrun.compare.arms import (
     SESSION_RUN_NAME,
     ArmRun,
@@ -36,7 +37,6 @@ from trialrun.compare.arms import (
     run_all,
 )
 from trialrun.compare.config import CompareCase, EvalAssets, load_eval_assets
-from trialrun.compare.digest import content_digest
 from trialrun.compare.evaluate import efficiency_of, evaluate_checks
 from trialrun.compare.judge import JudgeDecision, ask_both_orders
 from trialrun.compare.outcome import (
@@ -65,7 +65,7 @@ from trialrun.compare.store import (
 )
 from trialrun.compare.triggers import evaluate_triggers
 from trialrun.errors import ConfigError
-from trialrun.fsutil import write_json
+from trialrun.home.digest import content_digest
 from trialrun.receipt.envelope import format_ts
 from trialrun.receipt.writer import ReceiptWriter
 

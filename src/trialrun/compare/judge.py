@@ -12,11 +12,11 @@ flaky judge inside the tie count (reference §1.10 item 6, R8).
 
 Decisions:
 
-* **Redaction.** The transcripts are passed through ``trialrun.redact.redact_text`` *before* the
-  tail is cut (cutting first could split a key into an unrecognisable, still-secret half). The
-  judge is the user's own command, but it usually forwards its input to a hosted model, and a
-  credential the agent printed (an ``env`` dump) has no bearing on which answer is better. The
-  task and rubric are authored eval assets and are sent as written.
+* **Redaction.** The transcripts are passed through ``trialrun.base.redact.redact_text``
+  *before* the tail is cut (cutting first could split a key into an unrecognisable, still-secret
+  half). The judge is the user's own command, but it usually forwards its input to a hosted
+  model, and a credential the agent printed (an ``env`` dump) has no bearing on which answer is
+  better. The task and rubric are authored eval assets and are sent as written.
 * **Retries.** One ordering walks the chain ``[command, command, escalate_command]``: an
   unparseable answer, a non-zero exit or a command that cannot start moves to the next link. A
   refusal ends the chain at once (asking again rarely helps and costs a model call), and so does
@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from trialrun.base.redact import redact_text
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.errors import JudgeError
-from trialrun.redact import redact_text
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

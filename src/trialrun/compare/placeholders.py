@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from trialrun.suggest import closest
+from trialrun.base.suggest import closest
 
 __all__ = [
     "FIELD_PLACEHOLDERS",

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.redact import redact, redact_text
 from trialrun.compare.config import EvalAssets
-from trialrun.compare.digest import case_digest, content_digest, eval_assets_digest
 from trialrun.compare.outcome import CompareOutcome, TriggerOutcome, comparison_name
 from trialrun.compare.stats import ComparisonStats, Interval
-from trialrun.redact import redact, redact_text
+from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
 __all__ = ["SCHEMA_VERSION", "STATS_VERSION", "build_receipt"]
 

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from trialrun.base.fsutil import read_problem
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
 from trialrun.compare.placeholders import expand_argv
 from trialrun.errors import ConfigError
-from trialrun.fsutil import read_problem
 
 if TYPE_CHECKING:
     # config.py imports SelectorSection from here; the assets are only annotations here.

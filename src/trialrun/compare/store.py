@@ -16,7 +16,6 @@ same second get ``-2``, ``-3`` ... rather than sharing a directory.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -25,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.compare.arms import ArmRun
-from trialrun.compare.digest import DIGEST_PREFIX
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
+from trialrun.home.digest import DIGEST_PREFIX
+from trialrun.home.paths import RECEIPT_FILE, store_root
 from trialrun.receipt.writer import ReceiptWriter
 
 __all__ = [
     "ARM_SAMPLE_EVENT",
-    "HOME_ENV",
     "RunDir",
     "arm_run_record",
     "copy_arm_runs",
@@ -43,28 +42,14 @@ __all__ = [
     "read_run_log",
     "row_event",
     "sample_event",
-    "store_root",
     "stored_arm_runs",
     "transcript_name",
 ]
 
-HOME_ENV = "TRIALRUN_HOME"
-RECEIPT_FILE = "receipt.json"
 RUN_LOG_FILE = "run.jsonl"
 TRANSCRIPTS_DIR = "transcripts"
 SANDBOXES_DIR = "sandboxes"
 ARM_SAMPLE_EVENT = "arm_sample"
-
-
-def trialrun_home() -> Path:
-    """``$TRIALRUN_HOME``, or ``~/.trialrun`` when it is unset or empty."""
-    configured = os.environ.get(HOME_ENV, "")
-    return Path(configured).expanduser() if configured else Path.home() / ".trialrun"
-
-
-def store_root() -> Path:
-    """Where local compare runs live: ``<home>/evals/local``."""
-    return trialrun_home() / "evals" / "local"
 
 
 def new_run_id(now: float | None = None) -> str:

@@ -12,14 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base import assertion_api
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.messages import describe_value
 from trialrun.config.paths import PathEscapeError, SuitePaths
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
-from trialrun.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from trialrun.checks.registry import CompiledAssertion
+    from trialrun.base.assertion_api import CompiledAssertion
 
 
 class AssertionCompiler:
@@ -30,9 +31,7 @@ class AssertionCompiler:
     """
 
     def __init__(self, paths: SuitePaths) -> None:
-        from trialrun.checks import registry  # imported here: checks sits above config
-
-        self._registry = registry
+        self._registry = assertion_api
         self._paths = paths
         self._compiled: dict[str, CompiledAssertion] = {}
 

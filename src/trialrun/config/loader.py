@@ -16,6 +16,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.assertions import AssertionCompiler
 from trialrun.config.messages import describe_value, spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
@@ -23,10 +24,9 @@ from trialrun.config.paths import PathEscapeError, SuitePaths, display_path
 from trialrun.config.spec import Record, SpecError, parse
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
-from trialrun.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from trialrun.checks.registry import CompiledAssertion
+    from trialrun.base.assertion_api import CompiledAssertion
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
 CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")

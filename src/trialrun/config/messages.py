@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.suggest import closest
 from trialrun.config import spec
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
-from trialrun.suggest import closest
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_bytes, dumps_json
+from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
-from trialrun.fsutil import atomic_write_bytes, dumps_json
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.routes import ENDPOINTS
 from trialrun.gateway.usage import Usage
-from trialrun.suggest import did_you_mean
 
 FORMAT = "trialrun-model-cassette"
 SCHEMA_VERSION = 1

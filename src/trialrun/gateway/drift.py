@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 
 _PREVIEW = 80
 _ABSENT = object()

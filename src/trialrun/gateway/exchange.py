@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.redact import redact
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.drift import describe_drift
 from trialrun.gateway.routes import Route
@@ -23,7 +24,6 @@ from trialrun.gateway.runs import RunState
 from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
 from trialrun.gateway.usage import Usage, extract_usage
 from trialrun.gateway.wire import Handler, relay, send_error, send_whole
-from trialrun.redact import redact
 
 LOG = logging.getLogger("trialrun.gateway")
 # Response headers worth keeping: request ids for audit, retry hints the SDKs act on.

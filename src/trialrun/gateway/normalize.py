@@ -20,7 +20,7 @@ Default rules (``defaults=True``), applied first (after redaction):
 The user's rules come last, in the suite's ``normalization:`` language
 (``trialrun.config.models.Normalization``: ``strip_keys``, ``strip_paths``, ``replace_paths``,
 ``replace_text``) and with its semantics, over the whole body. Before any of this the body is
-redacted (``trialrun.redact``), so neither the stored request nor the key depends on a secret.
+redacted (``trialrun.base.redact``), so neither the stored request nor the key depends on a secret.
 
 The whole sequence is repeated until a pass changes nothing (at most ``MAX_PASSES``), so
 ``normalize(normalize(x)) == normalize(x)``: a stored request is normalized again when a
@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun import canonjson
-from trialrun.checks.normalize import compile_text_rules, normalize, normalize_text
-from trialrun.redact import redact
+from trialrun.base import canonjson
+from trialrun.base.redact import redact
+from trialrun.config.normalize import compile_text_rules, normalize, normalize_text
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
-from trialrun.suggest import did_you_mean
 
 _NOT_USAGE_PATHS = frozenset({"/v1/messages/count_tokens"})
 

@@ -17,9 +17,9 @@ from http.server import ThreadingHTTPServer
 from io import BufferedIOBase
 from typing import Any
 
+from trialrun.base.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 from trialrun.gateway.routes import RouteError, error_body
 from trialrun.gateway.upstream import HOP_BY_HOP
-from trialrun.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trialrun.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
+from trialrun.base.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
+from trialrun.base.redact import redact
+from trialrun.base.xmltext import XML_DECLARATION, xml_text
 from trialrun.incident.model import Incident, IncidentCall, is_inconclusive, source_name
 from trialrun.incident.rules import Rule, check_rules
-from trialrun.redact import redact
-from trialrun.report.junit import XML_DECLARATION, xml_text
 
 HTML_FILE = "inspect.html"
 JSON_FILE = "inspect.json"

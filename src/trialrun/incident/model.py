@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.fsutil import read_problem, write_json
+from trialrun.base.redact import redact
+from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
-from trialrun.fsutil import read_problem, write_json
-from trialrun.redact import redact
-from trialrun.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_text, dumps_json
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
-from trialrun.fsutil import atomic_write_text, dumps_json
 from trialrun.incident.model import Incident, IncidentCall, source_name
 
 CASE_SUFFIXES = (".yaml", ".yml", ".json")

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trialrun import canonjson, protocol
-from trialrun.agent_process import AgentProcess, AgentStartError, MessageTooLargeError
+from trialrun.base import canonjson
+from trialrun.conversation import protocol
+from trialrun.conversation.process import AgentProcess, AgentStartError, MessageTooLargeError
+from trialrun.conversation.protocol import FinalOutputMsg, TaskErrorMsg, ToolCallMsg
 from trialrun.errors import ProtocolError
 from trialrun.incident.model import Incident, IncidentCall, is_inconclusive
 from trialrun.incident.rules import Rule, check_rules
-from trialrun.protocol import FinalOutputMsg, TaskErrorMsg, ToolCallMsg
 
 RESULTS = ("inconclusive", "diverged", "reproduced", "passes")
 GATE_FAILING = frozenset({"inconclusive", "diverged", "reproduced"})

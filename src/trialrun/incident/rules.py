@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun import canonjson
-from trialrun.suggest import did_you_mean
+from trialrun.base import canonjson
+from trialrun.base.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from trialrun.config.yamlload import LoadedValue, PathElement

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun import canonjson
+from trialrun.base import canonjson
+from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
+from trialrun.base.redact import DATA_KEYS, redact
 from trialrun.errors import CassetteError
-from trialrun.fsutil import atomic_write_bytes, escape_lone_surrogates
 from trialrun.mcp_proxy.jsonrpc import JsonObject
-from trialrun.redact import DATA_KEYS, redact
 
 SCHEMA_VERSION = 1
 

@@ -23,10 +23,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import escape_lone_surrogates
+from trialrun.base.redact import redact
 from trialrun.errors import TrialrunError
-from trialrun.fsutil import escape_lone_surrogates
 from trialrun.mcp_proxy.jsonrpc import JsonObject
-from trialrun.redact import redact
 
 
 def call_outcome(result: Any, rpc_error: JsonObject | None) -> tuple[bool, str | None]:
@@ -134,8 +134,8 @@ def _event(line: bytes, file: Path, line_no: int) -> dict[str, Any]:
 
 
 def _open_for_append(path: Path) -> int:
+    from trialrun.base.fsutil import make_output_dir
     from trialrun.errors import ConfigError
-    from trialrun.fsutil import make_output_dir
 
     make_output_dir(path.parent)
     try:

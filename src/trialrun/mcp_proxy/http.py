@@ -30,8 +30,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from trialrun.base.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 from trialrun.errors import CassetteError
-from trialrun.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog

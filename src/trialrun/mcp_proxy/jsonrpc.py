@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from trialrun.fsutil import escape_lone_surrogates
+from trialrun.base.fsutil import escape_lone_surrogates
 
 JsonObject = dict[str, Any]
 

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from typing import Any
 
+from trialrun.base.redact import redact
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import (
     CONSUMED_METHODS,
@@ -40,7 +41,6 @@ from trialrun.mcp_proxy.cassette import (
 )
 from trialrun.mcp_proxy.events import EventLog
 from trialrun.mcp_proxy.jsonrpc import JsonObject
-from trialrun.redact import redact
 
 MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"

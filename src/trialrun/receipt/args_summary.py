@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trialrun import canonjson
-from trialrun.redact import redact_changed
+from trialrun.base import canonjson
+from trialrun.base.redact import redact_changed
 
 SUMMARY_LIMIT = 200
 _ELLIPSIS = "…"

@@ -1,8 +1,8 @@
 """The Run Receipt v0 envelope: member names, timestamps and the event hash.
 
 Every receipt line is one event ``{v, seq, ts, type, data, prev, hash}`` (``run_end`` may add
-``signature``). ``hash`` is the SHA-256 hex of the canonical JSON (``trialrun.canonjson``) of the
-event *without* ``hash`` and ``signature``, so a signature can be added or stripped without
+``signature``). ``hash`` is the SHA-256 hex of the canonical JSON (``trialrun.base.canonjson``)
+of the event *without* ``hash`` and ``signature``, so a signature can be added or stripped without
 touching the chain. The line itself is the canonical JSON of the whole event, which is why the
 writer builds it here from the very text it hashed (``canonical_event_text`` / ``event_line``):
 one serialization per event, byte for byte what the reference writer produces.
@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 
 __all__ = [
     "ENVELOPE_KEYS",

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
-from trialrun.gitinfo import git_state
+from trialrun.base.gitinfo import git_state
+from trialrun.base.results import CaseResult
 from trialrun.receipt.args_summary import summarize_args
-from trialrun.results import CaseResult
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer

@@ -23,7 +23,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, get_args
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 
 __all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]

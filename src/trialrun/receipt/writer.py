@@ -2,7 +2,7 @@
 
 The writer sits on the hot path of every tool call, so each event costs one canonical
 serialization of its data (hashed, then reused for the line) and one unbuffered ``write``.
-Every string in ``data`` is redacted (``trialrun.redact``) before it is hashed: a secret never
+Every string in ``data`` is redacted (``trialrun.base.redact``) before it is hashed: a secret never
 reaches the file, and the chain covers what is on disk. A ``tool_call`` event says whether
 anything was removed in ``data.redacted``.
 
@@ -23,10 +23,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from trialrun import canonjson
+from trialrun.base import canonjson
+from trialrun.base.redact import redact_changed
 from trialrun.errors import ReceiptError
 from trialrun.receipt.envelope import SPEC_VERSION, ZERO_HASH, EventText, format_ts
-from trialrun.redact import redact_changed
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer

@@ -1,7 +1,7 @@
 """Views of a finished run: summary.json, junit.xml, report.html and the console text.
 
 Each module turns a ``RunResult`` (plus the summary and regression block where needed) into one
-artifact; none of them runs anything or writes files (``trialrun.fsutil`` does the writing).
+artifact; none of them runs anything or writes files (``trialrun.base.fsutil`` does the writing).
 jinja2 is imported only when an HTML report is rendered.
 """
 

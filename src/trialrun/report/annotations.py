@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.redact import redact_text
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
-from trialrun.redact import redact_text
 from trialrun.report.console import FailureDetail, failure_details, gate_failures
-from trialrun.results import CaseResult, RunResult
 
 if TYPE_CHECKING:
     from trialrun.config.loader import Suite

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trialrun.redact import redact_text
+from trialrun.base.redact import redact_text
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.summary import stderr_tail_of
-from trialrun.results import CaseResult, RunResult
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _VALUE_COLUMN = 13

@@ -25,11 +25,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun.fsutil import escape_lone_surrogates
-from trialrun.redact import redact
+from trialrun.base.fsutil import escape_lone_surrogates
+from trialrun.base.redact import redact
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.console import clean, failure_details, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
-from trialrun.results import CaseResult, RunResult
 
 if TYPE_CHECKING:
     import jinja2

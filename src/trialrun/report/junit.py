@@ -15,15 +15,12 @@ seconds with three decimals, the suite time being the sum of the case times) wit
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
+from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.xmltext import XML_DECLARATION, xml_text
 from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
 from trialrun.report.summary import stderr_tail_of
-from trialrun.results import CaseResult, RunResult
-
-_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
 
 
 def build_junit(run: RunResult) -> str:
@@ -41,11 +38,6 @@ def build_junit(run: RunResult) -> str:
     for case in run.cases:
         suite.append(_testcase(case, run.suite_name))
     return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"
-
-
-def xml_text(text: str) -> str:
-    """``text`` without the characters XML 1.0 forbids."""
-    return _XML_ILLEGAL.sub("", text)
 
 
 def _testcase(case: CaseResult, suite_name: str) -> ET.Element:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
-from trialrun.redact import redact_text
+from trialrun.base.redact import redact_text
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
@@ -28,7 +29,6 @@ from trialrun.report.console import (
     unused_tools_text,
 )
 from trialrun.report.summary import exit_status
-from trialrun.results import CaseResult, RunResult
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 """GitHub's limit for one step's summary, in bytes; the result always stays below it."""

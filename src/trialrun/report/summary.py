@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
+from trialrun.base.redact import redact
+from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
-from trialrun.redact import redact
-from trialrun.results import CaseResult, CheckFailure, RunResult
 
 SCHEMA_VERSION = 1
 FORMAT_VERSION = "0.2.3"

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import make_output_dir
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError
-from trialrun.fsutil import make_output_dir
 from trialrun.scenario import world
-from trialrun.suggest import did_you_mean
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "pack_template"
 # The template is a package only so trialrun can import its world module; the pack needs neither.

@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from trialrun.fsutil import atomic_write_text
+from trialrun.base.fsutil import atomic_write_text
 
 
 def write_reports(out: Path, summary: dict[str, Any]) -> list[Path]:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun.compare.digest import DIGEST_PREFIX, content_digest
-from trialrun.compare.store import RECEIPT_FILE, store_root, trialrun_home
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
-from trialrun.suggest import did_you_mean
+from trialrun.home.digest import DIGEST_PREFIX, content_digest
+from trialrun.home.paths import RECEIPT_FILE, store_root, trialrun_home
 from trialrun.team.store import TeamError, TeamStore, check_plain_id
 
 __all__ = [

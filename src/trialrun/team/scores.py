@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from trialrun.compare.digest import content_digest
-from trialrun.compare.store import store_root
 from trialrun.errors import ConfigError
+from trialrun.home.digest import content_digest
+from trialrun.home.paths import store_root
 from trialrun.team.publish import subject_identity
 from trialrun.team.store import TeamStore, check_plain_id
 

@@ -24,14 +24,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trialrun.compare.digest import (
+from trialrun.base.fsutil import dumps_json
+from trialrun.errors import TrialrunError
+from trialrun.home.digest import (
     EXCLUDED_NAMES_ANYWHERE,
     SUBJECT_EXCLUDED_TOP_LEVEL,
     content_digest,
 )
-from trialrun.compare.store import trialrun_home
-from trialrun.errors import TrialrunError
-from trialrun.fsutil import dumps_json
+from trialrun.home.paths import trialrun_home
 
 __all__ = ["BRANCH", "TeamError", "TeamStore", "check_plain_id"]
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trialrun.results import JsonObject
+from trialrun.base.results import JsonObject
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -63,7 +63,7 @@ def normalized_outcome(
     """
     if rules is None or rules.is_empty:
         return ToolOutcome(ok=ok, result=result, error=error)
-    from trialrun.checks.normalize import normalize
+    from trialrun.config.normalize import normalize
 
     normalized_error = normalize(error, rules) if error is not None else None
     return ToolOutcome(

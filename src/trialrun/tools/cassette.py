@@ -27,11 +27,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun import canonjson
+from trialrun.base import canonjson
+from trialrun.base.jsonnames import json_type
+from trialrun.base.redact import redact
+from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
-from trialrun.protocol import json_type
-from trialrun.redact import redact
-from trialrun.results import JsonObject
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.results import JsonObject
 from trialrun.errors import ConfigError, TrialrunError
-from trialrun.results import JsonObject
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
 
 if TYPE_CHECKING:

@@ -15,10 +15,10 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from trialrun.base.fsutil import fsync_directory
+from trialrun.base.redact import redact
+from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
-from trialrun.fsutil import fsync_directory
-from trialrun.redact import redact
-from trialrun.results import JsonObject
 from trialrun.tools.base import LocalTool, ToolOutcome
 from trialrun.tools.live import LiveBackend
 

@@ -2,7 +2,7 @@
 
 ``import_export`` detects the format from the content (never the file name), so a renamed
 export still imports. The file is a JSON document or JSON lines. Redaction happens here,
-before any caller can write anything: ``trialrun.redact`` for secrets, then each
+before any caller can write anything: ``trialrun.base.redact`` for secrets, then each
 ``redact_paths`` entry (``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches
 every list item or object member, a number an item) replaced by ``[REDACTED]``.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import read_problem
+from trialrun.base.redact import REDACTED, redact
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
-from trialrun.fsutil import read_problem
 from trialrun.incident.importers import langfuse, langsmith, openai_agents, otlp, run_jsonl
 from trialrun.incident.model import Incident
-from trialrun.redact import REDACTED, redact
 
 __all__ = ["FORMATS", "apply_redact_paths", "import_export", "read_records"]
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from trialrun.config import Suite
     from trialrun.config.models import Mode
     from trialrun.gateway import Price
-    from trialrun.services import RecordedCalls
+    from trialrun.running.services import RecordedCalls
     from trialrun.tools.cassette import Cassette
 
 MAX_PROBLEMS_PER_FILE = 10
@@ -75,7 +75,7 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
             errors.append(tool_module_error(suite, exc))
     prices: dict[str, Price] | None = None
     if suite.config.model_gateway is not None:
-        from trialrun.services import load_suite_prices
+        from trialrun.running.services import load_suite_prices
 
         try:
             prices = load_suite_prices(suite.config.model_gateway, suite.suite_dir)
@@ -109,7 +109,7 @@ def read_service_recordings(
     if not suite.config.mcp_servers and suite.config.model_gateway is None:
         return {}, []  # nothing to read: keep the proxy's modules out of a plain run
     from trialrun.mcp_proxy import read_cassette
-    from trialrun.services import recorded_calls
+    from trialrun.running.services import recorded_calls
 
     errors: list[ConfigError] = []
     mcp_calls: dict[Path, RecordedCalls] = {}
@@ -128,7 +128,7 @@ def read_service_recordings(
 
 def service_recordings(suite: Suite) -> Iterator[Path]:
     """The MCP (``<stem>.mcp-<server>.jsonl``) and model (``<stem>.model.jsonl``) recordings."""
-    from trialrun.services import mcp_cassette_path, model_cassette_path
+    from trialrun.running.services import mcp_cassette_path, model_cassette_path
 
     config = suite.config
     for case in suite.cases:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trialrun import canonjson
+from trialrun.base import canonjson
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from trialrun import protocol
-from trialrun.agent_process import (
+from trialrun.base.results import AgentRun, Failure, Status, ToolCall
+from trialrun.conversation import protocol
+from trialrun.conversation.process import (
     AgentProcess,
     AgentStartError,
     Channel,
@@ -39,8 +40,7 @@ from trialrun.agent_process import (
     MessageTooLargeError,
     UnterminatedLine,
 )
-from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
-from trialrun.protocol import (
+from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
     LogMsg,
@@ -50,7 +50,7 @@ from trialrun.protocol import (
     ToolReportMsg,
     UsageMsg,
 )
-from trialrun.results import AgentRun, Failure, Status, ToolCall
+from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
 

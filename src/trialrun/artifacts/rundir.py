@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from trialrun.fsutil import atomic_write_text, make_output_dir, write_json
-from trialrun.redact import redact
-from trialrun.results import CaseResult, CheckFailure, RunResult
+from trialrun.base.fsutil import atomic_write_text, make_output_dir, write_json
+from trialrun.base.redact import redact
+from trialrun.base.results import CaseResult, CheckFailure, RunResult
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Built once: json.dumps would build an encoder for every event.

@@ -273,7 +273,7 @@ def add_gitignore_entry(gitignore: Path, entry: str) -> bool:
     Returns whether the file changed. ``trialrun_out``, ``/trialrun_out/`` and the like count as
     present: the same directory must not be listed twice.
     """
-    from trialrun.fsutil import atomic_write_text
+    from trialrun.base.fsutil import atomic_write_text
 
     try:
         text = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
@@ -321,12 +321,12 @@ def _require_imports(template: Template) -> None:
 
 def _write_baseline(suite_dir: Path, baseline: Path) -> None:
     """Run the demo once; its passing run becomes the baseline."""
-    from trialrun.baseline import baseline_from_summary
+    from trialrun.artifacts.baseline import baseline_from_summary
+    from trialrun.base.fsutil import write_json
+    from trialrun.base.results import RunResult
     from trialrun.config import load_suite
-    from trialrun.fsutil import write_json
     from trialrun.report.summary import build_summary
-    from trialrun.results import RunResult
-    from trialrun.runner import RunOptions, RunProgress, run_suite
+    from trialrun.running.runner import RunOptions, RunProgress, run_suite
 
     suite = load_suite(suite_dir)
     progress = RunProgress()
@@ -353,7 +353,7 @@ def _write_baseline(suite_dir: Path, baseline: Path) -> None:
 
 
 def _write_once(target: Path, text: str, force: bool, report: InitReport) -> None:
-    from trialrun.fsutil import atomic_write_text
+    from trialrun.base.fsutil import atomic_write_text
 
     if target.exists() and not force:
         report.unchanged.append(target)

@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.conversation.protocol import encode
 from trialrun.errors import TrialrunError
-from trialrun.protocol import encode
 
 STDERR_TAIL_LINES = 200
 STDERR_TAIL_BYTES = 64 * 1024

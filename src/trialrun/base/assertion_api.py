@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from trialrun.base.results import CheckFailure, JsonObject, ToolCall
+from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
-from trialrun.results import CheckFailure, JsonObject, ToolCall
-from trialrun.suggest import did_you_mean
 
 ENTRY_POINT_GROUP = "trialrun.assertions"
 

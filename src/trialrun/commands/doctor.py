@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Literal
 
 from trialrun import __version__
+from trialrun.base.redact import redact_changed
 from trialrun.config import Case, Suite, load_suite
 from trialrun.config.loader import find_suite_file
 from trialrun.config.paths import display_path
 from trialrun.errors import CassetteError, ConfigError, ConfigErrors
-from trialrun.redact import redact_changed
 from trialrun.tools.cassette import Cassette
 
 Level = Literal["ok", "warn", "fail"]
@@ -80,7 +80,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
 
 
 def _agent_command(suite: Suite) -> Check:
-    from trialrun.agent_process import AgentStartError, resolve_command
+    from trialrun.conversation.process import AgentStartError, resolve_command
 
     try:
         program = resolve_command(suite.agent_command, os.environ.get("PATH"))[0]
@@ -113,7 +113,7 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | list[CassetteError]])
         yield Check("ok", "cassettes", f"not read in {suite.config.mode} mode")
         yield _tools(suite)
         return
-    from trialrun.preflight import as_config_errors
+    from trialrun.running.preflight import as_config_errors
 
     allowed = set(suite.config.tool_registry)
     for path, cassette in loaded.items():
@@ -141,7 +141,7 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | list[CassetteError]])
 def _tools(suite: Suite) -> Check:
     """Record and live modes import the tool module: `trialrun run` refuses to start without it."""
     from trialrun.errors import TrialrunError
-    from trialrun.preflight import select_suite_tools, tool_module_error
+    from trialrun.running.preflight import select_suite_tools, tool_module_error
 
     try:
         tools = select_suite_tools(suite)
@@ -155,7 +155,11 @@ def _service_recordings(suite: Suite) -> Iterator[Check]:
     config = suite.config
     if config.mode != "replay" or not (config.mcp_servers or config.model_gateway):
         return
-    from trialrun.preflight import as_config_errors, read_service_recording, service_recordings
+    from trialrun.running.preflight import (
+        as_config_errors,
+        read_service_recording,
+        service_recordings,
+    )
 
     problems = 0
     checked = 0
@@ -175,7 +179,7 @@ def _prices(suite: Suite) -> Iterator[Check]:
     settings = suite.config.model_gateway
     if settings is None or settings.prices is None:
         return
-    from trialrun.services import load_suite_prices
+    from trialrun.running.services import load_suite_prices
 
     try:
         prices = load_suite_prices(settings, suite.suite_dir)
@@ -210,7 +214,7 @@ def _secrets(loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Che
 
 
 def _baseline(suite: Suite) -> Iterator[Check]:
-    from trialrun.baseline import load_baseline
+    from trialrun.artifacts.baseline import load_baseline
 
     if suite.baseline_path is None:
         yield Check(
@@ -295,7 +299,7 @@ def _versions() -> Check:
 
 def probe(suite: Suite) -> list[Check]:
     """Replay the first case and report what happened; this does start the agent."""
-    from trialrun.runner import RunOptions, run_case
+    from trialrun.running.runner import RunOptions, run_case
 
     if not suite.cases:
         return [Check("warn", "probe", "the suite has no case to replay", "add a case file")]
@@ -320,8 +324,8 @@ def probe(suite: Suite) -> list[Check]:
                 "run `trialrun run` on this case to see the full report",
             )
         )
+    from trialrun.base.results import count_names
     from trialrun.report.console import counted_text
-    from trialrun.results import count_names
 
     unused = _unused_by_file(case, result.run.unused_recording_tools)
     if not unused and result.run.unused_recordings:  # a count without names
@@ -344,7 +348,7 @@ def probe(suite: Suite) -> list[Check]:
 def _unused_by_file(case: Case, names: list[str]) -> dict[Path, list[str]]:
     """The unused recordings of a case by the file that holds them (``mcp:``/``model:`` names
     are in the recordings beside the tool cassette)."""
-    from trialrun.services import mcp_cassette_path, model_cassette_path
+    from trialrun.running.services import mcp_cassette_path, model_cassette_path
 
     by_file: dict[Path, list[str]] = {}
     for name in names:

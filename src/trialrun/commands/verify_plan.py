@@ -24,13 +24,13 @@ from pydantic import (
     model_validator,
 )
 
+from trialrun.base.fsutil import read_problem
+from trialrun.base.suggest import closest
 from trialrun.config import Suite, load_suite
 from trialrun.config.messages import validation_errors
 from trialrun.config.paths import display_path
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
-from trialrun.fsutil import read_problem
-from trialrun.suggest import closest
 
 
 class _Strict(BaseModel):

@@ -12,7 +12,7 @@ The merged directory ``<out>/<suite>/<run_id>/`` holds what a single run writes:
   computed by ``report.summary`` as for any run; a ``merge`` block naming the shards;
 * junit.xml: the shards' testcases as written, in id order, with the counts recomputed;
 * run.jsonl: each case's lines as written, in case id order;
-* report.html: rendered from cases rebuilt from the shard artifacts (``shard_artifacts``);
+* report.html: rendered from cases rebuilt from the shard artifacts (``artifacts.shards``);
 * receipt.jsonl: a new receipt whose ``run_start`` names the merge, one ``shard`` event per
   shard with its receipt's path, event count and last hash, and ``run_end`` with the totals.
 
@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
-from trialrun.artifacts import new_run_id, safe_dir_name
+from trialrun.artifacts.recording import RecordedRun
+from trialrun.artifacts.rundir import new_run_id, safe_dir_name
+from trialrun.artifacts.shards import MergeError, ShardArtifacts, read_shard, rebuild_case
+from trialrun.base.fsutil import atomic_write_text, write_json
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.errors import ConfigError
-from trialrun.fsutil import atomic_write_text, write_json
-from trialrun.recording import RecordedRun
-from trialrun.results import CaseResult, RunResult
-from trialrun.shard_artifacts import MergeError, ShardArtifacts, read_shard, rebuild_case
-from trialrun.sharding import ShardSpec, assign_shards, case_ids_sha256
+from trialrun.running.sharding import ShardSpec, assign_shards, case_ids_sha256
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
@@ -59,7 +59,7 @@ def merge_runs(
     command_line: str | None = None,
 ) -> RecordedRun:
     """Check that ``run_dirs`` are the complete shards of one run, and write the merged run."""
-    from trialrun.baseline import compute_regression, load_baseline
+    from trialrun.artifacts.baseline import compute_regression, load_baseline
     from trialrun.config.paths import display_path
     from trialrun.report.summary import summary_from_case_docs
 
@@ -155,7 +155,7 @@ def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
 
 def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
     """One ``<testsuite>`` holding every shard's testcases as written, in case id order."""
-    from trialrun.report.junit import XML_DECLARATION, xml_text
+    from trialrun.base.xmltext import XML_DECLARATION, xml_text
 
     elements = {case_id: el for shard in shards for case_id, el in shard.testcases.items()}
     ordered = [elements[case.case_id] for case in result.cases]

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.fsutil import atomic_write_bytes
+from trialrun.base.results import AgentRun, Failure, ModelCall, Status, ToolCall
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
 from trialrun.errors import CassetteError, TrialrunError
-from trialrun.fsutil import atomic_write_bytes
-from trialrun.results import AgentRun, Failure, ModelCall, Status, ToolCall
 
 if TYPE_CHECKING:
     from trialrun.gateway import Gateway, Price, RunScope

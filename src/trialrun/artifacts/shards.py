@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun.baseline import read_summary
+from trialrun.artifacts.baseline import read_summary
+from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 from trialrun.errors import TrialrunError
 from trialrun.receipt.verify import VerifyResult, verify_receipt
-from trialrun.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 
 VERDICT_EVENT_TYPES = frozenset({"assertion_failure", "budget_failure", "case_end"})
 """Events artifacts.py appends after a case's trace: the verdict, not what the agent did."""

@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trialrun.canonjson import dumps
+from trialrun.base.canonjson import dumps
+from trialrun.base.results import CaseResult
+from trialrun.commands.verify_plan import Breakage, FilePatch, VerifyPlan
 from trialrun.config import Suite, load_suite
 from trialrun.errors import ConfigError
-from trialrun.results import CaseResult
-from trialrun.runner import RunOptions, RunProgress, run_suite
-from trialrun.verify_plan import Breakage, FilePatch, VerifyPlan
+from trialrun.running.runner import RunOptions, RunProgress, run_suite
 
 
 @dataclass

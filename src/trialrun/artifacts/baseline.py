@@ -33,9 +33,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from trialrun.base.fsutil import write_json
 from trialrun.config.models import Regression
 from trialrun.errors import ConfigError, TrialrunError
-from trialrun.fsutil import write_json
 
 CASE_STATUSES = ("pass", "fail", "error", "skipped")
 THRESHOLD_KEYS = ("min_pass_rate", "max_avg_wall_ms_delta_pct", "max_p95_wall_ms_delta_pct")

@@ -17,18 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.redact import redact
+from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
+from trialrun.conversation.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.errors import CassetteError, TrialrunError
-from trialrun.redact import redact
-from trialrun.results import AgentRun, CaseResult, Failure
-from trialrun.session import Limits, Spawn, Teardowns, run_agent
 from trialrun.tools.base import ToolBackend
 
 if TYPE_CHECKING:
-    from trialrun.preflight import Preflight
-    from trialrun.services import RunServices
+    from trialrun.running.preflight import Preflight
+    from trialrun.running.services import RunServices
 
 CaseCallback = Callable[[int, CaseResult], None]
 
@@ -222,7 +222,7 @@ class _ToolModuleCache:
 
     def get(self) -> Mapping[str, Any]:
         if self._tools is None:
-            from trialrun.preflight import select_suite_tools
+            from trialrun.running.preflight import select_suite_tools
 
             self._tools = select_suite_tools(self._suite)
         return self._tools
@@ -232,7 +232,7 @@ def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
     """The run's MCP proxies and model gateway, when the suite declares any (imported lazily)."""
     if not suite.config.mcp_servers and suite.config.model_gateway is None:
         return None
-    from trialrun.services import RunServices
+    from trialrun.running.services import RunServices
 
     checked = options.preflight
     if checked is None:

@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.jsonnames import json_type
+from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
-from trialrun.results import JsonObject
 
 AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage", "tool_report")
 """Message types an agent may send, in the order the protocol documents them."""
@@ -184,21 +185,6 @@ def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
             line_no, text, f"a protocol message must be a JSON object, found {json_type(value)}"
         )
     return _message(value, line_no, text)
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a parsed value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _decode(raw: bytes, line_no: int) -> str:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun.artifacts import RunDirectory, new_run_id
+from trialrun.artifacts.rundir import RunDirectory, new_run_id
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.receipt.suite_run import SuiteReceipt
-from trialrun.results import CaseResult, RunResult
 
 if TYPE_CHECKING:
     from trialrun.config import Suite
@@ -109,7 +109,7 @@ class RunRecorder:
         ``shard``: the ``sharding.shard_info`` block of a shard run, which skips the gates:
         they only mean something over the whole suite, after ``trialrun merge``.
         """
-        from trialrun.baseline import compute_regression
+        from trialrun.artifacts.baseline import compute_regression
         from trialrun.config.paths import display_path
         from trialrun.report.html import render_html
         from trialrun.report.junit import build_junit
