@@ -175,12 +175,7 @@ async def _converse(
     Their recordings are kept only when the agent ended cleanly; an interruption drops them.
     """
     config = suite.config
-    limits = Limits(
-        wall_ms=case.budgets.max_wall_ms,
-        idle_ms=config.idle_timeout_ms,
-        max_message_bytes=config.max_message_bytes,
-        kill_grace_ms=config.kill_grace_ms,
-    )
+    limits = _limits(suite, case)
     clean = False
     try:
         spawn = Spawn(
@@ -200,10 +195,7 @@ async def _converse(
         )
         if case_services is not None:
             services_of_case, case_services = case_services, None
-            try:
-                await services_of_case.close(run, clean=run.failure is None)
-            except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
-                run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
+            await _close_services(services_of_case, run)
         clean = run.failure is None
         _note_unused(run, backend)
     finally:
@@ -211,6 +203,24 @@ async def _converse(
             case_services.discard()
         backend.close(clean=clean)
     return run
+
+
+def _limits(suite: Suite, case: Case) -> Limits:
+    config = suite.config
+    return Limits(
+        wall_ms=case.budgets.max_wall_ms,
+        idle_ms=config.idle_timeout_ms,
+        max_message_bytes=config.max_message_bytes,
+        kill_grace_ms=config.kill_grace_ms,
+    )
+
+
+async def _close_services(case_services: CaseServices, run: AgentRun) -> None:
+    """Merge what the services saw into ``run``; keep their recordings if the agent ended clean."""
+    try:
+        await case_services.close(run, clean=run.failure is None)
+    except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
+        run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
 
 
 def _judge(case: Case, run: AgentRun, mode: Mode, backend: ToolBackend) -> CaseResult:
