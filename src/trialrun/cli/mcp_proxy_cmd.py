@@ -16,41 +16,23 @@ from pathlib import Path
 
 import click
 
-from trialrun.cli.pathparam import PathParam
+from trialrun.cli.serve_options import address_option, directory_option, file_option, mode_option
 
 
 @click.command(
     "mcp-proxy",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option(
-    "--mode",
-    type=click.Choice(["record", "replay"]),
-    required=True,
-    help="record: forward to the live server and write the cassette; replay: answer from it.",
+@mode_option(
+    ("record", "replay"),
+    "record: forward to the live server and write the cassette; replay: answer from it.",
 )
-@click.option(
-    "--cassette",
-    type=PathParam(dir_okay=False, path_type=Path),
-    help="stdio: the cassette file (JSONL).",
-)
+@file_option("--cassette", "stdio: the cassette file (JSONL).")
 @click.option("--name", help="Server name in events and the cassette header.")
-@click.option(
-    "--events",
-    type=PathParam(dir_okay=False, path_type=Path),
-    help="stdio: append one JSON line per tools/call to this file.",
-)
-@click.option("--http", "http_address", metavar="HOST:PORT", help="Serve streamable HTTP.")
-@click.option(
-    "--cassette-dir",
-    type=PathParam(file_okay=False, path_type=Path),
-    help="HTTP: one cassette per run, DIR/<run-id>.jsonl.",
-)
-@click.option(
-    "--events-dir",
-    type=PathParam(file_okay=False, path_type=Path),
-    help="HTTP: one events file per run, DIR/<run-id>.jsonl.",
-)
+@file_option("--events", "stdio: append one JSON line per tools/call to this file.")
+@address_option("--http", "http_address", "Serve streamable HTTP.")
+@directory_option("--cassette-dir", "HTTP: one cassette per run, DIR/<run-id>.jsonl.")
+@directory_option("--events-dir", "HTTP: one events file per run, DIR/<run-id>.jsonl.")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def mcp_proxy(
     mode: str,

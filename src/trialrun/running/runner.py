@@ -28,7 +28,7 @@ from trialrun.tools.base import ToolBackend
 
 if TYPE_CHECKING:
     from trialrun.running.preflight import Preflight
-    from trialrun.running.services import RunServices
+    from trialrun.running.services import CaseServices, RunServices
 
 CaseCallback = Callable[[int, CaseResult], None]
 
@@ -108,39 +108,74 @@ async def run_case(
     this case (the pytest plugin runs cases one by one).
     """
     if services is None and (own := _services_for(suite, options)) is not None:
-        own.start()
-        try:
-            return await run_case(suite, case, options, tools, teardowns, own)
-        finally:
-            own.stop()
+        return await _run_case_with_own_services(suite, case, options, tools, teardowns, own)
     tools = tools or _ToolModuleCache(suite, options.preflight)
-    config = suite.config
     try:
         backend = _backend_for(case, options, tools)
     except CassetteError as exc:
         return _setup_failure(case, "cassette_error", str(exc))
     except TrialrunError as exc:
         return _setup_failure(case, "tool_registry_error", str(exc))
-    extra_env: dict[str, str] = {}
-    if config.agent_channel == "fd":
-        extra_env["TRIALRUN_MODE"] = options.mode
     case_services = services.for_case(case) if services is not None else None
-    if case_services is not None:
-        try:
-            extra_env.update(case_services.open(options.env))
-        except CassetteError as exc:
-            backend.close(clean=False)
+    try:
+        extra_env = _agent_extra_env(suite, options, case_services)
+    except CassetteError as exc:
+        backend.close(clean=False)
+        if case_services is not None:
             case_services.discard()
-            return _setup_failure(case, "cassette_error", str(exc))
-        if case_services.waits_for_exit:
-            teardowns = None  # the proxies save their recordings as the agent's group stops
+        return _setup_failure(case, "cassette_error", str(exc))
+    if case_services is not None and case_services.waits_for_exit:
+        teardowns = None  # the proxies save their recordings as the agent's group stops
+    run = await _converse(suite, case, options, backend, extra_env, teardowns, case_services)
+    return _judge(case, run, options.mode, backend)
 
-    limits = Limits(
-        wall_ms=case.budgets.max_wall_ms,
-        idle_ms=config.idle_timeout_ms,
-        max_message_bytes=config.max_message_bytes,
-        kill_grace_ms=config.kill_grace_ms,
-    )
+
+async def _run_case_with_own_services(
+    suite: Suite,
+    case: Case,
+    options: RunOptions,
+    tools: _ToolModuleCache | None,
+    teardowns: Teardowns | None,
+    services: RunServices,
+) -> CaseResult:
+    """One case alone (the pytest plugin) with the MCP proxies and gateway its suite needs."""
+    services.start()
+    try:
+        return await run_case(suite, case, options, tools, teardowns, services)
+    finally:
+        services.stop()
+
+
+def _agent_extra_env(
+    suite: Suite, options: RunOptions, case_services: CaseServices | None
+) -> dict[str, str]:
+    """What the agent's environment gets on top of ``options.env``; opens the case's services.
+
+    Raises ``CassetteError`` when a service cannot open its recording.
+    """
+    extra_env: dict[str, str] = {}
+    if suite.config.agent_channel == "fd":
+        extra_env["TRIALRUN_MODE"] = options.mode
+    if case_services is not None:
+        extra_env.update(case_services.open(options.env))
+    return extra_env
+
+
+async def _converse(
+    suite: Suite,
+    case: Case,
+    options: RunOptions,
+    backend: ToolBackend,
+    extra_env: dict[str, str],
+    teardowns: Teardowns | None,
+    case_services: CaseServices | None,
+) -> AgentRun:
+    """Run the agent on the case's tools, then close its services and tool backend.
+
+    Their recordings are kept only when the agent ended cleanly; an interruption drops them.
+    """
+    config = suite.config
+    limits = _limits(suite, case)
     clean = False
     try:
         spawn = Spawn(
@@ -160,21 +195,41 @@ async def run_case(
         )
         if case_services is not None:
             services_of_case, case_services = case_services, None
-            try:
-                await services_of_case.close(run, clean=run.failure is None)
-            except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
-                run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
+            await _close_services(services_of_case, run)
         clean = run.failure is None
         _note_unused(run, backend)
     finally:
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
         backend.close(clean=clean)
+    return run
+
+
+def _limits(suite: Suite, case: Case) -> Limits:
+    config = suite.config
+    return Limits(
+        wall_ms=case.budgets.max_wall_ms,
+        idle_ms=config.idle_timeout_ms,
+        max_message_bytes=config.max_message_bytes,
+        kill_grace_ms=config.kill_grace_ms,
+    )
+
+
+async def _close_services(case_services: CaseServices, run: AgentRun) -> None:
+    """Merge what the services saw into ``run``; keep their recordings if the agent ended clean."""
+    try:
+        await case_services.close(run, clean=run.failure is None)
+    except (OSError, TrialrunError) as exc:  # a recording that cannot be read or saved
+        run.failure = Failure("cassette_error", str(exc), "error", run.stderr_tail)
+
+
+def _judge(case: Case, run: AgentRun, mode: Mode, backend: ToolBackend) -> CaseResult:
+    """The case's verdict from its redacted trace, with the cassette it used."""
     # The trace goes to run.jsonl and report.html: redact it once, here, for every consumer.
     run.events = [redact(event) for event in run.events]
     run.events_redacted = True
     result = judge_case(case, run)
-    _describe_cassette(result, case, options.mode, backend)
+    _describe_cassette(result, case, mode, backend)
     return result
 
 

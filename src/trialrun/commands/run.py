@@ -1,0 +1,180 @@
+"""``trialrun run SUITE``: prepare the run, run the cases, write every artifact.
+
+``prepare_run`` loads the suite and checks every file the run reads before any agent starts;
+``execute_run`` runs the cases (a SIGTERM stops the run like Ctrl-C, so the artifacts of the
+cases that finished are still written) and records the run. The CLI prints the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trialrun.artifacts.recording import Baseline, RecordedRun
+    from trialrun.config import Suite
+    from trialrun.config.models import Mode
+    from trialrun.receipt.signing import Ed25519Signer
+    from trialrun.running.preflight import Preflight
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A suite ready to run: its cases selected, its inputs checked."""
+
+    suite: Suite
+    mode: Mode
+    preflight: Preflight
+    baseline: Baseline | None
+    shard: dict[str, Any] | None  # the summary's shard block of a shard run
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    recorded: RecordedRun
+    interrupted: bool
+
+
+def prepare_run(
+    path: Path,
+    *,
+    case_ids: tuple[str, ...],
+    shard: str | None,
+    mode: str | None,
+    baseline: Path | None,
+    no_baseline: bool,
+    warn: Callable[[str], None],
+) -> PreparedRun:
+    """Load the suite at ``path``, keep the asked cases, check every file the run reads."""
+    from trialrun.config import load_suite
+    from trialrun.running.runner import resolve_mode
+
+    loaded = load_suite(path, case_ids=case_ids)
+    shard_block: dict[str, Any] | None = None
+    if shard is not None:
+        from trialrun.running.sharding import ShardSpec, select_shard, shard_info
+
+        spec = ShardSpec.parse(shard)
+        shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
+        loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
+    run_mode = resolve_mode(loaded, mode)
+    checked, found = _check_inputs(loaded, run_mode, baseline, no_baseline, warn)
+    return PreparedRun(loaded, run_mode, checked, found, shard_block)
+
+
+def execute_run(
+    prepared: PreparedRun,
+    *,
+    jobs: int,
+    out: Path | None,
+    command_line: str,
+    signer: Ed25519Signer | None,
+) -> FinishedRun:
+    """Run the cases, recording each as it finishes; then write the run's summary and reports."""
+    from trialrun.artifacts.recording import RunRecorder
+    from trialrun.running.runner import RunOptions, RunProgress, run_suite
+
+    recorder = RunRecorder(
+        prepared.suite, mode=prepared.mode, command_line=command_line, out_dir=out, signer=signer
+    )
+    progress = RunProgress()
+    options = RunOptions(mode=prepared.mode, jobs=jobs, preflight=prepared.preflight)
+    interrupted = False
+    try:
+        asyncio.run(
+            _stop_on_sigterm(
+                run_suite(
+                    prepared.suite,
+                    options,
+                    progress,
+                    on_case_done=lambda _index, result: recorder.record(result),
+                )
+            )
+        )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+    recorded = recorder.finish(
+        progress.ordered(),
+        interrupted=interrupted,
+        baseline=prepared.baseline,
+        shard=prepared.shard,
+    )
+    return FinishedRun(recorded, interrupted)
+
+
+async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
+    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        await work
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _check_inputs(
+    suite: Suite,
+    mode: Mode,
+    baseline: Path | None,
+    no_baseline: bool,
+    warn: Callable[[str], None],
+) -> tuple[Preflight, Baseline | None]:
+    """Every file the run reads, checked before any agent starts; all problems in one report."""
+    from trialrun.errors import ConfigError, ConfigErrors
+    from trialrun.running.preflight import preflight
+
+    errors: list[ConfigError] = []
+    checked: Preflight | None = None
+    found: Baseline | None = None
+    try:
+        checked = preflight(suite, mode)
+    except ConfigError as exc:
+        errors.append(exc)
+    try:
+        found = _baseline_for(suite.baseline_path, baseline, no_baseline, warn)
+    except ConfigError as exc:
+        errors.append(exc)
+    collected = ConfigErrors.collect(errors)
+    if collected is not None:
+        raise collected
+    assert checked is not None
+    return checked, found
+
+
+def _baseline_for(
+    configured: Path | None, explicit: Path | None, disabled: bool, warn: Callable[[str], None]
+) -> Baseline | None:
+    """Load the baseline before any case runs, so a bad file costs nothing."""
+    from trialrun.artifacts.baseline import load_baseline
+    from trialrun.artifacts.recording import Baseline
+    from trialrun.errors import ConfigError
+
+    if disabled:
+        return None
+    for given in (explicit, configured):
+        if given is not None and given.is_dir():
+            raise ConfigError("expected a baseline file, found a directory", file=given)
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(
+                "baseline file not found (create one with `trialrun baseline promote`, "
+                "or pass --no-baseline)",
+                file=explicit,
+            )
+        return Baseline(load_baseline(explicit), explicit)
+    if configured is None:
+        return None
+    if not configured.is_file():
+        warn(
+            f"warning: baseline {configured} does not exist yet; regression checks skipped "
+            "(create it with `trialrun baseline promote`)."
+        )
+        return None
+    return Baseline(load_baseline(configured), configured)
