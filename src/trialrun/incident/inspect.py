@@ -20,7 +20,13 @@ from typing import Any
 from trialrun.base.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
 from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.redact import redact
-from trialrun.incident.model import Incident, IncidentCall, is_inconclusive, source_name
+from trialrun.incident.model import (
+    Incident,
+    IncidentCall,
+    capture_gaps,
+    is_inconclusive,
+    source_name,
+)
 from trialrun.incident.rules import Rule, check_rules
 
 HTML_FILE = "inspect.html"
@@ -58,17 +64,6 @@ def call_record(call: IncidentCall) -> dict[str, Any]:
     }
     redacted: dict[str, Any] = redact(record)
     return redacted
-
-
-def capture_gaps(incident: Incident) -> list[str]:
-    """Every reason the incident cannot be trusted as complete evidence."""
-    gaps = list(incident.missing)
-    for call in incident.calls:
-        if call.args is None:
-            gaps.append(f"call {call.index} ({call.name}): arguments not captured")
-        if call.ok is None:
-            gaps.append(f"call {call.index} ({call.name}): result not captured")
-    return gaps
 
 
 def build_report(
