@@ -26,11 +26,13 @@ PACKAGE_DIR = SRC / "trialrun"
 
 # Bottom to top. Each entry: a layer's name and the packages (or top-level modules) in it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # The root package (only the version and the lazy table of public names) and the errors
-    # users catch, which stay at trialrun.errors.
-    ("root", ("trialrun", "trialrun.errors")),
+    # The errors users catch, which stay at trialrun.errors.
+    ("errors", ("trialrun.errors",)),
     # Plain data and utilities.
     ("base", ("trialrun.base",)),
+    # The root package: the version and the lazy table of public names (loaded through
+    # trialrun.base.lazyexport, shared with trialrun.receipt).
+    ("root", ("trialrun",)),
     # The SDK that agents import (they talk to the harness over the protocol, not through imports).
     ("agent sdk", ("trialrun.agent",)),
     # What the suite, case, compare and plan files say.

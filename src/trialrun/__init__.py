@@ -6,8 +6,9 @@ use, so ``import trialrun`` (and the CLI's start-up) pays for none of the heavy 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trialrun.base.lazyexport import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -84,13 +85,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trialrun' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
 
 
 def __dir__() -> list[str]:

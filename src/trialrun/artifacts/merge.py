@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import shlex
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -155,22 +154,19 @@ def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
 
 def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
     """One ``<testsuite>`` holding every shard's testcases as written, in case id order."""
-    from trialrun.base.xmltext import XML_DECLARATION, xml_text
+    from trialrun.base.junitxml import junit_document, testsuite
 
     elements = {case_id: el for shard in shards for case_id, el in shard.testcases.items()}
     ordered = [elements[case.case_id] for case in result.cases]
-    root = ET.Element(
-        "testsuite",
-        {
-            "name": xml_text(result.suite_name),
-            "tests": str(len(ordered)),
-            "failures": str(sum(1 for el in ordered if el.find("failure") is not None)),
-            "errors": str(sum(1 for el in ordered if el.find("error") is not None)),
-            "time": f"{sum(case.run.wall_ms for case in result.cases) / 1000:.3f}",
-        },
+    root = testsuite(
+        result.suite_name,
+        tests=len(ordered),
+        failures=sum(1 for el in ordered if el.find("failure") is not None),
+        errors=sum(1 for el in ordered if el.find("error") is not None),
+        seconds=sum(case.run.wall_ms for case in result.cases) / 1000,
     )
     root.extend(ordered)
-    return XML_DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
+    return junit_document(root)
 
 
 def _load_baseline(path: Path | None, load: Any) -> dict[str, Any] | None:

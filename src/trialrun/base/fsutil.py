@@ -142,10 +142,18 @@ def _file_in_the_way(exc: OSError) -> Path | None:
     return None
 
 
+def undecodable(raw: bytes, exc: UnicodeDecodeError) -> tuple[str, int]:
+    """Where ``raw`` stops being UTF-8: ``byte 0x.. at offset N`` and the 1-based line it is on."""
+    return (
+        f"byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+        raw.count(b"\n", 0, exc.start) + 1,
+    )
+
+
 def read_problem(exc: OSError | UnicodeDecodeError) -> str:
     """Why a text file could not be read, for a message that already names the file."""
     if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        return f"not UTF-8 text: {undecodable(exc.object, exc)[0]}"
     if isinstance(exc, FileNotFoundError):
         return "file not found"
     if isinstance(exc, IsADirectoryError):

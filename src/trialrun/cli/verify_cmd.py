@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from trialrun.base.fsutil import atomic_write_text, dumps_json
-from trialrun.base.xmltext import XML_DECLARATION, xml_text
+from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
 from trialrun.commands.verify_plan import VerifyPlan, load_plan
@@ -88,29 +88,19 @@ def build_summary(verify_id: str, plan: VerifyPlan, result: VerifyResult) -> dic
 
 def build_junit(plan: VerifyPlan, result: VerifyResult) -> str:
     failed = sum(1 for check in result.checks if not check.passed)
-    root = ET.Element(
-        "testsuite",
-        {
-            "name": xml_text(f"verify {plan.suite.config.suite_name}"),
-            "tests": str(len(result.checks)),
-            "failures": str(failed),
-            "errors": "0",
-            "time": f"{result.seconds:.3f}",
-        },
+    root = testsuite(
+        f"verify {plan.suite.config.suite_name}",
+        tests=len(result.checks),
+        failures=failed,
+        errors=0,
+        seconds=result.seconds,
     )
     for check in result.checks:
-        case = ET.SubElement(
-            root,
-            "testcase",
-            {"classname": "verify", "name": xml_text(check.name), "time": f"{check.seconds:.3f}"},
-        )
+        case = testcase(root, check.name, "verify", check.seconds)
         if not check.passed:
-            failure = ET.SubElement(
-                case, "failure", {"message": xml_text(check.problems[0]), "type": "verify"}
-            )
-            failure.text = xml_text("\n".join(check.problems))
+            add_reason(case, "failure", "verify", check.problems[0], check.problems)
     ET.indent(root)
-    return XML_DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
+    return junit_document(root)
 
 
 def build_report(summary: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from trialrun.base.suggest import did_you_mean
 from trialrun.config.assertions import AssertionCompiler
 from trialrun.config.messages import describe_value, spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
+from trialrun.config.normalize import REGEX_FLAGS
 from trialrun.config.paths import PathEscapeError, SuitePaths, display_path
 from trialrun.config.spec import Record, SpecError, parse
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
 CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _LISTED_IDS = 20
 
 _Record = TypeVar("_Record", bound=Record)

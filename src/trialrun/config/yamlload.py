@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import yaml
 
+from trialrun.base.fsutil import undecodable
 from trialrun.errors import ConfigError, ConfigErrors
 
 PathElement = str | int
@@ -116,12 +117,8 @@ def _read_text(path: Path, shown: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(
-            f"file is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-            file=shown,
-            line=line,
-        ) from None
+        where, line = undecodable(raw, exc)
+        raise ConfigError(f"file is not valid UTF-8: {where}", file=shown, line=line) from None
 
 
 def parse_json(text: str, *, file: str) -> LoadedYaml:

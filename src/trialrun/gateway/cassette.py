@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trialrun.base.fsutil import atomic_write_bytes, dumps_json
+from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
@@ -219,11 +219,8 @@ def read_cassette_text(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CassetteError(
-            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-            file=path,
-            line=data.count(b"\n", 0, exc.start) + 1,
-        ) from None
+        where, line = undecodable(data, exc)
+        raise CassetteError(f"not valid UTF-8 ({where})", file=path, line=line) from None
 
 
 def parse_cassette(text: str, path: Path) -> list[Recording]:

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import html
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
+from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.redact import redact
-from trialrun.base.xmltext import XML_DECLARATION, xml_text
-from trialrun.incident.model import Incident, IncidentCall, is_inconclusive, source_name
+from trialrun.incident.model import (
+    Incident,
+    IncidentCall,
+    capture_gaps,
+    is_inconclusive,
+    source_name,
+)
 from trialrun.incident.rules import Rule, check_rules
 
 HTML_FILE = "inspect.html"
@@ -59,17 +64,6 @@ def call_record(call: IncidentCall) -> dict[str, Any]:
     }
     redacted: dict[str, Any] = redact(record)
     return redacted
-
-
-def capture_gaps(incident: Incident) -> list[str]:
-    """Every reason the incident cannot be trusted as complete evidence."""
-    gaps = list(incident.missing)
-    for call in incident.calls:
-        if call.args is None:
-            gaps.append(f"call {call.index} ({call.name}): arguments not captured")
-        if call.ok is None:
-            gaps.append(f"call {call.index} ({call.name}): result not captured")
-    return gaps
 
 
 def build_report(
@@ -114,38 +108,24 @@ def trace_text(calls: list[dict[str, Any]]) -> str:
 def junit_text(report: dict[str, Any]) -> str:
     rule_results: list[dict[str, Any]] = report["rules"]
     failures = sum(1 for rule in rule_results if not rule["passed"])
-    suite = ET.Element(
-        "testsuite",
-        {
-            "name": "incident",
-            "tests": str(len(rule_results) + 1),
-            "failures": str(failures),
-            "errors": "1" if report["inconclusive"] else "0",
-            "time": "0.000",
-        },
+    inconclusive = bool(report["inconclusive"])
+    suite = testsuite(
+        "incident",
+        tests=len(rule_results) + 1,
+        failures=failures,
+        errors=1 if inconclusive else 0,
+        seconds=0,
     )
-    capture = ET.SubElement(
-        suite, "testcase", {"classname": "incident", "name": CAPTURE_TESTCASE, "time": "0.000"}
-    )
-    if report["inconclusive"]:
+    capture = testcase(suite, CAPTURE_TESTCASE, "incident", 0)
+    if inconclusive:
         gaps: list[str] = report["capture_gaps"] or ["capture incomplete"]
-        error = ET.SubElement(
-            capture, "error", {"message": xml_text(gaps[0]), "type": "inconclusive"}
-        )
-        error.text = xml_text("\n".join(gaps))
+        add_reason(capture, "error", "inconclusive", gaps[0], gaps)
     for rule in rule_results:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {"classname": "incident.rules", "name": xml_text(rule["id"]), "time": "0.000"},
-        )
+        case = testcase(suite, rule["id"], "incident.rules", 0)
         if not rule["passed"]:
             messages = [str(v.get("message", "")) for v in rule["violations"]]
-            failure = ET.SubElement(
-                case, "failure", {"message": xml_text(messages[0]), "type": "rule_violation"}
-            )
-            failure.text = xml_text("\n".join(messages))
-    return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"
+            add_reason(case, "failure", "rule_violation", messages[0], messages)
+    return junit_document(suite)
 
 
 _STYLE = (

@@ -178,6 +178,17 @@ def is_inconclusive(incident: Incident) -> bool:
     return any(call.args is None or call.ok is None for call in incident.calls)
 
 
+def capture_gaps(incident: Incident) -> list[str]:
+    """Every reason the incident cannot be trusted as complete evidence."""
+    gaps = list(incident.missing)
+    for call in incident.calls:
+        if call.args is None:
+            gaps.append(f"call {call.index} ({call.name}): arguments not captured")
+        if call.ok is None:
+            gaps.append(f"call {call.index} ({call.name}): result not captured")
+    return gaps
+
+
 def load_incident(path: str | Path) -> Incident:
     """Read ``incident.json``; ``ConfigError`` naming the file, and the line when one applies."""
     from trialrun.config.yamlload import parse_json

@@ -22,7 +22,7 @@ from trialrun.conversation import protocol
 from trialrun.conversation.process import AgentProcess, AgentStartError, MessageTooLargeError
 from trialrun.conversation.protocol import FinalOutputMsg, TaskErrorMsg, ToolCallMsg
 from trialrun.errors import ProtocolError
-from trialrun.incident.model import Incident, IncidentCall, is_inconclusive
+from trialrun.incident.model import Incident, IncidentCall, capture_gaps, is_inconclusive
 from trialrun.incident.rules import Rule, check_rules
 
 RESULTS = ("inconclusive", "diverged", "reproduced", "passes")
@@ -66,7 +66,7 @@ def replay(
     recorded = check_rules(incident.calls, rules)
     if is_inconclusive(incident):
         return ReplayOutcome(
-            "inconclusive", recorded_violations=recorded, missing=_missing(incident)
+            "inconclusive", recorded_violations=recorded, missing=capture_gaps(incident)
         )
     outcome = asyncio.run(_converse(incident, ["bash", "-c", command], idle_s))
     outcome.recorded_violations = recorded
@@ -77,16 +77,6 @@ def replay(
     outcome.violations = check_rules(replayed, rules)
     outcome.result = "reproduced" if outcome.violations else "passes"
     return outcome
-
-
-def _missing(incident: Incident) -> list[str]:
-    missing = list(incident.missing)
-    for call in incident.calls:
-        if call.args is None:
-            missing.append(f"call {call.index} ({call.name}): arguments not captured")
-        if call.ok is None:
-            missing.append(f"call {call.index} ({call.name}): result not captured")
-    return missing
 
 
 def _expected(calls: Sequence[IncidentCall], position: int) -> dict[str, Any] | None:

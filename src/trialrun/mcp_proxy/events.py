@@ -29,6 +29,33 @@ from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 
 
+def log_tool_call(
+    events: EventLog | None,
+    tool: str,
+    args: Any,
+    ok: bool,
+    result: Any,
+    error: str | None,
+    *,
+    started: float,
+    duration_ms: float,
+    recording: int | None = None,
+) -> None:
+    """One ``tools/call`` in ``events``, the same for a recorded and a replayed call; nothing
+    when the proxy keeps no event log."""
+    if events is not None:
+        events.tool_call(
+            tool=tool,
+            args=args,
+            ok=ok,
+            result=result,
+            error=error,
+            timestamp=started,
+            duration_ms=duration_ms,
+            recording=recording,
+        )
+
+
 def call_outcome(result: Any, rpc_error: JsonObject | None) -> tuple[bool, str | None]:
     """``(ok, error text)`` of a tools/call answer, in trialrun's tool-call terms.
 

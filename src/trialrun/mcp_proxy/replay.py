@@ -39,7 +39,7 @@ from trialrun.mcp_proxy.cassette import (
     exchange_key,
     exchange_params,
 )
-from trialrun.mcp_proxy.events import EventLog
+from trialrun.mcp_proxy.events import EventLog, log_tool_call
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 
 MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -149,15 +149,32 @@ class ReplaySession:
         if record is None:
             reply = self._call_mismatch(request_id, tool, args, input_responses)
             error = reply["error"]["message"]
-            self._event(tool, args, False, None, error, started, started_clock, None)
+            log_tool_call(
+                self.events,
+                tool,
+                args,
+                False,
+                None,
+                error,
+                started=started,
+                duration_ms=_ms_since(started_clock),
+            )
             return [reply]
         out: list[JsonObject] = []
         token = jsonrpc.progress_token(message)
         if token is not None:
             out.extend(jsonrpc.progress_notification(token, p) for p in record.progress)
         out.append(self._reply(message, record.result, record.rpc_error))
-        self._event(
-            tool, args, record.ok, record.result, record.error, started, started_clock, record.line
+        log_tool_call(
+            self.events,
+            tool,
+            args,
+            record.ok,
+            record.result,
+            record.error,
+            started=started,
+            duration_ms=_ms_since(started_clock),
+            recording=record.line,
         )
         return out
 
@@ -283,28 +300,9 @@ class ReplaySession:
         scored.sort(key=lambda pair: -pair[1])
         return scored[:MAX_NEAREST]
 
-    def _event(
-        self,
-        tool: str,
-        args: JsonObject,
-        ok: bool,
-        result: Any,
-        error: str | None,
-        started: float,
-        started_clock: float,
-        recording: int | None,
-    ) -> None:
-        if self.events is not None:
-            self.events.tool_call(
-                tool=tool,
-                args=args,
-                ok=ok,
-                result=result,
-                error=error,
-                timestamp=started,
-                duration_ms=(time.perf_counter() - started_clock) * 1000,
-                recording=recording,
-            )
+
+def _ms_since(started_clock: float) -> float:
+    return (time.perf_counter() - started_clock) * 1000
 
 
 def _for_era(result: Any, *, modern: bool) -> Any:

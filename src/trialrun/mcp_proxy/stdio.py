@@ -74,6 +74,18 @@ def _parse_error(exc: jsonrpc.MessageError) -> jsonrpc.JsonObject:
     return jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}")
 
 
+def _client_messages(stdin_fd: int, out: jsonrpc.LineWriter) -> Iterator[tuple[bytes, Any]]:
+    """Each line the client sends with its parsed message; a line that is no JSON is answered
+    with a parse error here, since no request id can be read from it."""
+    for line in jsonrpc.read_lines(stdin_fd):
+        try:
+            message = jsonrpc.parse(line)
+        except jsonrpc.MessageError as exc:
+            out.send(_parse_error(exc))
+            continue
+        yield line, message
+
+
 def _replay(
     cassette_path: Path, name: str, events_path: Path | None, stdin_fd: int, stdout_fd: int
 ) -> int:
@@ -86,12 +98,7 @@ def _replay(
 
     try:
         with stop_signals(stop):
-            for line in jsonrpc.read_lines(stdin_fd):
-                try:
-                    message = jsonrpc.parse(line)
-                except jsonrpc.MessageError as exc:
-                    out.send(_parse_error(exc))
-                    continue
+            for _, message in _client_messages(stdin_fd, out):
                 replies: list[jsonrpc.JsonObject] | None = _guarded(session.handle, message, None)
                 if replies is None:  # a bug: the request still gets an answer, never a hang
                     replies = _internal_error(message)
@@ -141,12 +148,7 @@ def _record(
 
     def from_client() -> None:
         try:
-            for line in jsonrpc.read_lines(stdin_fd):
-                try:
-                    message = jsonrpc.parse(line)
-                except jsonrpc.MessageError as exc:
-                    out.send(_parse_error(exc))
-                    continue
+            for line, message in _client_messages(stdin_fd, out):
                 _guarded(recorder.from_client, message, None)
                 if not upstream.send(line + b"\n"):
                     return  # the server is gone; server_exited reports that

@@ -8,8 +8,9 @@ imports ``cryptography`` until a signature is made or checked.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trialrun.base.lazyexport import lazy_getattr
 
 _EXPORTS = {
     "ReceiptWriter": "trialrun.receipt.writer",
@@ -34,14 +35,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trialrun.receipt' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import (

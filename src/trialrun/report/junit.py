@@ -17,48 +17,35 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.results import CaseResult, RunResult
-from trialrun.base.xmltext import XML_DECLARATION, xml_text
+from trialrun.base.xmltext import xml_text
 from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
 from trialrun.report.summary import stderr_tail_of
 
 
 def build_junit(run: RunResult) -> str:
     """The junit.xml text for ``run`` (with a trailing newline)."""
-    suite = ET.Element(
-        "testsuite",
-        {
-            "name": xml_text(run.suite_name),
-            "tests": str(len(run.cases)),
-            "failures": str(sum(1 for case in run.cases if case.status == "fail")),
-            "errors": str(sum(1 for case in run.cases if case.status == "error")),
-            "time": _seconds(sum(case.run.wall_ms for case in run.cases)),
-        },
+    suite = testsuite(
+        run.suite_name,
+        tests=len(run.cases),
+        failures=sum(1 for case in run.cases if case.status == "fail"),
+        errors=sum(1 for case in run.cases if case.status == "error"),
+        seconds=sum(case.run.wall_ms for case in run.cases) / 1000,
     )
     for case in run.cases:
         suite.append(_testcase(case, run.suite_name))
-    return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"
+    return junit_document(suite)
 
 
 def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
-    element = ET.Element(
-        "testcase",
-        {
-            "name": xml_text(case.case_id),
-            "classname": xml_text(suite_name),
-            "time": _seconds(case.run.wall_ms),
-        },
-    )
+    element = testcase(None, case.case_id, suite_name, case.run.wall_ms / 1000)
     if case.passed:
         return element
     details = failure_details(case)
     kind = case.failure.kind if case.failure is not None else details[0].type
-    reason = ET.SubElement(
-        element,
-        "error" if case.status == "error" else "failure",
-        {"message": xml_text(_first_line(details)), "type": xml_text(kind)},
-    )
-    reason.text = xml_text(_full_text(details))
+    tag = "error" if case.status == "error" else "failure"
+    add_reason(element, tag, kind, _first_line(details), [_full_text(details)])
     stderr_tail = stderr_tail_of(case)
     if stderr_tail:
         ET.SubElement(element, "system-err").text = xml_text(clean(stderr_tail))
@@ -73,7 +60,3 @@ def _first_line(details: list[FailureDetail]) -> str:
 def _full_text(details: list[FailureDetail]) -> str:
     # The console's layout: one labelled block per reason, with expected/observed.
     return "\n".join(line for detail in details for line in detail_lines(detail))
-
-
-def _seconds(milliseconds: int) -> str:
-    return f"{milliseconds / 1000:.3f}"

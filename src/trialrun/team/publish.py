@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import undecodable
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
@@ -79,11 +80,8 @@ def _configured_team(config: Path) -> str | None:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"file is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-            file=config,
-            line=raw.count(b"\n", 0, exc.start) + 1,
-        ) from None
+        where, bad_line = undecodable(raw, exc)
+        raise ConfigError(f"file is not valid UTF-8: {where}", file=config, line=bad_line) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
