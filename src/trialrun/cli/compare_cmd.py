@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.jobs_option import jobs_option
 from trialrun.cli.pathparam import PathParam
 from trialrun.errors import ConfigError
 
@@ -38,14 +39,7 @@ if TYPE_CHECKING:
     help="The judge command line (split like a shell would; placeholders as in judge.command) "
     "[compare.yaml judge.command].",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Arms (and judge calls) run at once.",
-)
+@jobs_option("Arms (and judge calls) run")
 @click.option("--json", "as_json", is_flag=True, help="Print the receipt instead of the report.")
 @click.option(
     "--gate",

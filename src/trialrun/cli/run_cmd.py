@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.jobs_option import jobs_option
 from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
@@ -33,14 +34,7 @@ if TYPE_CHECKING:
     type=PathParam(path_type=Path, file_okay=False),
     help="Directory for run artifacts (default: the suite's output_dir, else ./trialrun_out).",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Cases to run at the same time.",
-)
+@jobs_option("Cases to run")
 @click.option(
     "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
 )
