@@ -166,8 +166,7 @@ def test_an_agent_that_hangs_up_mid_protocol_fails_as_crashed_with_its_stderr(
 def test_a_suite_run_goes_on_after_an_agent_resets_its_channel(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     (suite / "cases").mkdir(parents=True)
-    marker = tmp_path / "first-case-ran"
-    command = [sys.executable, str(HANGUP_AGENT), "once", str(marker)]
+    command = [sys.executable, str(HANGUP_AGENT), "unread-for", "t1"]
     (suite / "suite.yaml").write_text(
         f"suite_name: sdk\nagent_command: {json.dumps(command)}\n"
         "mode: replay\ncases_path: cases\ntool_registry: [lookup]\nagent_channel: fd\n"

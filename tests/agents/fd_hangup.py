@@ -6,7 +6,8 @@ Behaviour by argv[1]:
   unread-alive  asks to run a tool itself, closes its socket with the tool_run unread and keeps
                 running
   partial       reads task_start, writes half a message and exits with code 1
-  once MARKER   behaves as ``unread`` the first time (creating MARKER), then answers at once
+  unread-for ID behaves as ``unread`` when the waiting task_start is case ID's (it peeks without
+                reading), else answers at once: agents may start in any order
 """
 
 import json
@@ -25,10 +26,11 @@ def wait_readable() -> None:
     select.select([sock], [], [], 10)
 
 
-if mode == "once":
-    marker = sys.argv[2]
-    mode = "answer" if os.path.exists(marker) else "unread"
-    open(marker, "a").close()
+if mode == "unread-for":
+    wait_readable()
+    waiting = sock.recv(65536, socket.MSG_PEEK)
+    ours = f'"case":"{sys.argv[2]}"'.encode() in waiting.replace(b" ", b"")
+    mode = "unread" if ours else "answer"
 if mode == "unread":
     wait_readable()
     print("ModuleNotFoundError: No module named 'agents'", file=sys.stderr, flush=True)

@@ -102,6 +102,9 @@ class AgentRun:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     wall_ms: int = 0
+    """From ``task_start`` to the moment the case was decided."""
+    startup_ms: int = 0
+    """From spawning the agent to its ``task_start``: the head start a pre-started agent got."""
     failure: Failure | None = None
     stderr_tail: str = ""
     exit_code: int | None = None

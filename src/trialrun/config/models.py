@@ -155,6 +155,8 @@ class SuiteConfig(Record):
     kill_grace_ms: int = field(default=DEFAULT_KILL_GRACE_MS, metadata=key(Int(ge=0)))
     agent_channel: AgentChannel = field(default="stdio", metadata=key(OneOf("stdio", "fd")))
     """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
+    prestart: bool | None = field(default=None, metadata=key(Optional(Bool())))
+    """Start each case's agent while the case before it runs (unset: in replay mode only)."""
     mcp_servers: dict[str, McpServer] = field(
         default_factory=dict,
         metadata=key(MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN))),

@@ -6,13 +6,16 @@ the agent's stderr tail attached. Only cancellation (Ctrl-C) and bugs in a tool 
 after the agent's whole process group has been killed.
 
 Deadlines are enforced while the agent runs, not judged afterwards: the wall deadline
-(``Limits.wall_ms``, counted from spawn, covering tool calls too) and the idle timeout (the agent
-sent no line, or did not read its stdin, for ``Limits.idle_ms``; time spent inside a tool does not
-count as the agent's silence).
+(``Limits.wall_ms``, counted from ``task_start``, covering tool calls too) and the idle timeout
+(the agent sent no line, or did not read its stdin, for ``Limits.idle_ms``; time spent inside a
+tool does not count as the agent's silence).
 
-``AgentRun.wall_ms`` runs from just before spawn to the moment the result was decided: the final
-message, a deadline, or a failure. Teardown (kill grace, reaping) is not included, so an agent
-that ignores SIGTERM cannot inflate its own timing.
+An agent may be started ahead of its case (``start_agent``, then ``run_agent(prestarted=...)``):
+it loads its imports while another case runs and waits for ``task_start`` as any agent does.
+``AgentRun.wall_ms`` runs from ``task_start`` to the moment the result was decided: the final
+message, a deadline, or a failure; ``AgentRun.startup_ms`` is the time between spawning the
+agent and its ``task_start``, the head start it got. Teardown (kill grace, reaping) is in
+neither, so an agent that ignores SIGTERM cannot inflate its own timing.
 
 An agent that delivered its final output may still be cleaning up. Given ``Teardowns``, the
 session returns at once and lets that agent exit in the background while the next case starts;
@@ -102,6 +105,48 @@ class Spawn:
     channel: Channel = "stdio"
 
 
+@dataclass(slots=True)
+class StartedAgent:
+    """An agent process started ahead of its ``task_start``, or why it could not start."""
+
+    process: AgentProcess | None
+    start_error: str | None
+    spawned_at: float
+    """``time.monotonic()`` just before the spawn."""
+    claimed: bool = False
+    """A session took it: that session stops it. Otherwise ``discard`` must."""
+
+    async def discard(self) -> None:
+        """Stop an agent no case will use (interrupted run, failed setup): its whole group dies."""
+        if self.process is None or self.claimed:
+            return
+        self.claimed = True
+        self.process.kill_now()
+        try:
+            await self.process.terminate(0.0)
+        finally:
+            self.process.close()  # cancelled meanwhile: the group is dead, close the pipes now
+
+
+async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
+    """Start the agent of ``spawn``; never raises for an agent that cannot start."""
+    spawned_at = time.monotonic()
+    env = spawn.env
+    if spawn.extra_env:
+        env = {**(os.environ if env is None else env), **spawn.extra_env}
+    try:
+        process = await AgentProcess.start(
+            spawn.argv,
+            cwd=spawn.cwd,
+            env=env,
+            max_message_bytes=max_message_bytes,
+            channel=spawn.channel,
+        )
+    except AgentStartError as exc:
+        return StartedAgent(None, str(exc), spawned_at)
+    return StartedAgent(process, None, spawned_at)
+
+
 async def run_agent(
     argv: list[str] | Spawn,
     *,
@@ -113,16 +158,22 @@ async def run_agent(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     teardowns: Teardowns | None = None,
+    prestarted: StartedAgent | None = None,
 ) -> AgentRun:
     """Run one case's agent to its final output or its first failure.
 
     ``argv`` is the command, or a whole ``Spawn`` (then ``cwd`` and ``env`` are ignored).
     ``env`` is the agent's whole environment (None: inherit ours); ``cwd`` None: ours.
     ``teardowns``: where a successful agent finishes exiting (None: before returning).
+    ``prestarted``: the agent ``start_agent`` already started for this case (then ``argv``
+    only names it); the session owns it from now on.
     """
     spawn = argv if isinstance(argv, Spawn) else Spawn(argv, cwd, env)
+    if prestarted is None:
+        prestarted = await start_agent(spawn, limits.max_message_bytes)
+    prestarted.claimed = True
     session = _Session(case_id, tools, allowed_tools, limits)
-    return await session.run(spawn, task_input, teardowns)
+    return await session.run(prestarted, task_input, teardowns)
 
 
 class _CaseOver(Exception):
@@ -151,24 +202,17 @@ class _Session:
         self._unsent: str | None = None
         """What could not be sent because the agent had closed its inbox: it can only end now."""
 
-    async def run(self, spawn: Spawn, task_input: Any, teardowns: Teardowns | None) -> AgentRun:
+    async def run(
+        self, started: StartedAgent, task_input: Any, teardowns: Teardowns | None
+    ) -> AgentRun:
         self._started = time.monotonic()
+        self._run.startup_ms = round((self._started - started.spawned_at) * 1000)
         if self._limits.wall_ms is not None:
             self._deadline = self._started + self._limits.wall_ms / 1000
         self._event("task_start", task_id=self._case_id, input=task_input)
-        try:
-            env = spawn.env
-            if spawn.extra_env:
-                env = {**(os.environ if env is None else env), **spawn.extra_env}
-            agent = await AgentProcess.start(
-                spawn.argv,
-                cwd=spawn.cwd,
-                env=env,
-                max_message_bytes=self._limits.max_message_bytes,
-                channel=spawn.channel,
-            )
-        except AgentStartError as exc:
-            self._record_failure("agent_error", str(exc), "error")
+        agent = started.process
+        if agent is None:
+            self._record_failure("agent_error", started.start_error or "", "error")
             return self._run
         agent.on_exit(self._agent_exited)
         grace_s = self._limits.kill_grace_ms / 1000

@@ -124,6 +124,7 @@ class SuiteReceipt:
                 "status": result.status,
                 "failureKind": result.failure.kind if result.failure else None,
                 "wallMs": run.wall_ms,
+                "startupMs": run.startup_ms,
                 "traceSha256": trace_sha256,
             },
         )

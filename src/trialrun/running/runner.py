@@ -5,6 +5,12 @@ so ``-j 4`` produces exactly what ``-j 1`` does. A case's slot frees up as soon 
 known: an agent that is still exiting after its final output does so while the next case runs.
 Each case gets a fresh agent process; nothing is shared between cases except the imported tool
 module (record and live modes).
+
+With pre-starting (``RunOptions.prestart``), the case after the running ones is prepared and its
+agent started while they run: its interpreter start-up and imports overlap their work, and it
+waits for ``task_start`` as any agent does. At most ``jobs`` + 1 agents are starting or running at
+once; a prepared case that never gets its turn (an interruption) has its agent's process group
+stopped and its services discarded.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +28,14 @@ from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
-from trialrun.conversation.session import Limits, Spawn, Teardowns, run_agent
+from trialrun.conversation.session import (
+    Limits,
+    Spawn,
+    StartedAgent,
+    Teardowns,
+    run_agent,
+    start_agent,
+)
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.tools.base import ToolBackend
 
@@ -40,6 +53,8 @@ class RunOptions:
     env: Mapping[str, str] | None = None
     preflight: Preflight | None = None
     """What ``preflight.preflight`` read before the run (cassettes, tools): used, not re-read."""
+    prestart: bool | None = None
+    """Start the next case's agent while the running cases run; None: as ``prestarts`` says."""
 
 
 @dataclass
@@ -64,7 +79,11 @@ async def run_suite(
     services = _services_for(suite, options)
     if options.env is None:  # one snapshot for the run, not a copy of os.environ per agent
         options = dataclasses.replace(options, env=dict(os.environ))
-    gate = asyncio.Semaphore(max(1, options.jobs))
+    jobs = max(1, options.jobs)
+    gate = asyncio.Semaphore(jobs)
+    if options.prestart is None:
+        options = dataclasses.replace(options, prestart=prestarts(suite, options.mode))
+    agents = asyncio.Semaphore(jobs + 1 if options.prestart else jobs)
     reported = 0
     done: dict[int, CaseResult] = {}
 
@@ -77,19 +96,41 @@ async def run_suite(
             reported += 1
 
     async def one(index: int, case: Case) -> None:
-        async with gate:
-            done[index] = await run_case(suite, case, options, tools, teardowns, services)
+        # Both semaphores are fair, so cases are prepared, and their agents started, in order.
+        async with agents:
+            prepared = await _prepare(suite, case, options, tools, services)
+            try:
+                async with gate:
+                    done[index] = await prepared.run(teardowns)
+            finally:
+                await prepared.discard()
         report_in_order()
 
     try:
         if services is not None:
             services.start()
-        await asyncio.gather(*(one(i, case) for i, case in enumerate(suite.cases)))
+        await _all_or_none([one(i, case) for i, case in enumerate(suite.cases)])
         await teardowns.wait_all()
     finally:
         if services is not None:
             services.stop()
     return progress.ordered()
+
+
+async def _all_or_none(work: list[Coroutine[Any, Any, None]]) -> None:
+    """Run every case; when one fails or we are cancelled, every case stops before we return.
+
+    A plain ``gather`` returns as soon as its first child is cancelled, and ``asyncio.run`` then
+    cancels the others a second time, in the middle of stopping their agents.
+    """
+    tasks = [asyncio.ensure_future(job) for job in work]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def run_case(
@@ -109,25 +150,84 @@ async def run_case(
     """
     if services is None and (own := _services_for(suite, options)) is not None:
         return await _run_case_with_own_services(suite, case, options, tools, teardowns, own)
+    options = dataclasses.replace(options, prestart=False)  # one case: nothing to overlap with
     tools = tools or _ToolModuleCache(suite, options.preflight)
+    prepared = await _prepare(suite, case, options, tools, services)
     try:
-        backend = _backend_for(case, options, tools)
+        return await prepared.run(teardowns)
+    finally:
+        await prepared.discard()
+
+
+@dataclass
+class _PreparedCase:
+    """A case ready to run: its tool backend, its open services, maybe its agent started.
+
+    Exactly one of ``run`` and ``discard`` releases what it holds; ``discard`` after ``run``
+    does nothing.
+    """
+
+    suite: Suite
+    case: Case
+    options: RunOptions
+    backend: ToolBackend | None = None
+    case_services: CaseServices | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    agent: StartedAgent | None = None
+    setup_failure: CaseResult | None = None
+    taken: bool = False
+
+    async def run(self, teardowns: Teardowns | None) -> CaseResult:
+        self.taken = True
+        if self.setup_failure is not None:
+            return self.setup_failure
+        assert self.backend is not None
+        if self.case_services is not None and self.case_services.waits_for_exit:
+            teardowns = None  # the proxies save their recordings as the agent's group stops
+        run = await _converse(self, teardowns)
+        return _judge(self.case, run, self.options.mode, self.backend)
+
+    async def discard(self) -> None:
+        if self.agent is not None:
+            await self.agent.discard()  # nothing to do once its session claimed it
+        if self.taken:
+            return
+        self.taken = True
+        if self.case_services is not None:
+            self.case_services.discard()
+        if self.backend is not None:
+            self.backend.close(clean=False)
+
+
+async def _prepare(
+    suite: Suite,
+    case: Case,
+    options: RunOptions,
+    tools: _ToolModuleCache,
+    services: RunServices | None,
+) -> _PreparedCase:
+    """Open the case's tool backend and services; start its agent too when pre-starting."""
+    prepared = _PreparedCase(suite, case, options)
+    try:
+        prepared.backend = _backend_for(case, options, tools)
     except CassetteError as exc:
-        return _setup_failure(case, "cassette_error", str(exc))
+        prepared.setup_failure = _setup_failure(case, "cassette_error", str(exc))
+        return prepared
     except TrialrunError as exc:
-        return _setup_failure(case, "tool_registry_error", str(exc))
-    case_services = services.for_case(case) if services is not None else None
+        prepared.setup_failure = _setup_failure(case, "tool_registry_error", str(exc))
+        return prepared
+    prepared.case_services = services.for_case(case) if services is not None else None
     try:
-        extra_env = _agent_extra_env(suite, options, case_services)
+        prepared.extra_env = _agent_extra_env(suite, options, prepared.case_services)
     except CassetteError as exc:
-        backend.close(clean=False)
-        if case_services is not None:
-            case_services.discard()
-        return _setup_failure(case, "cassette_error", str(exc))
-    if case_services is not None and case_services.waits_for_exit:
-        teardowns = None  # the proxies save their recordings as the agent's group stops
-    run = await _converse(suite, case, options, backend, extra_env, teardowns, case_services)
-    return _judge(case, run, options.mode, backend)
+        await prepared.discard()
+        prepared.setup_failure = _setup_failure(case, "cassette_error", str(exc))
+        return prepared
+    if options.prestart:
+        prepared.agent = await start_agent(
+            _spawn_of(suite, options, prepared.extra_env), suite.config.max_message_bytes
+        )
+    return prepared
 
 
 async def _run_case_with_own_services(
@@ -161,37 +261,34 @@ def _agent_extra_env(
     return extra_env
 
 
-async def _converse(
-    suite: Suite,
-    case: Case,
-    options: RunOptions,
-    backend: ToolBackend,
-    extra_env: dict[str, str],
-    teardowns: Teardowns | None,
-    case_services: CaseServices | None,
-) -> AgentRun:
+def _spawn_of(suite: Suite, options: RunOptions, extra_env: dict[str, str]) -> Spawn:
+    return Spawn(
+        suite.agent_command,
+        env=options.env,
+        extra_env=extra_env or None,
+        channel=suite.config.agent_channel,
+    )
+
+
+async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> AgentRun:
     """Run the agent on the case's tools, then close its services and tool backend.
 
     Their recordings are kept only when the agent ended cleanly; an interruption drops them.
     """
-    config = suite.config
-    limits = _limits(suite, case)
+    suite, case, backend = prepared.suite, prepared.case, prepared.backend
+    assert backend is not None
+    case_services = prepared.case_services
     clean = False
     try:
-        spawn = Spawn(
-            suite.agent_command,
-            env=options.env,
-            extra_env=extra_env or None,
-            channel=config.agent_channel,
-        )
         run = await run_agent(
-            spawn,
+            _spawn_of(suite, prepared.options, prepared.extra_env),
             case_id=case.config.id,
             task_input=case.config.input,
             tools=backend,
-            allowed_tools=frozenset(config.tool_registry),
-            limits=limits,
+            allowed_tools=frozenset(suite.config.tool_registry),
+            limits=_limits(suite, case),
             teardowns=teardowns,
+            prestarted=prepared.agent,
         )
         if case_services is not None:
             services_of_case, case_services = case_services, None
@@ -318,6 +415,18 @@ def _describe_cassette(result: CaseResult, case: Case, mode: Mode, backend: Tool
         result.cassette_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         result.cassette_sha256 = None
+
+
+def prestarts(suite: Suite, mode: Mode) -> bool:
+    """Whether agents are started ahead of their case: the suite's ``prestart``, else replay only.
+
+    Record and live cases act on the real world (tools, MCP servers, model providers): an agent
+    and its servers starting while the previous case still changes that world could see it half
+    changed, so there the user opts in.
+    """
+    if suite.config.prestart is not None:
+        return suite.config.prestart
+    return mode == "replay"
 
 
 def resolve_mode(suite: Suite, override: str | None) -> Mode:

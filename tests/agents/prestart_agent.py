@@ -1,0 +1,116 @@
+"""An agent that tells the tests when it started, and can misbehave before or after task_start.
+
+    prestart_agent.py STATE_DIR
+
+At start-up it learns its number N (the Nth agent of the run: agents are spawned in case order)
+and creates STATE_DIR/started.N, which holds its pid and how many agents of the run were
+starting or running at that moment, itself included. STATE_DIR/plan.json, if present, maps N to
+what it does before reading its task_start:
+  {"startup_s": 1.5}     sleeps (a slow import), then creates STATE_DIR/ready.N
+  {"crash": true}        exits with code 3 without reading task_start
+Every agent that does not crash starts a grandchild (``sleep 300``), its pid in STATE_DIR/child.N.
+
+After task_start, its input decides: ``wait_for`` (a file name in STATE_DIR to wait for, up to
+20 s), ``crash`` (exit 1), ``hang`` (sleep), ``sleep_s``; then one ``lookup`` tool call with
+``{"q": <case>}`` and the final output ``{"case": <case>, "n": N, "hit": <tool result>}``.
+STATE_DIR/done.N is created just before the final output.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+state = Path(sys.argv[1])
+AGENT_NAME = Path(__file__).name.encode()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def busy_agents() -> int:
+    count = 0
+    for started in state.glob("started.*"):
+        number = started.name.split(".", 1)[1]
+        if (state / f"done.{number}").exists():
+            continue
+        first = started.read_text().split(" ", 1)[0]
+        if first.isdigit() and alive(int(first)):
+            count += 1
+    return count
+
+
+def siblings() -> set[int]:
+    """The other agents the runner started that are still running (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getppid() and AGENT_NAME in cmdline:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def claim_number() -> int:
+    """N, from the order the runner spawned its agents in (pids grow in spawn order).
+
+    Agents may start running in any order, so N counts the agents spawned before this one: those
+    that wrote their pid file, and those still running that have not written it yet.
+    """
+    me = os.getpid()
+    (state / f"pid.{me}").write_text("")
+    spawned = {int(path.name.split(".")[1]) for path in state.glob("pid.*")} | siblings()
+    number = sum(1 for pid in spawned if pid <= me)
+    (state / f"started.{number}").write_text(f"{me} ")
+    return number
+
+
+n = claim_number()
+with open(state / f"started.{n}", "a") as record:
+    record.write(str(busy_agents()))
+plan_file = state / "plan.json"
+plan = json.loads(plan_file.read_text()).get(str(n), {}) if plan_file.exists() else {}
+if plan.get("crash"):
+    print(f"agent {n}: crashing before task_start", file=sys.stderr, flush=True)
+    sys.exit(3)
+child = subprocess.Popen(["sleep", "300"])
+(state / f"child.{n}").write_text(str(child.pid))
+if plan.get("startup_s"):
+    time.sleep(plan["startup_s"])
+    (state / f"ready.{n}").write_text("")
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+task = json.loads(sys.stdin.readline())
+given = task["input"]
+if given.get("wait_for"):
+    deadline = time.monotonic() + 20
+    while not (state / given["wait_for"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+if given.get("crash"):
+    sys.exit(1)
+if given.get("hang"):
+    time.sleep(300)
+time.sleep(given.get("sleep_s", 0))
+send({"type": "tool_call", "name": "lookup", "call_id": "c1", "args": {"q": given["case"]}})
+answer = json.loads(sys.stdin.readline())
+(state / f"done.{n}").write_text("")
+send({"type": "final_output", "output": {"case": given["case"], "n": n, "hit": answer["result"]}})
