@@ -50,6 +50,7 @@ from trialrun.compare.outcome import (
 )
 from trialrun.compare.placeholders import expand_argv, placeholder_problems
 from trialrun.compare.receipt_doc import build_receipt
+from trialrun.compare.report_html import write_compare_report
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
 from trialrun.compare.store import (
@@ -158,6 +159,7 @@ def run_compare(options: CompareOptions) -> CompareResult:
         )
         receipt["content_digest"] = digest
         write_json(run_dir.receipt, receipt)
+        write_compare_report(run_dir, receipt, outcome)
         log.close(
             {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
             | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}

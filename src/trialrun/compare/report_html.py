@@ -1,0 +1,525 @@
+"""report.html of a compare run: one self-contained page next to its receipt.json.
+
+Every figure is drawn from the receipt's own numbers (W / L / T, net lift and its interval, sign
+p, arm scores, case-runs passed and their Wilson intervals, efficiency means): the page is a view
+of the receipt, never a second computation of it. The outcome adds only what the receipt leaves
+out on purpose: the judge's raw answers per row and the first error of a failing command
+(they may name local paths). Transcripts are read from the run directory's ``transcripts/``.
+
+Security model, as for the run report (``trialrun.report.html``): jinja2 with ``autoescape=True``
+renders every value; the figures are inline SVG whose attributes are numbers computed here; the
+page has no script at all, and its Content-Security-Policy forbids scripts and every request
+(``default-src 'none'``), so it opens from a CI artifact with no network. Agent and judge text
+is redacted; lone surrogates become U+FFFD so the page always encodes.
+
+``write_compare_report`` is the one entry point: the compare engine calls it for a run and a
+``--rescore``, and anything else that builds a receipt (a merge of shards) calls it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.redact import redact_text
+from trialrun.compare.judge import JudgeDecision, parse_answer
+from trialrun.compare.outcome import CompareOutcome, arm_sort_key
+from trialrun.compare.report import fixed
+from trialrun.compare.stats import Record, format_net_lift, format_sign_p
+from trialrun.compare.store import RunDir
+from trialrun.report.svg import Segment, bar_length, position, stack
+
+if TYPE_CHECKING:
+    import jinja2
+
+__all__ = [
+    "AXIS_WIDTH",
+    "BAR_WIDTH",
+    "EFFICIENCY_BAR_WIDTH",
+    "REPORT_FILE",
+    "TRANSCRIPT_CHARS_MAX",
+    "render_compare_report",
+    "write_compare_report",
+]
+
+REPORT_FILE = "report.html"
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+TEMPLATE_NAME = "compare_report.html.j2"
+BAR_WIDTH = 480.0
+"""Length of a W / L / T bar in SVG units: each outcome's segment is its share of it."""
+AXIS_WIDTH = 480.0
+"""Length of the net-lift axis (-1 to +1) and of the arm axis (0 to 1)."""
+EFFICIENCY_BAR_WIDTH = 180.0
+"""Length of the largest arm's efficiency bar; the others are in proportion."""
+TRANSCRIPT_CHARS_MAX = 20_000
+"""Characters of one transcript embedded in the page; the rest stays in ``transcripts/``."""
+PAGE_TRANSCRIPT_CHARS_MAX = 2_000_000
+"""Characters of transcripts in the whole page: a big run still opens in a browser."""
+BAND = 1 / 3
+"""The verdict bands of net lift against the baseline (``stats.verdict_band``)."""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_OUTCOMES = (("win", "W"), ("loss", "L"), ("tie", "T"))
+_EFFICIENCY = (("turns", "turns"), ("duration_ms", "seconds"), ("cost_usd", "dollars"))
+
+
+def write_compare_report(
+    run_dir: RunDir, receipt: Mapping[str, Any], outcome: CompareOutcome
+) -> Path:
+    """Write ``report.html`` beside ``receipt.json`` in ``run_dir`` (atomically); return its path.
+
+    ``receipt`` is the document written as receipt.json and ``outcome`` the roll-up it was built
+    from (``receipt_doc.build_receipt``).
+    """
+    path = run_dir.path / REPORT_FILE
+    page = render_compare_report(receipt, outcome, transcripts_dir=run_dir.transcripts)
+    atomic_write_text(path, page)
+    return path
+
+
+def render_compare_report(
+    receipt: Mapping[str, Any], outcome: CompareOutcome, *, transcripts_dir: Path | None = None
+) -> str:
+    """The page as text; transcripts are embedded when ``transcripts_dir`` holds them."""
+    template = _environment().get_template(TEMPLATE_NAME)
+    page = template.render(
+        header=_header(receipt),
+        alerts=_alerts(outcome),
+        comparisons=[_comparison(name, data, receipt) for name, data in _comparisons(receipt)],
+        band=_band_marks(),
+        arms=_arm_marks(receipt),
+        arm_ticks=[_tick(value, 0.0, 1.0) for value in (0.0, 0.25, 0.5, 0.75, 1.0)],
+        efficiency=_efficiency(receipt),
+        holes=_holes(receipt),
+        triggers=_triggers(receipt),
+        groups=_row_groups(receipt, outcome, transcripts_dir),
+        sizes={"bar": BAR_WIDTH, "axis": AXIS_WIDTH, "efficiency": EFFICIENCY_BAR_WIDTH},
+    )
+    return _LONE_SURROGATE.sub("\ufffd", page)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    # jinja2 costs import time; only a finished compare pays for it.
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+# ---- header and alerts -----------------------------------------------------------------------
+
+
+def _header(receipt: Mapping[str, Any]) -> dict[str, Any]:
+    provenance = receipt.get("provenance") or {}
+    return {
+        "name": str(receipt.get("skill_name", "")),
+        "verdict": str(receipt.get("verdict", "")),
+        "why": str(receipt.get("attribution", "")),
+        "status": str(receipt.get("execution_status", "")),
+        "scored_rows": receipt.get("scored_rows", 0),
+        "expected_rows": receipt.get("expected_rows", 0),
+        "run_id": str(receipt.get("run_id", "")),
+        "digest": str(receipt.get("content_digest", "")),
+        "k": provenance.get("k"),
+        "seed": receipt.get("seed"),
+        "rescored_from": provenance.get("rescored_from"),
+        "timestamp": provenance.get("timestamp"),
+        "engine_version": provenance.get("engine_version"),
+    }
+
+
+def _alerts(outcome: CompareOutcome) -> list[dict[str, str]]:
+    """The printed report's lines about failing commands, the broken ones first."""
+    alerts = []
+    for health in sorted(outcome.health, key=lambda health: not health.broken):
+        message = health.message()
+        if message is None:
+            continue
+        level = "broken" if health.broken else "warning" if health.mostly_failed else "note"
+        alerts.append({"level": level, "command": health.command, "text": redact_text(message)})
+    return alerts
+
+
+# ---- per opponent: the W / L / T bar and net lift ---------------------------------------------
+
+
+def _comparisons(receipt: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    return list((receipt.get("comparisons") or {}).items())
+
+
+def _comparison(name: str, data: Mapping[str, Any], receipt: Mapping[str, Any]) -> dict[str, Any]:
+    record = Record(wins=data["win"], losses=data["loss"], ties=data["tie"])
+    segments = stack([(key, data[key]) for key, _ in _OUTCOMES], BAR_WIDTH)
+    interval = data.get("net_lift_ci95")
+    judge = data.get("judge") or {}
+    return {
+        "name": name,
+        "opponent": name.removeprefix("candidate-vs-"),
+        "total": record.total,
+        "segments": [_segment_view(segment) for segment in segments],
+        "counts_text": f"{record.wins}W / {record.losses}L / {record.ties}T",
+        "net_lift": data["net_lift"],
+        "net_lift_text": format_net_lift(record) if record.total else "n/a",
+        "net_lift_x": position(data["net_lift"], -1.0, 1.0, AXIS_WIDTH),
+        "interval": None if interval is None else _interval_view(interval, -1.0, 1.0, signed=True),
+        "sign_p": data["sign_p"],
+        "sign_p_text": format_sign_p(data["sign_p"]),
+        "pinned": bool(receipt.get("sign_p_pinned")),
+        "judge": {
+            "judged": judge.get("judged", 0),
+            "agreed": judge.get("agreed", 0),
+            "split": judge.get("split", 0),
+            "failed": sum((judge.get("failures") or {}).values()),
+        },
+    }
+
+
+def _segment_view(segment: Segment) -> dict[str, Any]:
+    letter = dict(_OUTCOMES)[segment.key]
+    return {
+        "key": segment.key,
+        "count": segment.count,
+        "x": segment.x,
+        "width": segment.width,
+        "label": f"{segment.count}{letter}",
+        # A label only where it fits: the legend beside the bar names every count anyway.
+        "labelled": segment.width >= 28,
+        "middle": round(segment.x + segment.width / 2, 2),
+    }
+
+
+def _interval_view(
+    interval: Sequence[float], low: float, high: float, *, signed: bool = False
+) -> dict[str, Any]:
+    lower, upper = float(interval[0]), float(interval[1])
+    return {
+        "low": lower,
+        "high": upper,
+        "x1": position(lower, low, high, AXIS_WIDTH),
+        "x2": position(upper, low, high, AXIS_WIDTH),
+        "text": f"[{_signed(lower, signed)}, {_signed(upper, signed)}]",
+    }
+
+
+def _signed(value: float, signed: bool) -> str:
+    text = fixed(value, 2)
+    return text if not signed or text.startswith("-") else f"+{text}"
+
+
+def _band_marks() -> list[dict[str, Any]]:
+    """Ticks of the net-lift axis: the verdict bands at -1/3 and +1/3, zero and both ends."""
+    marks = [(-1.0, "-100%"), (-BAND, "-33%"), (0.0, "0"), (BAND, "+33%"), (1.0, "+100%")]
+    return [
+        {"x": position(value, -1.0, 1.0, AXIS_WIDTH), "label": label, "band": abs(value) == BAND}
+        for value, label in marks
+    ]
+
+
+def _tick(value: float, low: float, high: float) -> dict[str, Any]:
+    return {"x": position(value, low, high, AXIS_WIDTH), "label": fixed(value, 2)}
+
+
+# ---- per arm: scores, case-runs passed, efficiency --------------------------------------------
+
+
+def _arm_names(receipt: Mapping[str, Any]) -> list[str]:
+    names = set(receipt.get("arm_scores") or {}) | set(receipt.get("case_runs") or {})
+    return sorted(names, key=arm_sort_key)
+
+
+def _arm_marks(receipt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    scores = receipt.get("arm_scores") or {}
+    runs = receipt.get("case_runs") or {}
+    marks = []
+    for arm in _arm_names(receipt):
+        score = scores.get(arm)
+        tally = runs.get(arm) or {}
+        total = tally.get("total", 0)
+        passed = tally.get("passed", 0)
+        interval = tally.get("ci95")
+        marks.append(
+            {
+                "arm": arm,
+                "score": score,
+                "score_text": "n/a" if score is None else fixed(score, 2),
+                "score_x": None if score is None else position(score, 0.0, 1.0, AXIS_WIDTH),
+                "passed": passed,
+                "total": total,
+                "runs_text": f"{passed}/{total}" if total else "n/a",
+                "runs_x": position(passed / total, 0.0, 1.0, AXIS_WIDTH) if total else None,
+                "interval": None if interval is None else _interval_view(interval, 0.0, 1.0),
+            }
+        )
+    return marks
+
+
+def _efficiency(receipt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One block per metric any arm reported: each arm's mean as a bar, the largest full length."""
+    means = receipt.get("efficiency") or {}
+    arms = sorted(means, key=arm_sort_key)
+    blocks = []
+    for key, label in _EFFICIENCY:
+        values = {arm: means[arm].get(key) for arm in arms}
+        present = [value for value in values.values() if value is not None]
+        if not present:
+            continue
+        largest = max(present)
+        bars = [
+            {
+                "arm": arm,
+                "value": value,
+                "text": _efficiency_text(key, value),
+                "width": bar_length(value, largest, EFFICIENCY_BAR_WIDTH),
+                "samples": means[arm].get("samples", 0),
+            }
+            for arm, value in values.items()
+        ]
+        blocks.append({"metric": key, "label": label, "bars": bars})
+    return blocks
+
+
+def _efficiency_text(key: str, value: float | None) -> str:
+    """As the printed report words it: ``5.0 turns``, ``41.2s``, ``$0.25``."""
+    if value is None:
+        return "n/a"
+    if key == "turns":
+        return f"{fixed(value, 1)} turns"
+    if key == "duration_ms":
+        return f"{fixed(value / 1000, 1)}s"
+    return f"${fixed(value, 2)}"
+
+
+# ---- holes and triggers -------------------------------------------------------------------------
+
+
+def _holes(receipt: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """Environment skips apart from the holes a run left (dead arms, never run, dropped)."""
+    skips: list[dict[str, str]] = []
+    holes: list[dict[str, str]] = []
+    for hole in receipt.get("holes") or []:
+        rep = hole.get("rep")
+        view = {
+            "where": str(hole.get("case")) if rep is None else f"{hole.get('case')} rep {rep}",
+            "kind": str(hole.get("kind")),
+            "detail": str(hole.get("detail", "")),
+        }
+        (skips if hole.get("kind") == "environment-skip" else holes).append(view)
+    return {"skips": skips, "holes": holes}
+
+
+def _triggers(receipt: Mapping[str, Any]) -> dict[str, Any] | None:
+    triggers = receipt.get("triggers")
+    if not triggers:
+        return None
+
+    def rate(value: float | None) -> str:
+        return "n/a" if value is None else fixed(value, 2)
+
+    wrong = []
+    for probe in triggers.get("prompts") or []:
+        fired, should = probe.get("fired"), probe.get("should_trigger")
+        if fired is None:
+            wrong.append({"kind": "ERROR", "prompt": probe.get("prompt"), "error": probe["error"]})
+        elif fired != should:
+            kind = "MISS" if should else "FALSE-FIRE"
+            wrong.append({"kind": kind, "prompt": probe.get("prompt"), "error": None})
+    counts = {key: triggers.get(key, 0) for key in ("tp", "fn", "fp", "tn", "errored")}
+    return {
+        "recall": rate(triggers.get("recall")),
+        "precision": rate(triggers.get("precision")),
+        "counts": counts,
+        "wrong": wrong,
+    }
+
+
+# ---- rows and transcripts ---------------------------------------------------------------------
+
+
+def _row_groups(
+    receipt: Mapping[str, Any], outcome: CompareOutcome, transcripts_dir: Path | None
+) -> list[dict[str, Any]]:
+    """One group per (case, rep) of the receipt's ``per_case``: its rows, then its transcripts."""
+    decisions = {(row.case, row.rep, row.opponent): row.row.judge for row in outcome.rows}
+    budget = _Budget(PAGE_TRANSCRIPT_CHARS_MAX)
+    groups = []
+    for index, entry in enumerate(receipt.get("per_case") or [], start=1):
+        case, rep = str(entry["case"]), int(entry["rep"])
+        arms = entry.get("arms") or {}
+        rows = []
+        for name, row in (entry.get("outcomes") or {}).items():
+            opponent = name.removeprefix("candidate-vs-")
+            rows.append(
+                {
+                    "opponent": opponent,
+                    "outcome": row["outcome"],
+                    "scored": row["scored"],
+                    "decided_by": row["decided_by"],
+                    "reason": row["reason"],
+                    "candidate": _arm_checks(arms.get("candidate")),
+                    "other": _arm_checks(arms.get(opponent)),
+                    "judge": _judge_view(decisions.get((case, rep, opponent)), opponent),
+                }
+            )
+        transcripts = [
+            _transcript(transcripts_dir, case, rep, arm, budget)
+            for arm in sorted(arms, key=arm_sort_key)
+        ]
+        groups.append(
+            {
+                "anchor": f"row-{index}",
+                "case": case,
+                "rep": rep,
+                "rows": rows,
+                "transcripts": transcripts,
+            }
+        )
+    return groups
+
+
+def _arm_checks(arm: Mapping[str, Any] | None) -> dict[str, Any]:
+    if arm is None:
+        return {"status": "not run", "checks": [], "attempts": 0}
+    return {
+        "status": str(arm.get("status")),
+        "attempts": arm.get("attempts", 1),
+        "checks": [{"name": str(name), "passed": bool(ok)} for name, ok in arm.get("checks") or []],
+    }
+
+
+def _judge_view(decision: JudgeDecision | None, opponent: str) -> dict[str, Any] | None:
+    """The judge's answers in arm names: with no failed attempt, the two orderings as asked."""
+    if decision is None:
+        return None
+    orderings = len(decision.raw_answers) == 2 and not decision.errors
+    answers = []
+    for index, raw in enumerate(decision.raw_answers):
+        if orderings:
+            candidate_label = "A" if index == 0 else "B"
+            label = f"candidate as {candidate_label}"
+        else:
+            candidate_label, label = None, f"attempt {index + 1}"
+        answers.append({"label": label} | _answer(raw, candidate_label, opponent))
+    return {
+        "cause": decision.cause,
+        "winner": decision.winner,
+        "escalated": decision.escalated,
+        "answers": answers,
+        "errors": [redact_text(error) for error in decision.errors],
+    }
+
+
+def _answer(raw: str, candidate_label: str | None, opponent: str) -> dict[str, str]:
+    try:
+        answer = parse_answer(raw)
+    except ValueError as error:
+        return {"winner": "no answer", "reason": redact_text(f"{error}: {raw}")}
+    winner: str = answer.winner
+    if candidate_label is not None and winner != "tie":
+        winner = "candidate" if winner == candidate_label else opponent
+    elif winner != "tie":
+        winner = f"{winner} (order unknown)"
+    return {"winner": winner, "reason": redact_text(answer.reason)}
+
+
+class _Budget:
+    """Characters of transcript the page may still embed."""
+
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def take(self, wanted: int) -> int:
+        granted = min(wanted, self.left)
+        self.left -= granted
+        return granted
+
+
+def _transcript(
+    directory: Path | None, case: str, rep: int, arm: str, budget: _Budget
+) -> dict[str, Any]:
+    view: dict[str, Any] = {"arm": arm, "file": None, "text": None, "note": None}
+    found = _transcript_file(directory, case, rep, arm)
+    if found is None:
+        view["note"] = "no transcript kept for this arm in this run directory"
+        return view
+    view["file"] = found.name
+    try:
+        raw = found.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        view["note"] = f"cannot read transcripts/{found.name}: {error.strerror or error}"
+        return view
+    text = _readable(redact_text(raw))
+    shown = budget.take(min(len(text), TRANSCRIPT_CHARS_MAX))
+    view["text"] = text[:shown]
+    if shown < len(text):
+        view["note"] = (
+            f"truncated: {shown:,} of {len(text):,} characters shown; "
+            f"the whole transcript is transcripts/{found.name}"
+        )
+    return view
+
+
+def _transcript_file(directory: Path | None, case: str, rep: int, arm: str) -> Path | None:
+    if directory is None:
+        return None
+    for extension in ("jsonl", "txt"):
+        path = directory / f"{case}.{arm}.{rep}.{extension}"
+        if path.is_file():
+            return path
+    return None
+
+
+def _readable(text: str) -> str:
+    """A stream-json transcript as one line per block (who said or called what); other text as
+    it is. A line that is not a JSON event is kept as written."""
+    lines = text.splitlines()
+    if not lines or not all(line.lstrip().startswith("{") for line in lines if line.strip()):
+        return text
+    shown: list[str] = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            shown.append(line)
+            continue
+        shown.extend(_event_lines(event) if isinstance(event, dict) else [line])
+    return "\n".join(shown)
+
+
+def _event_lines(event: dict[str, Any]) -> list[str]:
+    kind = str(event.get("type", "event"))
+    if kind == "result":
+        numbers = {key: event.get(key) for key in ("num_turns", "duration_ms", "total_cost_usd")}
+        facts = " ".join(f"{key}={value}" for key, value in numbers.items() if value is not None)
+        return [f"[result] {facts} {_compact(event.get('result', ''))}".rstrip()]
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return [f"[{kind}] {_compact({k: v for k, v in event.items() if k != 'type'})}"]
+    lines = []
+    for block in content:
+        if not isinstance(block, dict):
+            lines.append(f"[{kind}] {_compact(block)}")
+        elif block.get("type") == "text":
+            lines.append(f"[{kind}] {block.get('text', '')}")
+        elif block.get("type") == "tool_use":
+            lines.append(f"[{kind} → {block.get('name')}] {_compact(block.get('input'))}")
+        elif block.get("type") == "tool_result":
+            lines.append(f"[tool result] {_compact(block.get('content'))}")
+        else:
+            lines.append(f"[{kind}] {_compact(block)}")
+    return lines
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
