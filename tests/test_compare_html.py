@@ -24,8 +24,10 @@ import pytest
 
 import chromium
 from test_compare_e2e import make_subject  # type: ignore[import-not-found]
+from test_compare_session import make_subject as make_session_subject  # type: ignore[import-not-found]
 from test_html_report import PAYLOADS  # type: ignore[import-not-found]
 from trialrun.cli import run_cli
+from trialrun.compare import transcript_view
 from trialrun.compare.report_html import AXIS_WIDTH, BAR_WIDTH, EFFICIENCY_BAR_WIDTH
 from trialrun.report.svg import bar_length, position, stack
 
@@ -131,7 +133,7 @@ def compare(root: Path, *args: str, env: dict[str, str] | None = None) -> Compar
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRIALRUN_HOME", str(home))
-        for name in ("SCRIPTED_FLIP", "SCRIPTED_WAIT_FOR"):
+        for name in ("SCRIPTED_FLIP", "SCRIPTED_WAIT_FOR", "COMPARE_AGENT_PLAN"):
             patch.delenv(name, raising=False)
         for name, value in (env or {}).items():
             patch.setenv(name, value)
@@ -154,10 +156,13 @@ if arm == "incumbent" and task.startswith("careful"):
     sys.exit(3)
 events = [{"""
 
+SECRET = "sk-" + "Q7" * 12
+"""The shape of an API key: the store keeps it, the page (a CI artifact) must not."""
+
 HOSTILE_JUDGE = f"""\
 import json, sys
 json.load(sys.stdin)
-print(json.dumps({{"winner": "A", "reason": {json.dumps(" ".join(PAYLOADS))}}}))
+print(json.dumps({{"winner": "A", "reason": {json.dumps(" ".join(PAYLOADS))} + " {SECRET}"}}))
 """
 
 
@@ -198,7 +203,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Compare:
     agent = evals / "agent.py"
     agent.write_text(
         agent.read_text().replace(
-            'say("summary: "', f'say({json.dumps(" ".join(PAYLOADS))} + "summary: "'
+            'say("summary: "', f'say({json.dumps(" ".join(PAYLOADS) + " " + SECRET)} + "summary: "'
         )
     )
     (evals / "judge.py").write_text(HOSTILE_JUDGE)
@@ -451,6 +456,56 @@ def test_hostile_output_stays_text(hostile: Compare) -> None:
     assert text.count(" ".join(PAYLOADS)) >= 2  # in the transcripts and the judge's reasons
     assert f"transcript_mentions: {PAYLOADS[2]}" in text
     assert PAYLOADS[0] in {row.attrs["data-case"] for row in tree.root.all("tr", "row")}
+
+
+def test_agent_and_judge_secrets_are_redacted(hostile: Compare) -> None:
+    transcripts = "".join(path.read_text() for path in (hostile.run_dir / "transcripts").iterdir())
+    assert SECRET in transcripts  # the store keeps what the agent really printed
+    assert SECRET not in hostile.page_text
+    assert hostile.page_text.count("[REDACTED]") >= 4  # transcripts and judge answers
+
+
+def test_long_transcripts_are_cut_and_the_page_has_a_budget(
+    passing: Compare, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transcript_view, "TRANSCRIPT_CHARS_MAX", 60)
+    monkeypatch.setattr(transcript_view, "PAGE_TRANSCRIPT_CHARS_MAX", 150)
+    root = passing.run_dir.parents[3].parent
+    run = compare(root, "--rescore", str(passing.run_dir), "--case", "build")
+
+    panes = run.page.one("details", id="row-1").all("div", "transcript")
+    shown = [len(pane.one("pre").text()) if pane.all("pre") else 0 for pane in panes]
+    assert shown == [60, 60, 30]
+    notes = [pane.one("p", "note").words() for pane in panes]
+    assert notes[0].startswith("truncated: 60 of ")
+    assert notes[0].endswith(
+        "characters shown; the whole transcript is transcripts/build.baseline.0.jsonl"
+    )
+    later = run.page.one("details", id="row-2").one("div", "transcript", data_arm="baseline")
+    assert not later.all("pre")
+    assert later.one("p", "note").words() == (
+        "not embedded: the page already holds 150 characters of transcripts; "
+        "read transcripts/build.baseline.1.jsonl"
+    )
+
+
+def test_a_session_transcript_is_shown_once_per_arm_and_rep(tmp_path: Path) -> None:
+    make_session_subject(tmp_path)
+    run = compare(tmp_path)
+
+    assert run.code == 0, run.err
+    assert_figures_match(run)
+    panes = {
+        (details.attrs["id"], pane.attrs["data-arm"]): pane
+        for details in run.page.all("details", "transcripts-of")
+        for pane in details.all("div", "transcript")
+    }
+    texts = [pane for pane in panes.values() if pane.all("pre")]
+    pointers = [pane for pane in panes.values() if "shown with" in pane.words()]
+    # 2 reps x 3 arms: one session transcript each, plus solo's own; 3 more sub-cases point back.
+    assert len(texts) == 2 * 3 + 2 * 3
+    assert len(pointers) == 3 * 2 * 3
+    assert all("session." in pane.words() for pane in pointers)
 
 
 def test_page_is_self_contained(passing: Compare, hostile: Compare) -> None:

@@ -18,7 +18,6 @@ is redacted; lone surrogates become U+FFFD so the page always encodes.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -32,6 +31,7 @@ from trialrun.compare.outcome import CompareOutcome, arm_sort_key
 from trialrun.compare.report import fixed
 from trialrun.compare.stats import Record, format_net_lift, format_sign_p
 from trialrun.compare.store import RunDir
+from trialrun.compare.transcript_view import TranscriptShelf
 from trialrun.report.svg import Segment, bar_length, position, stack
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ __all__ = [
     "BAR_WIDTH",
     "EFFICIENCY_BAR_WIDTH",
     "REPORT_FILE",
-    "TRANSCRIPT_CHARS_MAX",
     "render_compare_report",
     "write_compare_report",
 ]
@@ -56,10 +55,6 @@ AXIS_WIDTH = 480.0
 """Length of the net-lift axis (-1 to +1) and of the arm axis (0 to 1)."""
 EFFICIENCY_BAR_WIDTH = 180.0
 """Length of the largest arm's efficiency bar; the others are in proportion."""
-TRANSCRIPT_CHARS_MAX = 20_000
-"""Characters of one transcript embedded in the page; the rest stays in ``transcripts/``."""
-PAGE_TRANSCRIPT_CHARS_MAX = 2_000_000
-"""Characters of transcripts in the whole page: a big run still opens in a browser."""
 BAND = 1 / 3
 """The verdict bands of net lift against the baseline (``stats.verdict_band``)."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -351,7 +346,7 @@ def _row_groups(
 ) -> list[dict[str, Any]]:
     """One group per (case, rep) of the receipt's ``per_case``: its rows, then its transcripts."""
     decisions = {(row.case, row.rep, row.opponent): row.row.judge for row in outcome.rows}
-    budget = _Budget(PAGE_TRANSCRIPT_CHARS_MAX)
+    shelf = TranscriptShelf(transcripts_dir)
     groups = []
     for index, entry in enumerate(receipt.get("per_case") or [], start=1):
         case, rep = str(entry["case"]), int(entry["rep"])
@@ -371,10 +366,7 @@ def _row_groups(
                     "judge": _judge_view(decisions.get((case, rep, opponent)), opponent),
                 }
             )
-        transcripts = [
-            _transcript(transcripts_dir, case, rep, arm, budget)
-            for arm in sorted(arms, key=arm_sort_key)
-        ]
+        transcripts = [shelf.view(case, rep, arm) for arm in sorted(arms, key=arm_sort_key)]
         groups.append(
             {
                 "anchor": f"row-{index}",
@@ -430,96 +422,3 @@ def _answer(raw: str, candidate_label: str | None, opponent: str) -> dict[str, s
     elif winner != "tie":
         winner = f"{winner} (order unknown)"
     return {"winner": winner, "reason": redact_text(answer.reason)}
-
-
-class _Budget:
-    """Characters of transcript the page may still embed."""
-
-    def __init__(self, chars: int) -> None:
-        self.left = chars
-
-    def take(self, wanted: int) -> int:
-        granted = min(wanted, self.left)
-        self.left -= granted
-        return granted
-
-
-def _transcript(
-    directory: Path | None, case: str, rep: int, arm: str, budget: _Budget
-) -> dict[str, Any]:
-    view: dict[str, Any] = {"arm": arm, "file": None, "text": None, "note": None}
-    found = _transcript_file(directory, case, rep, arm)
-    if found is None:
-        view["note"] = "no transcript kept for this arm in this run directory"
-        return view
-    view["file"] = found.name
-    try:
-        raw = found.read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        view["note"] = f"cannot read transcripts/{found.name}: {error.strerror or error}"
-        return view
-    text = _readable(redact_text(raw))
-    shown = budget.take(min(len(text), TRANSCRIPT_CHARS_MAX))
-    view["text"] = text[:shown]
-    if shown < len(text):
-        view["note"] = (
-            f"truncated: {shown:,} of {len(text):,} characters shown; "
-            f"the whole transcript is transcripts/{found.name}"
-        )
-    return view
-
-
-def _transcript_file(directory: Path | None, case: str, rep: int, arm: str) -> Path | None:
-    if directory is None:
-        return None
-    for extension in ("jsonl", "txt"):
-        path = directory / f"{case}.{arm}.{rep}.{extension}"
-        if path.is_file():
-            return path
-    return None
-
-
-def _readable(text: str) -> str:
-    """A stream-json transcript as one line per block (who said or called what); other text as
-    it is. A line that is not a JSON event is kept as written."""
-    lines = text.splitlines()
-    if not lines or not all(line.lstrip().startswith("{") for line in lines if line.strip()):
-        return text
-    shown: list[str] = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            shown.append(line)
-            continue
-        shown.extend(_event_lines(event) if isinstance(event, dict) else [line])
-    return "\n".join(shown)
-
-
-def _event_lines(event: dict[str, Any]) -> list[str]:
-    kind = str(event.get("type", "event"))
-    if kind == "result":
-        numbers = {key: event.get(key) for key in ("num_turns", "duration_ms", "total_cost_usd")}
-        facts = " ".join(f"{key}={value}" for key, value in numbers.items() if value is not None)
-        return [f"[result] {facts} {_compact(event.get('result', ''))}".rstrip()]
-    message = event.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return [f"[{kind}] {_compact({k: v for k, v in event.items() if k != 'type'})}"]
-    lines = []
-    for block in content:
-        if not isinstance(block, dict):
-            lines.append(f"[{kind}] {_compact(block)}")
-        elif block.get("type") == "text":
-            lines.append(f"[{kind}] {block.get('text', '')}")
-        elif block.get("type") == "tool_use":
-            lines.append(f"[{kind} → {block.get('name')}] {_compact(block.get('input'))}")
-        elif block.get("type") == "tool_result":
-            lines.append(f"[tool result] {_compact(block.get('content'))}")
-        else:
-            lines.append(f"[{kind}] {_compact(block)}")
-    return lines
-
-
-def _compact(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
