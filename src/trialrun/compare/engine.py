@@ -50,7 +50,6 @@ from trialrun.compare.outcome import (
 )
 from trialrun.compare.placeholders import expand_argv, placeholder_problems
 from trialrun.compare.receipt_doc import build_receipt
-from trialrun.compare.report_html import write_compare_report
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
 from trialrun.compare.store import (
@@ -159,6 +158,8 @@ def run_compare(options: CompareOptions) -> CompareResult:
         )
         receipt["content_digest"] = digest
         write_json(run_dir.receipt, receipt)
+        from trialrun.compare.report_html import write_compare_report  # loads the report views
+
         write_compare_report(run_dir, receipt, outcome)
         log.close(
             {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
