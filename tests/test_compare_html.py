@@ -28,7 +28,7 @@ from test_compare_session import make_subject as make_session_subject  # type: i
 from test_html_report import PAYLOADS  # type: ignore[import-not-found]
 from trialrun.cli import run_cli
 from trialrun.compare import transcript_view
-from trialrun.compare.report_html import AXIS_WIDTH, BAR_WIDTH, EFFICIENCY_BAR_WIDTH
+from trialrun.compare.report_figures import AXIS_WIDTH, BAR_WIDTH, EFFICIENCY_BAR_WIDTH
 from trialrun.report.svg import bar_length, position, stack
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "area", "base", "col", "embed", "source", "wbr"}
@@ -285,7 +285,9 @@ def assert_comparison(card: Node, data: dict[str, Any]) -> None:
         labels = card.all("text", "inside", data_outcome=key)
         assert [label.text() for label in labels] in ([], [f"{data[key]}{letter}"])
     assert start == pytest.approx(BAR_WIDTH if total else 0.0)
-    assert card.one("strong", "net-lift").text() == (percent(data["net_lift"]) if total else "n/a")
+    assert card.one("strong", "net-lift").text() == percent(data["net_lift"])
+    if not total:
+        assert card.one("rect", "empty") and "no scored rows" in card.words()
     assert card.one("span", "sign-p").text() == f"p={half_up(data['sign_p'], 3)}"
     dot = card.one("circle", "lift-dot")
     assert float(dot.attrs["data-value"]) == data["net_lift"]
@@ -384,6 +386,28 @@ def test_the_judges_two_answers_are_shown_per_ordering(passing: Compare) -> None
     ]
 
 
+def test_a_retried_judge_shows_every_attempt_and_its_error(tmp_path: Path) -> None:
+    make_subject(tmp_path)
+    state = tmp_path / "judge-calls"
+    judge = (
+        f"{sys.executable} -m trialrun.compare.fake_judge --prefer longer "
+        f"--garbage-first 1 --state {state}"
+    )
+    run = compare(tmp_path, "--case", "explain", "--k", "1", "--judge-command", judge)
+
+    assert run.code == 0, run.err
+    answers = [
+        [item.words() for item in row.one("ul", "answers").all("li")]
+        for row in run.page.all("tr", "row")
+    ]
+    [retried] = [items for items in answers if items[0].startswith("attempt 1")]
+    assert retried[0].startswith("attempt 1: no answer: expected a JSON object on stdout")
+    assert retried[1].startswith("attempt 2: ") and retried[2].startswith("attempt 3: ")
+    assert retried[3].startswith("candidate as A, attempt 1 (judge): ")
+    [plain] = [items for items in answers if items is not retried]
+    assert [item.split(":")[0] for item in plain] == ["candidate as A", "candidate as B"]
+
+
 def test_transcripts_of_every_arm_are_side_by_side(passing: Compare) -> None:
     details = passing.page.one("details", id="row-1")
     arms = [pane.attrs["data-arm"] for pane in details.all("div", "transcript")]
@@ -418,6 +442,21 @@ def test_partial_compare_names_its_holes_and_environment_skips(partial: Compare)
     assert status in partial.page.words()
     holes = [row for row in partial.page.all("tr", "row") if "(hole)" in row.words()]
     assert len(holes) == receipt["expected_rows"] - receipt["scored_rows"]
+
+
+def test_a_compare_whose_every_case_was_skipped(tmp_path: Path) -> None:
+    subject = make_subject(tmp_path)
+    for case in (subject / "evals" / "cases").iterdir():
+        case.write_text(case.read_text() + "requires: trialrun-no-such-program\n")
+    run = compare(tmp_path)
+
+    assert run.receipt["execution_status"] == "failed" and run.receipt["per_case"] == []
+    assert_figures_match(run)
+    assert "failed: 0/0 rows scored" in run.page.words()
+    skips = run.page.one("section", id="holes").all("li", data_kind="environment-skip")
+    assert len(skips) == 3
+    assert not run.page.all("section", id="arms") and not run.page.all("section", id="efficiency")
+    assert "No row was decided." in run.page.words()
 
 
 def test_a_broken_judge_is_shown_above_everything(tmp_path: Path) -> None:
