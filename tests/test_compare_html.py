@@ -25,6 +25,14 @@ import pytest
 import chromium
 from test_compare_e2e import make_subject  # type: ignore[import-not-found]
 from test_compare_session import make_subject as make_session_subject  # type: ignore[import-not-found]
+from test_compare_triggers import (  # type: ignore[import-not-found]
+    CRASH,
+    FALSE_FIRE,
+    HIT,
+    MISS,
+    QUIET,
+)
+from test_compare_triggers import make_subject as make_trigger_subject
 from test_html_report import PAYLOADS  # type: ignore[import-not-found]
 from trialrun.cli import run_cli
 from trialrun.compare import transcript_view
@@ -126,7 +134,9 @@ class Compare:
         return parse(self.page_text).root
 
 
-def compare(root: Path, *args: str, env: dict[str, str] | None = None) -> Compare:
+def compare(
+    root: Path, *args: str, env: dict[str, str] | None = None, subject: str = "demo"
+) -> Compare:
     """``trialrun compare`` on the subject under ``root``, in its own ``TRIALRUN_HOME``."""
     home = root / "home"
     before = set(home.glob("evals/local/*/*/receipt.json"))
@@ -138,7 +148,7 @@ def compare(root: Path, *args: str, env: dict[str, str] | None = None) -> Compar
         for name, value in (env or {}).items():
             patch.setenv(name, value)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run_cli(["compare", str(root / "demo"), "-j", "2", "--no-commit", *args])
+            code = run_cli(["compare", str(root / subject), "-j", "2", "--no-commit", *args])
     [path] = set(home.glob("evals/local/*/*/receipt.json")) - before
     page = path.parent / "report.html"
     return Compare(
@@ -457,6 +467,23 @@ def test_a_compare_whose_every_case_was_skipped(tmp_path: Path) -> None:
     assert len(skips) == 3
     assert not run.page.all("section", id="arms") and not run.page.all("section", id="efficiency")
     assert "No row was decided." in run.page.words()
+
+
+def test_trigger_probes_name_each_wrong_and_errored_prompt(tmp_path: Path) -> None:
+    probes = {"should_trigger": [HIT, MISS, CRASH], "should_not_trigger": [FALSE_FIRE, QUIET]}
+    make_trigger_subject(tmp_path, probes)
+    run = compare(tmp_path, subject="subject")
+
+    assert run.code == 0, run.err
+    assert_figures_match(run)
+    section = run.page.one("section", id="triggers")
+    triggers = run.receipt["triggers"]
+    counts = " ".join(f"{key}={triggers[key]}" for key in ("tp", "fn", "fp", "tn", "errored"))
+    assert section.one("p").words() == f"recall 0.50 · precision 0.50 ({counts})"
+    named = [item.words() for item in section.all("li")]
+    assert [line.split(":")[0] for line in named] == ["MISS", "ERROR", "FALSE-FIRE"]
+    assert named[0] == f"MISS: {' '.join(MISS.split())}"
+    assert "agent exited with code 3" in named[1]
 
 
 def test_a_broken_judge_is_shown_above_everything(tmp_path: Path) -> None:
