@@ -82,6 +82,7 @@ def compare(
     from trialrun.base.fsutil import dumps_json
     from trialrun.compare.engine import CompareOptions, run_compare
     from trialrun.compare.report import format_report
+    from trialrun.compare.report_html import REPORT_FILE
 
     if rescore is None and not no_commit:
         from trialrun.team.publish import team_from_config
@@ -106,6 +107,7 @@ def compare(
         click.echo(format_report(result.outcome))
     _warn_about_commands(result.outcome)
     click.echo(f"receipt: {result.run_dir.receipt}", err=True)
+    click.echo(f"report: {result.run_dir.path / REPORT_FILE}", err=True)
     if not result.interrupted and rescore is None:
         from trialrun.team.publish import commit_after_compare
 

@@ -158,6 +158,9 @@ def run_compare(options: CompareOptions) -> CompareResult:
         )
         receipt["content_digest"] = digest
         write_json(run_dir.receipt, receipt)
+        from trialrun.compare.report_html import write_compare_report  # loads the report views
+
+        write_compare_report(run_dir, receipt, outcome)
         log.close(
             {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
             | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
