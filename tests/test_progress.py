@@ -323,3 +323,21 @@ def test_more_running_arms_than_shown_are_counted() -> None:
 )
 def test_durations_read_as_clock_time(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_what_else_goes_to_stderr_under_a_live_line_prints_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    stream = _Tty()
+    original = sys.stderr
+    with progress_display(quiet=False, stream=stream) as display:
+        tracker = RunTracker(display, total=2)
+        display.bind(tracker.status_line)
+        tracker.start()
+        print("warning: a proxy said something", file=sys.stderr)
+        tracker.case_done("one", "pass")
+    assert sys.stderr is original
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert "warning: a proxy said something\n" in text.replace("\r", "\n")
+    assert "run: " in text
