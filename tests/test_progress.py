@@ -278,9 +278,13 @@ def test_compare_tracker_reports_a_unit_once_all_its_arms_ended() -> None:
     display, clock = _Recorder(), _Clock()
     tracker = CompareTracker(display, clock=clock)
     tracker.arms_planned([("a", 0), ("b", 0)], ["baseline", "candidate"])
-    tracker.arm_started("a", 0, "candidate")
-    tracker.arm_started("b", 0, "baseline")
-    tracker.arm_started("a", 0, "baseline")
+    for case, arm in (("a", "candidate"), ("b", "baseline"), ("a", "baseline")):
+        tracker.arm_started(case, 0, arm)
+    assert tracker.status_line().endswith(
+        "arms 0/4 · 0:00 elapsed · 3 in setup or waiting for a slot"
+    )
+    for case, arm in (("a", "candidate"), ("b", "baseline"), ("a", "baseline")):
+        tracker.agent_started(case, 0, arm)
     assert tracker.status_line().endswith("running: a#0 candidate, b#0 baseline, a#0 baseline")
     clock.now += 30
     tracker.arm_finished("a", 0, "candidate", "ok", 12.0)
@@ -290,7 +294,7 @@ def test_compare_tracker_reports_a_unit_once_all_its_arms_ended() -> None:
         "[unit 1/2] a rep 0: candidate ok 12.0s, baseline timeout 30.0s"
         " · arms 2/4 · 0:30 elapsed · ETA 0:30"
     ]
-    assert "running: b#0 baseline" in tracker.status_line()
+    assert tracker.status_line().endswith("running: b#0 baseline")
 
 
 def test_compare_tracker_tallies_rows_per_scored_unit() -> None:
@@ -310,11 +314,14 @@ def test_compare_tracker_tallies_rows_per_scored_unit() -> None:
 
 def test_more_running_arms_than_shown_are_counted() -> None:
     tracker = CompareTracker(_Recorder())
-    tracker.arms_planned([(name, 0) for name in "abcde"], ["candidate"])
-    for name in "abcde":
+    tracker.arms_planned([(name, 0) for name in "abcdef"], ["candidate"])
+    for name in "abcdef":
         tracker.arm_started(name, 0, "candidate")
+    for name in "abcde":
+        tracker.agent_started(name, 0, "candidate")
     assert tracker.status_line().endswith(
         "running: a#0 candidate, b#0 candidate, c#0 candidate (+2 more)"
+        " · 1 in setup or waiting for a slot"
     )
 
 

@@ -30,7 +30,7 @@ import asyncio
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +43,7 @@ from trialrun.errors import ConfigError
 __all__ = [
     "ARM_NAMES",
     "SESSION_RUN_NAME",
+    "AgentSlots",
     "ArmName",
     "ArmRun",
     "ArmSpec",
@@ -63,6 +64,14 @@ SETUP_TIMEOUT_S = 60.0
 RETRY_SUFFIX = ".retry"
 
 RunUnit = CompareCase | CompareSession
+
+
+@dataclass(frozen=True)
+class AgentSlots:
+    """How many agent commands may run at once across a run, and who hears when one starts."""
+
+    gate: asyncio.Semaphore
+    observer: CompareObserver = field(default_factory=NullObserver)
 
 
 @dataclass(frozen=True)
@@ -173,7 +182,7 @@ async def run_arm(
     *,
     workdir: Path,
     timeout_s: float | None = None,
-    agent_slots: asyncio.Semaphore | None = None,
+    agent_slots: AgentSlots | None = None,
 ) -> ArmRun:
     """Run one arm of one (case, rep); ``timeout_s`` overrides the configured minutes.
 
@@ -181,7 +190,7 @@ async def run_arm(
     """
     arm_dir = workdir / run.case / str(run.rep)
     deadline = timeout_s if timeout_s is not None else _configured_timeout_s(run.unit, assets)
-    slots = agent_slots or asyncio.Semaphore(1)
+    slots = agent_slots or AgentSlots(asyncio.Semaphore(1))
     first = await _attempt(run, arm, assets, arm_dir / arm.name, workdir, deadline, slots)
     if first.status != "failed" or first.attempts == 0 or first.exit_code is None:
         return first
@@ -216,7 +225,7 @@ async def run_all(
     schedule = [(run, by_name[name]) for run in planned for name in run.arm_order]
     gate = asyncio.Semaphore(jobs)
     cap = assets.config.agent.max_concurrent
-    agent_slots = asyncio.Semaphore(cap if cap is not None else jobs)
+    agent_slots = AgentSlots(asyncio.Semaphore(cap if cap is not None else jobs), watcher)
 
     async def one(run: PlannedRun, arm: ArmSpec) -> ArmRun:
         async with gate:
@@ -265,7 +274,7 @@ async def _attempt(
     sandbox: Path,
     workdir: Path,
     timeout: float,
-    agent_slots: asyncio.Semaphore,
+    agent_slots: AgentSlots,
 ) -> ArmRun:
     config = assets.config
     stage = Path(expand(config.agent.stage, {"name": config.name}))
@@ -304,7 +313,8 @@ async def _attempt(
         "max_turns": max_turns,
     }
     argv = expand_argv(config.agent.command, values)
-    async with agent_slots:
+    async with agent_slots.gate:
+        agent_slots.observer.agent_started(run.case, run.rep, arm.name)
         done = await run_command(argv, cwd=sandbox, env=env, timeout_s=timeout)
     if done.start_error is not None:
         return dead(f"could not start the agent command {argv[0]!r}: {done.start_error}", done)

@@ -20,7 +20,11 @@ class CompareObserver(Protocol):
         """The (case, rep) units about to run, each once per arm in ``arms``."""
 
     def arm_started(self, case: str, rep: int, arm: str) -> None:
-        """An arm's sandbox is being set up (its agent starts once a slot is free)."""
+        """An arm got its ``-j`` slot: its sandbox and setup come first."""
+
+    def agent_started(self, case: str, rep: int, arm: str) -> None:
+        """An arm's agent command starts (it got an ``agent.max_concurrent`` slot); a retry
+        starts it again."""
 
     def arm_finished(self, case: str, rep: int, arm: str, status: str, duration_s: float) -> None:
         """An arm ended: ``ok``, ``failed`` or ``timeout``; ``duration_s`` of its agent."""
@@ -44,6 +48,9 @@ class NullObserver:
         pass
 
     def arm_started(self, case: str, rep: int, arm: str) -> None:
+        pass
+
+    def agent_started(self, case: str, rep: int, arm: str) -> None:
         pass
 
     def arm_finished(self, case: str, rep: int, arm: str, status: str, duration_s: float) -> None:

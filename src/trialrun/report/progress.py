@@ -11,7 +11,8 @@ takes the tracker's lock.
 * run: a case is done when the runner reports it (in case order: with ``-j`` a fast case waits for
   the slower ones before it); the line counts passed and failed, elapsed time and the ETA.
 * compare: the arms run first; a unit (case, rep) is done when all its arms ended, and the line
-  names the arms running now. Rows are decided once the arms ran (the judge needs both
+  names the arms whose agent runs now and counts those still in setup or waiting for an
+  ``agent.max_concurrent`` slot. Rows are decided once the arms ran (the judge needs both
   transcripts), so W / L / T appear while they are scored.
 """
 
@@ -114,6 +115,7 @@ class CompareTracker:
         self._left: dict[tuple[str, int], int] = {}
         self._units_done = 0
         self._ended: dict[tuple[str, int], list[str]] = {}
+        self._preparing: set[tuple[str, int, str]] = set()
         self._running: dict[tuple[str, int, str], None] = {}  # insertion-ordered set
         self._rows_total = 0
         self._rows_left: dict[tuple[str, int], int] = {}
@@ -133,6 +135,12 @@ class CompareTracker:
 
     def arm_started(self, case: str, rep: int, arm: str) -> None:
         with self._lock:
+            self._preparing.add((case, rep, arm))
+        self._display.changed()
+
+    def agent_started(self, case: str, rep: int, arm: str) -> None:
+        with self._lock:
+            self._preparing.discard((case, rep, arm))
             self._running[(case, rep, arm)] = None
         self._display.changed()
 
@@ -140,6 +148,7 @@ class CompareTracker:
         line = None
         with self._lock:
             self._running.pop((case, rep, arm), None)
+            self._preparing.discard((case, rep, arm))
             self._arms_done += 1
             unit = (case, rep)
             self._ended.setdefault(unit, []).append(f"{arm} {status} {duration_s:.1f}s")
@@ -194,7 +203,9 @@ class CompareTracker:
                 line = f"compare: units {self._units_done}/{self._units_total} · "
                 line += self._arm_counts()
                 running = self._running_text()
-                return line + (f" · running: {running}" if running else "")
+                line += f" · running: {running}" if running else ""
+                waiting = len(self._preparing)
+                return line + (f" · {waiting} in setup or waiting for a slot" if waiting else "")
             if self._phase == "triggers":
                 elapsed = format_duration(self._clock() - self._started)
                 return f"compare: trigger eval · {elapsed} elapsed"
