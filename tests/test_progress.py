@@ -13,6 +13,7 @@ import json
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -71,8 +72,13 @@ def run_plain(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Com
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def run_on_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    """The CLI with stderr on a pseudo-terminal, stdout on a pipe: (code, stdout, terminal)."""
+def run_on_terminal(
+    args: list[str], cwd: Path, env: dict[str, str], interrupt_when: str | None = None
+) -> tuple[int, str, str]:
+    """The CLI with stderr on a pseudo-terminal, stdout on a pipe: (code, stdout, terminal).
+
+    With ``interrupt_when``, Ctrl-C (SIGINT) is sent once the terminal showed that text.
+    """
     master, slave = os.openpty()
     # 200 columns: rich cuts the line to the terminal's width (80 when the size is unknown).
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
@@ -93,6 +99,9 @@ def run_on_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[in
             if not chunk:
                 break
             seen.extend(chunk)
+            if interrupt_when is not None and interrupt_when.encode() in seen:
+                proc.send_signal(signal.SIGINT)
+                interrupt_when = None
         elif proc.poll() is not None:
             break
     os.close(master)
@@ -205,6 +214,32 @@ def test_a_run_logging_to_a_pipe_does_not_import_rich(suite: Path, tmp_path: Pat
     )
     assert "[3/3]" in proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "rich loaded: False"
+
+
+def test_ctrl_c_under_the_live_line_leaves_a_clean_terminal(tmp_path: Path) -> None:
+    subject = make_subject(tmp_path)
+    release = tmp_path / "release"  # never created: the explain arms wait until interrupted
+    env = environment(tmp_path, SCRIPTED_WAIT_FOR=str(release))
+    code, out, terminal = run_on_terminal(
+        ["compare", str(subject), "--no-commit", "-j", "1"],
+        tmp_path,
+        env,
+        interrupt_when="units 4/6",
+    )
+    assert code == 130, terminal
+    assert out.startswith("verdict:")
+    assert terminal.rstrip().endswith("Interrupted: the receipt records a partial run.")
+    after_live = terminal.rsplit("\x1b[?25h", 1)[1]  # rich shows the cursor again when it stops
+    assert "compare:" not in after_live and "receipt: " in after_live
+
+
+def test_no_stderr_at_all_shows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", None)
+    with progress_display(quiet=False) as display:
+        tracker = RunTracker(display, total=1)
+        tracker.start()
+        tracker.case_done("one", "pass")
+    assert type(display).__name__ == "ProgressDisplay"
 
 
 # ---- the display chosen --------------------------------------------------------------------

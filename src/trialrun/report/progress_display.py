@@ -115,9 +115,9 @@ def live_terminal(stream: TextIO) -> bool:
 @contextmanager
 def progress_display(*, quiet: bool, stream: TextIO | None = None) -> Iterator[ProgressDisplay]:
     """The display for stderr (or ``stream``); closed, its line erased, when the block ends."""
-    target = stream if stream is not None else sys.stderr
+    target: TextIO | None = stream if stream is not None else sys.stderr
     display: ProgressDisplay
-    if quiet:
+    if quiet or target is None:  # None: started with its stderr closed
         display = ProgressDisplay()
     elif live_terminal(target):
         display = _LiveDisplay(target)
