@@ -328,3 +328,52 @@ def test_nothing_to_compare(tmp_path: Path) -> None:
 )
 def test_sandbox_path_problem(raw: str, problem: str | None) -> None:
     assert sandbox_path_problem(raw) == problem
+
+
+def test_max_concurrent_caps_load_and_default_to_none(tmp_path: Path) -> None:
+    compare = COMPARE.replace(
+        "  timeout_minutes: 30\n", "  timeout_minutes: 30\n  max_concurrent: 4\n"
+    )
+    compare = compare.replace("seed: 7", "  max_concurrent: 2\nseed: 7")
+    assets = load_eval_assets(_full(tmp_path, **{"evals/compare.yaml": compare}))
+    assert assets.config.agent.max_concurrent == 4
+    assert assets.config.judge is not None and assets.config.judge.max_concurrent == 2
+    (tmp_path / "defaults").mkdir()
+    defaults = load_eval_assets(_full(tmp_path / "defaults"))
+    assert defaults.config.agent.max_concurrent is None
+    assert defaults.config.judge is not None and defaults.config.judge.max_concurrent is None
+
+
+@pytest.mark.parametrize(
+    ("agent_value", "judge_value", "expected"),
+    [
+        (
+            "0",
+            "-1",
+            ["'max_concurrent' must be >= 1, found 0", "'max_concurrent' must be >= 1, found -1"],
+        ),
+        (
+            "two",
+            "1.5",
+            [
+                "'max_concurrent' must be an integer, found string 'two'",
+                "'max_concurrent' must be an integer, found number 1.5",
+            ],
+        ),
+        ("true", "null", ["'max_concurrent' must be an integer, found boolean true", None]),
+    ],
+)
+def test_max_concurrent_must_be_a_positive_whole_number(
+    tmp_path: Path, agent_value: str, judge_value: str, expected: list[str | None]
+) -> None:
+    compare = COMPARE.replace(
+        "  timeout_minutes: 30\n", f"  timeout_minutes: 30\n  max_concurrent: {agent_value}\n"
+    )
+    compare = compare.replace("seed: 7", f"  max_concurrent: {judge_value}\nseed: 7")
+    errors = _errors(_full(tmp_path, **{"evals/compare.yaml": compare}))
+    wanted = [
+        f"compare.yaml:{line}: {message}"
+        for line, message in zip((7, 15), expected, strict=True)
+        if message is not None
+    ]
+    assert errors == wanted

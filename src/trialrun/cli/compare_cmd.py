@@ -17,6 +17,7 @@ import click
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from trialrun.cli.jobs_option import jobs_option
 from trialrun.cli.pathparam import PathParam
+from trialrun.cli.quiet_option import quiet_option
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="How many times the trigger selector (compare.yaml triggers.command) sees each prompt.",
 )
+@quiet_option()
 def compare(
     subject: Path,
     k: int | None,
@@ -77,12 +79,15 @@ def compare(
     triggers_k: int,
     team: str | None,
     no_commit: bool,
+    quiet: bool,
 ) -> int:
     """Run SUBJECT's eval cases with and without it, decide every row, print the verdict."""
     from trialrun.base.fsutil import dumps_json
     from trialrun.compare.engine import CompareOptions, run_compare
     from trialrun.compare.report import format_report
     from trialrun.compare.report_html import REPORT_FILE
+    from trialrun.report.progress import CompareTracker
+    from trialrun.report.progress_display import progress_display
 
     if rescore is None and not no_commit:
         from trialrun.team.publish import team_from_config
@@ -100,7 +105,10 @@ def compare(
         rescore=rescore,
         triggers_k=triggers_k,
     )
-    result = run_compare(options)
+    with progress_display(quiet=quiet) as display:
+        tracker = CompareTracker(display)
+        display.bind(tracker.status_line)
+        result = run_compare(options, observer=tracker)
     if as_json:
         click.echo(dumps_json(result.receipt))
     else:

@@ -12,6 +12,7 @@ import click
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from trialrun.cli.jobs_option import jobs_option
 from trialrun.cli.pathparam import PathParam
+from trialrun.cli.quiet_option import quiet_option
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     help="Run only shard I of N (1-based); `trialrun merge` joins the shards' runs.",
 )
 @sign_key_option("the run's receipt")
+@quiet_option()
 def run(
     suite: Path,
     mode: str | None,
@@ -54,11 +56,14 @@ def run(
     case_ids: tuple[str, ...],
     shard: str | None,
     sign_key: Path | None,
+    quiet: bool,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
     from trialrun.commands.run import execute_run, prepare_run
     from trialrun.config.paths import display_path
     from trialrun.report.console import format_run
+    from trialrun.report.progress import RunTracker
+    from trialrun.report.progress_display import progress_display
 
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")
@@ -67,10 +72,16 @@ def run(
         no_baseline=no_baseline, warn=lambda message: click.echo(message, err=True),
     )  # fmt: skip
     argv = click.get_current_context().find_root().obj["argv"]
-    finished = execute_run(
-        prepared, jobs=jobs, out=out, command_line=shlex.join(["trialrun", *argv]),
-        signer=load_signer(sign_key),
-    )  # fmt: skip
+    signer = load_signer(sign_key)
+    with progress_display(quiet=quiet) as display:
+        tracker = RunTracker(display, total=len(prepared.suite.cases))
+        display.bind(tracker.status_line)
+        tracker.start()
+        finished = execute_run(
+            prepared, jobs=jobs, out=out, command_line=shlex.join(["trialrun", *argv]),
+            signer=signer,
+            on_case_done=lambda result: tracker.case_done(result.case_id, result.status),
+        )  # fmt: skip
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))
     if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trialrun.artifacts.recording import Baseline, RecordedRun
+    from trialrun.base.results import CaseResult
     from trialrun.config import Suite
     from trialrun.config.models import Mode
     from trialrun.receipt.signing import Ed25519Signer
@@ -74,8 +75,12 @@ def execute_run(
     out: Path | None,
     command_line: str,
     signer: Ed25519Signer | None,
+    on_case_done: Callable[[CaseResult], None] | None = None,
 ) -> FinishedRun:
-    """Run the cases, recording each as it finishes; then write the run's summary and reports."""
+    """Run the cases, recording each as it finishes; then write the run's summary and reports.
+
+    ``on_case_done`` hears of each case once it is recorded, in case order (the progress line).
+    """
     from trialrun.artifacts.recording import RunRecorder
     from trialrun.running.runner import RunOptions, RunProgress, run_suite
 
@@ -85,16 +90,15 @@ def execute_run(
     progress = RunProgress()
     options = RunOptions(mode=prepared.mode, jobs=jobs, preflight=prepared.preflight)
     interrupted = False
+
+    def case_done(_index: int, result: CaseResult) -> None:
+        recorder.record(result)
+        if on_case_done is not None:
+            on_case_done(result)
+
     try:
         asyncio.run(
-            _stop_on_sigterm(
-                run_suite(
-                    prepared.suite,
-                    options,
-                    progress,
-                    on_case_done=lambda _index, result: recorder.record(result),
-                )
-            )
+            _stop_on_sigterm(run_suite(prepared.suite, options, progress, on_case_done=case_done))
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True

@@ -20,7 +20,8 @@
   caller, never a zero.
 * ``run_all`` runs up to ``jobs`` arms at once, started in plan order; its result and its
   ``on_done`` calls follow the plan order whatever finished first, so receipts do not depend on
-  scheduling.
+  scheduling. Of those arms, at most ``agent.max_concurrent`` run their agent command at any
+  moment (sandbox and setup do not count: they call no provider); the others wait for a slot.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ import asyncio
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from trialrun.compare.config import CompareCase, CompareSession, EvalAssets
+from trialrun.compare.observer import CompareObserver, NullObserver
 from trialrun.compare.placeholders import expand, expand_argv
 from trialrun.compare.sandbox import CommandOutcome, SandboxError, fresh_sandbox, run_command
 from trialrun.errors import ConfigError
@@ -41,6 +43,7 @@ from trialrun.errors import ConfigError
 __all__ = [
     "ARM_NAMES",
     "SESSION_RUN_NAME",
+    "AgentSlots",
     "ArmName",
     "ArmRun",
     "ArmSpec",
@@ -61,6 +64,14 @@ SETUP_TIMEOUT_S = 60.0
 RETRY_SUFFIX = ".retry"
 
 RunUnit = CompareCase | CompareSession
+
+
+@dataclass(frozen=True)
+class AgentSlots:
+    """How many agent commands may run at once across a run, and who hears when one starts."""
+
+    gate: asyncio.Semaphore
+    observer: CompareObserver = field(default_factory=NullObserver)
 
 
 @dataclass(frozen=True)
@@ -171,15 +182,20 @@ async def run_arm(
     *,
     workdir: Path,
     timeout_s: float | None = None,
+    agent_slots: AgentSlots | None = None,
 ) -> ArmRun:
-    """Run one arm of one (case, rep); ``timeout_s`` overrides the configured minutes."""
+    """Run one arm of one (case, rep); ``timeout_s`` overrides the configured minutes.
+
+    ``agent_slots``, shared by the arms of a run, bounds how many agent commands run at once.
+    """
     arm_dir = workdir / run.case / str(run.rep)
     deadline = timeout_s if timeout_s is not None else _configured_timeout_s(run.unit, assets)
-    first = await _attempt(run, arm, assets, arm_dir / arm.name, workdir, deadline)
+    slots = agent_slots or AgentSlots(asyncio.Semaphore(1))
+    first = await _attempt(run, arm, assets, arm_dir / arm.name, workdir, deadline, slots)
     if first.status != "failed" or first.attempts == 0 or first.exit_code is None:
         return first
     second = await _attempt(
-        run, arm, assets, arm_dir / (arm.name + RETRY_SUFFIX), workdir, deadline
+        run, arm, assets, arm_dir / (arm.name + RETRY_SUFFIX), workdir, deadline, slots
     )
     return replace(second, attempts=2) if second.attempts else second
 
@@ -193,23 +209,32 @@ async def run_all(
     workdir: Path,
     on_done: Callable[[ArmRun], None] | None = None,
     timeout_s: float | None = None,
+    observer: CompareObserver | None = None,
 ) -> list[ArmRun]:
     """Run every planned arm, up to ``jobs`` at once; results in plan order (then arm order).
 
-    ``on_done`` is called in that same order as soon as an arm and all before it finished. If
-    the run is cancelled, the running arms' process groups are killed, the arms that had
-    finished are still delivered to ``on_done`` (in order, with gaps), and the cancellation
-    propagates.
+    ``on_done`` is called in that same order as soon as an arm and all before it finished;
+    ``observer`` hears of each arm as it really starts and ends. If the run is cancelled, the
+    running arms' process groups are killed, the arms that had finished are still delivered to
+    ``on_done`` (in order, with gaps), and the cancellation propagates.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, found {jobs}")
+    watcher = observer or NullObserver()
     by_name = {arm.name: arm for arm in arms}
     schedule = [(run, by_name[name]) for run in planned for name in run.arm_order]
     gate = asyncio.Semaphore(jobs)
+    cap = assets.config.agent.max_concurrent
+    agent_slots = AgentSlots(asyncio.Semaphore(cap if cap is not None else jobs), watcher)
 
     async def one(run: PlannedRun, arm: ArmSpec) -> ArmRun:
         async with gate:
-            return await run_arm(run, arm, assets, workdir=workdir, timeout_s=timeout_s)
+            watcher.arm_started(run.case, run.rep, arm.name)
+            done = await run_arm(
+                run, arm, assets, workdir=workdir, timeout_s=timeout_s, agent_slots=agent_slots
+            )
+            watcher.arm_finished(run.case, run.rep, arm.name, done.status, done.duration_s)
+            return done
 
     tasks = [asyncio.ensure_future(one(run, arm)) for run, arm in schedule]
     results: list[ArmRun] = []
@@ -243,7 +268,13 @@ def _configured_timeout_s(unit: RunUnit, assets: EvalAssets) -> float:
 
 
 async def _attempt(
-    run: PlannedRun, arm: ArmSpec, assets: EvalAssets, sandbox: Path, workdir: Path, timeout: float
+    run: PlannedRun,
+    arm: ArmSpec,
+    assets: EvalAssets,
+    sandbox: Path,
+    workdir: Path,
+    timeout: float,
+    agent_slots: AgentSlots,
 ) -> ArmRun:
     config = assets.config
     stage = Path(expand(config.agent.stage, {"name": config.name}))
@@ -282,7 +313,9 @@ async def _attempt(
         "max_turns": max_turns,
     }
     argv = expand_argv(config.agent.command, values)
-    done = await run_command(argv, cwd=sandbox, env=env, timeout_s=timeout)
+    async with agent_slots.gate:
+        agent_slots.observer.agent_started(run.case, run.rep, arm.name)
+        done = await run_command(argv, cwd=sandbox, env=env, timeout_s=timeout)
     if done.start_error is not None:
         return dead(f"could not start the agent command {argv[0]!r}: {done.start_error}", done)
     status: ArmStatus = "ok" if done.exit_code == 0 else "timeout" if done.timed_out else "failed"

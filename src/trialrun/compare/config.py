@@ -75,6 +75,8 @@ class AgentSection(_Strict):
     stage: StrictStr = ".claude/skills/{name}"
     transcript: Literal["stream-json", "text"] = "stream-json"
     timeout_minutes: StrictInt = Field(default=120, ge=1, le=120)
+    max_concurrent: StrictInt | None = Field(default=None, ge=1)
+    """At most this many agent commands at once across the run (None: as many as ``-j``)."""
 
 
 class IncumbentArm(_Strict):
@@ -94,6 +96,8 @@ class ArmsSection(_Strict):
 class JudgeSection(_Strict):
     command: list[StrictStr] = Field(min_length=1)
     escalate_command: list[StrictStr] | None = Field(default=None, min_length=1)
+    max_concurrent: StrictInt | None = Field(default=None, ge=1)
+    """At most this many judge calls at once across the run (None: as many as ``-j``)."""
 
 
 class CompareConfig(_Strict):

@@ -10,13 +10,15 @@ from a stored run and re-decides every row with today's checks and judge, runnin
 
 Interruption (Ctrl-C): the running arms are killed, the finished ones are scored, and the receipt
 says ``execution_status: partial`` and names each (case, rep) that never ran as a hole; it is never
-counted as a zero. Judge calls run concurrently up to ``-j``; rows keep plan order whatever
-finished first.
+counted as a zero. Judge calls run concurrently up to ``-j`` (and at most ``judge.max_concurrent``
+at once); rows keep plan order whatever finished first. An optional ``CompareObserver`` hears of
+every arm and row as it starts and ends (the progress line); nothing decided depends on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +41,7 @@ from trialrun.compare.arms import (
 from trialrun.compare.config import CompareCase, EvalAssets, load_eval_assets
 from trialrun.compare.evaluate import efficiency_of, evaluate_checks
 from trialrun.compare.judge import JudgeDecision, ask_both_orders
+from trialrun.compare.observer import CompareObserver, NullObserver
 from trialrun.compare.outcome import (
     ArmSampleResult,
     CompareOutcome,
@@ -106,8 +109,9 @@ class _Plan:
     skipped: tuple[Hole, ...] = ()  # unmet ``requires``: named as holes, never planned
 
 
-def run_compare(options: CompareOptions) -> CompareResult:
+def run_compare(options: CompareOptions, observer: CompareObserver | None = None) -> CompareResult:
     """Run (or with ``rescore`` re-decide) one compare; write its store entry and receipt."""
+    watcher = observer or NullObserver()
     plan = _make_plan(options)
     if options.rescore is not None:
         source = find_run_dir(options.rescore)
@@ -120,11 +124,12 @@ def run_compare(options: CompareOptions) -> CompareResult:
     with ReceiptWriter(run_dir.run_log) as log:
         log.emit("run_start", meta)
         if source is None:
-            arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log)
+            arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log, watcher)
         else:
             arm_runs, interrupted = copy_arm_runs(source, run_dir, log), False
         triggers = None  # like the session, the trigger eval is skipped when --case narrows
         if not interrupted and not options.case_names:
+            watcher.phase("triggers")
             triggers, interrupted = evaluate_triggers(
                 plan.assets,
                 plan.arms,
@@ -134,7 +139,7 @@ def run_compare(options: CompareOptions) -> CompareResult:
                 source=source,
                 selector_k=options.triggers_k,
             )
-        outcome = _score(plan, arm_runs, options.jobs, log, triggers)
+        outcome = _score(plan, arm_runs, options.jobs, log, triggers, watcher)
         provenance = {
             "runner_handle": "local",
             "engine_version": __version__,
@@ -266,7 +271,7 @@ def _stored_digest(source: RunDir) -> str:
 
 
 def _run_arms(
-    plan: _Plan, jobs: int, run_dir: RunDir, log: ReceiptWriter
+    plan: _Plan, jobs: int, run_dir: RunDir, log: ReceiptWriter, observer: CompareObserver
 ) -> tuple[list[ArmRun], bool]:
     """Run every planned arm; on Ctrl-C keep the finished ones and say it was interrupted."""
     finished: list[ArmRun] = []
@@ -276,6 +281,9 @@ def _run_arms(
         finished.append(run)
         log_arm_run(run, run_dir, log, transcript_format)
 
+    observer.arms_planned(
+        [(run.case, run.rep) for run in plan.planned], [arm.name for arm in plan.arms]
+    )
     work = run_all(
         plan.planned,
         plan.arms,
@@ -283,6 +291,7 @@ def _run_arms(
         jobs=jobs,
         workdir=run_dir.sandboxes,
         on_done=on_done,
+        observer=observer,
     )
     try:
         asyncio.run(work)
@@ -310,7 +319,10 @@ def _score(
     jobs: int,
     log: ReceiptWriter,
     triggers: TriggerOutcome | None = None,
+    observer: CompareObserver | None = None,
 ) -> CompareOutcome:
+    watcher = observer or NullObserver()
+    watcher.phase("scoring")
     units = {run.case: run.unit for run in plan.planned}
     scored: dict[tuple[str, int, str], _Scored] = {}
     for run in arm_runs:
@@ -321,6 +333,8 @@ def _score(
             scored[(entry.sample.case, entry.sample.rep, entry.sample.arm)] = entry
             log.emit("sample_checks", sample_event(entry.sample))
     decisions: list[Callable[[], CompareRow]] = []
+    keys: list[tuple[str, int, str]] = []
+    judge_slots = _judge_slots(plan, jobs)
     for case, rep in _scored_units(plan):
         candidate = scored.get((case, rep, "candidate"))
         for opponent in _opponents(plan):
@@ -328,10 +342,12 @@ def _score(
             if candidate is None or other is None:
                 continue  # never ran (interrupted): build_outcome names it as a hole
             # A session sub-case is not a key of ``units``: it gets no judge, as sessions never do.
-            judge = _judge_for(plan, units.get(case), candidate, other)
+            judge = _judge_for(plan, units.get(case), candidate, other, judge_slots)
             decisions.append(_decider(case, rep, opponent, candidate, other, judge))
+            keys.append((case, rep, opponent))
+    watcher.rows_planned(keys)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(lambda decide: decide(), decisions))
+        rows = list(pool.map(lambda decide: _watched(decide, watcher), decisions))
     for row in rows:
         log.emit("row", row_event(row))
     session = plan.assets.session
@@ -391,8 +407,19 @@ def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
     return entries
 
 
+def _judge_slots(plan: _Plan, jobs: int) -> threading.Semaphore:
+    """``judge.max_concurrent`` slots shared by every judge call of the run (else ``-j``)."""
+    section = plan.assets.config.judge
+    cap = section.max_concurrent if section is not None else None
+    return threading.Semaphore(cap if cap is not None else max(1, jobs))
+
+
 def _judge_for(
-    plan: _Plan, unit: RunUnit | None, candidate: _Scored, opponent: _Scored
+    plan: _Plan,
+    unit: RunUnit | None,
+    candidate: _Scored,
+    opponent: _Scored,
+    slots: threading.Semaphore,
 ) -> Callable[[], JudgeDecision] | None:
     """The judge thunk of a case with a rubric; None for no rubric and for session sub-cases."""
     if not isinstance(unit, CompareCase) or unit.config.judge is None or not plan.judge_command:
@@ -408,14 +435,25 @@ def _judge_for(
     judge_section = plan.assets.config.judge
     escalate = judge_section.escalate_command if judge_section is not None else None
     escalate_argv = expand_argv(escalate, values) if escalate else None
-    return lambda: ask_both_orders(
-        command,
-        task=task,
-        rubric=rubric,
-        candidate_transcript=candidate.transcript,
-        opponent_transcript=opponent.transcript,
-        escalate_command=escalate_argv,
-    )
+
+    def judge() -> JudgeDecision:
+        with slots:  # the orderings of one row are asked one after the other: one slot
+            return ask_both_orders(
+                command,
+                task=task,
+                rubric=rubric,
+                candidate_transcript=candidate.transcript,
+                opponent_transcript=opponent.transcript,
+                escalate_command=escalate_argv,
+            )
+
+    return judge
+
+
+def _watched(decide: Callable[[], CompareRow], observer: CompareObserver) -> CompareRow:
+    row = decide()
+    observer.row_decided(row.case, row.rep, row.opponent, row.row.outcome, row.row.decided_by)
+    return row
 
 
 def _decider(
