@@ -255,3 +255,26 @@ def test_record_mode_does_not_prestart_unless_asked(tmp_path: Path) -> None:
     (suite_dir / "suite.yaml").write_text(text + "prestart: true\n")
     forced = load_suite(suite_dir)
     assert [prestarts(forced, mode) for mode in ("replay", "record", "live")] == [True] * 3
+
+
+def test_cases_are_announced_as_decided_and_recorded_in_case_order(tmp_path: Path) -> None:
+    import asyncio
+
+    from trialrun.config import load_suite
+    from trialrun.running.runner import RunOptions, RunProgress, run_suite
+
+    suite_dir, state = make_suite(tmp_path, {"a_slow": {"sleep_s": 1.0}, "b_fast": {}})
+    decided: list[str] = []
+    recorded: list[str] = []
+    results = asyncio.run(
+        run_suite(
+            load_suite(suite_dir),
+            RunOptions(mode="replay", jobs=2),
+            RunProgress(),
+            on_case_done=lambda _i, result: recorded.append(result.case_id),
+            on_case_decided=lambda _i, result: decided.append(result.case_id),
+        )
+    )
+    assert [r.case_id for r in results] == recorded == ["a_slow", "b_fast"]
+    assert decided == ["b_fast", "a_slow"]
+    assert processes_left(state) == []

@@ -6,7 +6,7 @@ only changes in review when behaviour changed:
 
 * dropped: ``generated_at``, ``run.run_id``, ``run.git_sha``, ``run.ci``, run timestamps,
   ``run.interrupted``, ``trialrun_version``, the ``regression`` block and each case's
-  ``stderr_tail``;
+  ``stderr_tail`` and ``startup_ms`` (how long its agent was started ahead: nothing gates it);
 * kept: everything deterministic, including ``cassette_sha256``;
 * wall times (``aggregates.metrics.wall_ms`` and each case's ``wall_ms``) are kept **only when the
   run's policy configures a wall-time gate** (``max_avg_wall_ms_delta_pct`` or
@@ -287,7 +287,9 @@ def _has_wall_gate(snapshot: Any) -> bool:
 
 
 def _baseline_case(case: Any, anchor: Path, cwd: Path, keep_wall: bool) -> dict[str, Any]:
-    dropped = {"stderr_tail"} if keep_wall else {"stderr_tail", "wall_ms"}
+    dropped = (
+        {"stderr_tail", "startup_ms"} if keep_wall else {"stderr_tail", "startup_ms", "wall_ms"}
+    )
     doc = {key: value for key, value in case.items() if key not in dropped}
     replay = doc.get("replay")
     if isinstance(replay, dict) and isinstance(replay.get("cassette_path"), str):

@@ -80,7 +80,7 @@ def run(
         finished = execute_run(
             prepared, jobs=jobs, out=out, command_line=shlex.join(["trialrun", *argv]),
             signer=signer,
-            on_case_done=lambda result: tracker.case_done(result.case_id, result.status),
+            on_case_decided=lambda result: tracker.case_done(result.case_id, result.status),
         )  # fmt: skip
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))

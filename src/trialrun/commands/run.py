@@ -75,11 +75,12 @@ def execute_run(
     out: Path | None,
     command_line: str,
     signer: Ed25519Signer | None,
-    on_case_done: Callable[[CaseResult], None] | None = None,
+    on_case_decided: Callable[[CaseResult], None] | None = None,
 ) -> FinishedRun:
     """Run the cases, recording each as it finishes; then write the run's summary and reports.
 
-    ``on_case_done`` hears of each case once it is recorded, in case order (the progress line).
+    ``on_case_decided`` hears of each case as soon as its verdict is known, in the order the
+    cases finish (the progress line); the artifacts record them in case order.
     """
     from trialrun.artifacts.recording import RunRecorder
     from trialrun.running.runner import RunOptions, RunProgress, run_suite
@@ -91,14 +92,21 @@ def execute_run(
     options = RunOptions(mode=prepared.mode, jobs=jobs, preflight=prepared.preflight)
     interrupted = False
 
-    def case_done(_index: int, result: CaseResult) -> None:
-        recorder.record(result)
-        if on_case_done is not None:
-            on_case_done(result)
+    def decided(_index: int, result: CaseResult) -> None:
+        if on_case_decided is not None:
+            on_case_decided(result)
 
     try:
         asyncio.run(
-            _stop_on_sigterm(run_suite(prepared.suite, options, progress, on_case_done=case_done))
+            _stop_on_sigterm(
+                run_suite(
+                    prepared.suite,
+                    options,
+                    progress,
+                    on_case_done=lambda _index, result: recorder.record(result),
+                    on_case_decided=decided,
+                )
+            )
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True

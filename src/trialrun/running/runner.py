@@ -72,8 +72,13 @@ async def run_suite(
     options: RunOptions,
     progress: RunProgress,
     on_case_done: CaseCallback | None = None,
+    on_case_decided: CaseCallback | None = None,
 ) -> list[CaseResult]:
-    """Run every case of ``suite``; ``on_case_done`` is called in case order."""
+    """Run every case of ``suite``; ``on_case_done`` is called in case order.
+
+    ``on_case_decided`` hears of each case as soon as its verdict is known, in whatever order
+    the cases finish (a progress display: with ``-j``, a fast case need not wait for a slow one).
+    """
     tools = _ToolModuleCache(suite, options.preflight)
     teardowns = Teardowns()
     services = _services_for(suite, options)
@@ -102,6 +107,8 @@ async def run_suite(
             try:
                 async with gate:
                     done[index] = await prepared.run(teardowns)
+                if on_case_decided is not None:
+                    on_case_decided(index, done[index])
             finally:
                 await prepared.discard()
         report_in_order()
