@@ -142,12 +142,15 @@ def _checked_shards(paths: Sequence[Path]) -> list[ShardDoc]:
         version = _version_problem(reference)
         if version is not None:
             errors.append(version)
+        agreeing = [reference]
         for shard in shards[1:]:
             problem = _plan_problem(reference, shard)
-            if problem is not None:
+            if problem is None:
+                agreeing.append(shard)
+            else:  # refused already: one line per directory, not one per check it fails
                 errors.append(ConfigError(problem, file=shard.path))
-        errors.extend(_duplicate_problems(shards))
-        errors.extend(_partition_problems(shards))
+        errors.extend(_duplicate_problems(agreeing))
+        errors.extend(_partition_problems(agreeing))
     failed = ConfigErrors.collect(errors)
     if failed is not None:
         raise failed
