@@ -138,6 +138,20 @@ def _without_run(receipt: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _without_reasons(receipt: dict[str, Any]) -> dict[str, Any]:
+    per_case = [
+        entry
+        | {
+            "outcomes": {
+                name: {key: value for key, value in row.items() if key != "reason"}
+                for name, row in entry["outcomes"].items()
+            }
+        }
+        for entry in receipt["per_case"]
+    ]
+    return receipt | {"per_case": per_case}
+
+
 @pytest.mark.parametrize("count", SHARD_COUNTS)
 def test_merged_shards_equal_the_unsharded_compare(runs: dict[str, Any], count: int) -> None:
     code, out, err, merged_path = _merge(runs, runs["shards"][count])
@@ -412,3 +426,106 @@ def test_a_subject_folder_named_merge_is_compared_as_dot_slash_merge(
 
     assert code == 2 and "compare.yaml" in err  # the compare command read the folder
     assert merge_code == 2 and "expected a compare shard directory" in merge_err
+
+
+# ---- a session, a merged run read back, an interrupted shard ---------------------------------
+
+
+def test_a_session_unit_shards_whole_and_its_sub_cases_become_holes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_compare_session import SUB_CASES  # type: ignore[import-not-found]
+    from test_compare_session import make_subject as make_session_subject
+
+    monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("COMPARE_AGENT_PLAN", raising=False)
+    subject = make_session_subject(tmp_path)
+    assert _cli(["compare", str(subject), "-j", "4", "--no-commit"])[0] == 0
+    full = _load(_receipts(tmp_path)[-1])
+    out = tmp_path / "shards"
+    for index in (1, 2, 3):  # units solo/0, solo/1, session/0, session/1: shard 1 has two
+        args = ["compare", str(subject), "--shard", f"{index}/3", "--out", str(out), "-j", "4"]
+        assert _cli(args)[0] == 0
+    shards = sorted(out.iterdir())
+    assert [tuple(u) for u in _load(shards[0] / SHARD_FILE)["shard"]["units"]] == [
+        ("solo", 0),
+        ("session", 1),
+    ]
+
+    assert _cli_err(["compare", "merge", *map(str, shards), "--no-commit"])[0] == 0
+    merged = _load(_receipts(tmp_path)[-1])
+    # This agent's transcripts name its sandbox, whose path differs between the store and a
+    # shard directory, so the judge's reason ("827 vs 810 characters") may too; the decisions
+    # may not.
+    assert _without_reasons(_without_run(merged)) == _without_reasons(_without_run(full))
+    assert merged["sign_p_pinned"] is True
+
+    assert _cli_err(["compare", "merge", str(shards[1]), str(shards[2]), "--no-commit"])[0] == 0
+    partial = _load(_receipts(tmp_path)[-1])
+    holes = [(hole["case"], hole["rep"]) for hole in partial["holes"]]
+    assert holes == [("solo", 0), *((sub, 1) for sub in SUB_CASES)]
+
+
+def test_a_merged_run_reads_back_and_rescores_like_any_run(runs: dict[str, Any]) -> None:
+    code, _, err, merged_path = _merge(runs, runs["shards"][3])
+    assert code == 0, err
+    merged = _load(merged_path)
+    run_dir = merged_path.parent
+    arm_samples = [
+        json.loads(line)
+        for line in (run_dir / "run.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["type"] == "arm_sample"
+    ]
+    assert len(arm_samples) == UNITS * 3
+    for event in arm_samples:
+        assert (run_dir / "transcripts" / event["data"]["transcript_file"]).is_file()
+    verified = run_cli(["receipt", "verify", str(run_dir / "run.jsonl")])
+    assert verified == 0
+
+    code, _, err = _cli_err(
+        ["compare", str(runs["subject"]), "--rescore", str(run_dir), "--no-commit"]
+    )
+
+    assert code == 0, err
+    rescored = _load(_receipts(runs["root"])[-1])
+    assert rescored["provenance"]["rescored_from"] == run_dir.name
+    for key in ("per_case", "comparisons", "verdict", "triggers"):
+        assert rescored[key] == merged[key], key
+
+
+def test_an_interrupted_shard_keeps_what_finished_and_merges_as_holes(
+    runs: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trialrun.compare import engine
+
+    real = engine._run_arms
+    calls: list[int] = []
+
+    def interrupted_after_one_unit(plan: Any, *args: Any, **kwargs: Any) -> Any:
+        # The first unit runs for real; then the shard is interrupted, as by Ctrl-C.
+        calls.append(1)
+        finished, _ = real(engine.replace(plan, planned=plan.planned[:1]), *args, **kwargs)
+        return finished, True
+
+    monkeypatch.setattr(engine, "_run_arms", interrupted_after_one_unit)
+    out = tmp_path / "shards"
+    args = ["compare", str(runs["subject"]), "--shard", "1/2", "--out", str(out)]
+    code, _, err = _cli_err(args)
+    monkeypatch.setattr(engine, "_run_arms", real)
+
+    assert code == 130, err
+    assert "Interrupted" in err
+    [shard] = list(out.iterdir())
+    document = _load(shard / SHARD_FILE)
+    assert document["interrupted"] is True
+    assert len(document["shard"]["units"]) == 3
+    assert {(row["case"], row["rep"]) for row in document["rows"]} == {("build", 0)}
+
+    code, _, err, merged_path = _merge(runs, [shard])
+    merged = _load(merged_path)
+    assert code == 0, err
+    assert merged["execution_status"] == "partial"
+    not_run = sorted((h["case"], h["rep"]) for h in merged["holes"] if h["kind"] == "not-run")
+    assert ("careful", 0) in not_run and ("explain", 0) in not_run  # the shard's own, unfinished
+    assert ("build", 1) in not_run  # shard 2/2's, never given
+    assert merged["scored_rows"] == 2
