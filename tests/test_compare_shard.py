@@ -529,3 +529,40 @@ def test_an_interrupted_shard_keeps_what_finished_and_merges_as_holes(
     assert ("careful", 0) in not_run and ("explain", 0) in not_run  # the shard's own, unfinished
     assert ("build", 1) in not_run  # shard 2/2's, never given
     assert merged["scored_rows"] == 2
+
+
+def test_a_merge_commits_its_receipt_like_a_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "Test Runner")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "runner@example.invalid")
+    monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRIALRUN_HANDLE", "alice")
+    team = tmp_path / "team.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(team)], check=True)
+    subject = make_subject(tmp_path)
+    assert _cli(["publish", str(subject), "--team", str(team)])[0] == 0
+    out = tmp_path / "shards"
+    for index in (1, 2):
+        args = ["compare", str(subject), "--shard", f"{index}/2", "--out", str(out)]
+        assert _cli([*args, "--case", "build", "--k", "1"])[0] == 0
+
+    code, _, err = _cli_err(
+        ["compare", "merge", *map(str, sorted(out.iterdir())), "--team", str(team)]
+    )
+
+    assert code == 0, err
+    assert f"Published this receipt to {team} for Version 1 of demo." in err
+    clone = tmp_path / "clone"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--branch", "main", str(team), str(clone)], check=True
+    )
+    [filed] = list(clone.glob("evals/*/v1/*.json"))
+    assert _load(filed)["verdict"] == "PASS"
