@@ -566,3 +566,27 @@ def test_a_merge_commits_its_receipt_like_a_compare(
     )
     [filed] = list(clone.glob("evals/*/v1/*.json"))
     assert _load(filed)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("scored", None), ("units", [{"case": "build"}]), ("opponents", "baseline"), ("k", "2")],
+)
+def test_a_plan_missing_what_the_merge_reads_is_refused_not_a_traceback(
+    runs: dict[str, Any], tmp_path: Path, key: str, value: Any
+) -> None:
+    shards = _small_shards(runs, tmp_path / "a", 1)
+    for path in shards:
+        document = _load(path / SHARD_FILE)
+        if value is None:
+            del document["plan"][key]
+        else:
+            document["plan"][key] = value
+        (path / SHARD_FILE).write_text(json.dumps(document))
+
+    code, _, err = _cli_err(["compare", "merge", *map(str, shards)])
+
+    assert code == 2
+    [line] = _errors(err)
+    assert line.startswith(f"error: {shards[0] / SHARD_FILE}: cannot be read back")
+    assert f"plan.{key}" in line or repr(key) in line

@@ -306,7 +306,8 @@ def _plan_document(plan: _Plan, options: CompareOptions, digest: str) -> dict[st
     """What identifies the plan in every shard's ``shard.json``: equal in all shards of one
     compare, so ``compare merge`` can refuse shards of another plan or other bytes."""
     scored = _scored_units(plan)
-    identity = receipt_identity(plan.assets, plan.assets.subject, [case for case, _ in scored])
+    cases = [case for case, _ in scored]
+    identity = receipt_identity(plan.assets, plan.assets.subject, cases, digest=digest)
     incumbent = next((arm.subject for arm in plan.arms if arm.name == "incumbent"), None)
     config = plan.assets.config
     arm_orders = _arm_orders(plan)

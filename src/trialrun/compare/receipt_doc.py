@@ -57,11 +57,14 @@ class ReceiptIdentity:
     case_digests: dict[str, str]
 
 
-def receipt_identity(assets: EvalAssets, subject: Path, cases: Collection[str]) -> ReceiptIdentity:
-    """The identity of ``subject`` as evaluated over ``cases`` (case names, sub-cases too)."""
+def receipt_identity(
+    assets: EvalAssets, subject: Path, cases: Collection[str], *, digest: str | None = None
+) -> ReceiptIdentity:
+    """The identity of ``subject`` as evaluated over ``cases`` (case names, sub-cases too);
+    ``digest`` is its content digest when the caller has computed it already."""
     return ReceiptIdentity(
         skill_name=assets.config.name,
-        content_digest=content_digest(subject),
+        content_digest=digest if digest is not None else content_digest(subject),
         eval_assets_digest=eval_assets_digest(assets.evals_dir),
         case_digests=_case_digests(cases, assets),
     )

@@ -186,9 +186,7 @@ def read_shard_dir(path: Path) -> ShardDoc:
     try:
         block = document["shard"]
         spec = ShardSpec(int(block["index"]), int(block["count"]))
-        plan = document["plan"]
-        if not isinstance(plan, dict):
-            raise TypeError(f"plan is {type(plan).__name__}, expected an object")
+        plan = _checked_plan(document["plan"])
         triggers = document.get("triggers")
         return ShardDoc(
             path=path,
@@ -211,6 +209,61 @@ def read_shard_dir(path: Path) -> ShardDoc:
             f"{where}: cannot be read back ({exc!r}); expected the fields `trialrun compare "
             "--shard` writes"
         ) from None
+
+
+_PLAN_TYPES: dict[str, type | tuple[type, ...]] = {
+    "engine_version": str,
+    "skill_name": str,
+    "skill_id": (str, type(None)),
+    "seed": int,
+    "k": int,
+    "arms": list,
+    "opponents": list,
+    "units": list,
+    "units_sha256": str,
+    "scored": list,
+    "session_cases": list,
+    "skipped": list,
+    "judge_command": (list, type(None)),
+    "triggers": bool,
+    "content_digest": str,
+    "incumbent_digest": (str, type(None)),
+    "eval_assets_digest": str,
+    "case_digests": dict,
+}
+
+
+def _checked_plan(plan: Any) -> dict[str, Any]:
+    """The plan block with every field the merge reads, of the type it reads it as."""
+    if not isinstance(plan, dict):
+        raise TypeError(f"plan is {type(plan).__name__}, expected an object")
+    for key, kind in _PLAN_TYPES.items():
+        if not isinstance(plan.get(key), kind):
+            raise ValueError(f"plan.{key} is {plan.get(key)!r}")
+    if not all(_is_planned_unit(entry) for entry in plan["units"]):
+        raise ValueError(f"plan.units is {plan['units']!r}, expected {{case, rep, order}} each")
+    if not all(_is_unit_id(entry) for entry in plan["scored"]):
+        raise ValueError(f"plan.scored is {plan['scored']!r}, expected [case, rep] each")
+    for record in plan["skipped"]:
+        hole_from_record(record)
+    return plan
+
+
+def _is_planned_unit(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and _is_unit_id([entry.get("case"), entry.get("rep")])
+        and isinstance(entry.get("order"), list)
+    )
+
+
+def _is_unit_id(entry: Any) -> bool:
+    return (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], str)
+        and isinstance(entry[1], int)
+    )
 
 
 def _load_document(path: Path) -> dict[str, Any]:
