@@ -590,3 +590,26 @@ def test_a_plan_missing_what_the_merge_reads_is_refused_not_a_traceback(
     [line] = _errors(err)
     assert line.startswith(f"error: {shards[0] / SHARD_FILE}: cannot be read back")
     assert f"plan.{key}" in line or repr(key) in line
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("outcome", "victory", "row outcome 'victory', expected one of win, loss, tie"),
+        ("decided_by", "coin", "row decided_by 'coin'"),
+        ("opponent", "rival", "rows or samples of arms rival, which the plan does not have"),
+    ],
+)
+def test_a_changed_row_is_refused_not_a_traceback(
+    runs: dict[str, Any], tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    [shard] = _small_shards(runs, tmp_path / "a", 1)
+    document = _load(shard / SHARD_FILE)
+    document["rows"][0][field] = value
+    (shard / SHARD_FILE).write_text(json.dumps(document))
+
+    code, _, err = _cli_err(["compare", "merge", str(shard)])
+
+    assert code == 2
+    [line] = _errors(err)
+    assert message in line

@@ -221,7 +221,17 @@ def _partition_problems(shards: Sequence[ShardDoc]) -> list[ConfigError]:
         found = {(row.case, row.rep) for row in shard.rows}
         found |= {(sample.case, sample.rep) for sample in shard.samples}
         stray = sorted(found - mine)
-        if stray:
+        arms = {row.opponent for row in shard.rows} | {sample.arm for sample in shard.samples}
+        unknown = sorted(arms - set(shard.plan["arms"]))
+        if unknown:
+            errors.append(
+                ConfigError(
+                    f"rows or samples of arms {', '.join(unknown)}, which the plan does not "
+                    f"have (arms: {', '.join(shard.plan['arms'])}): the shard's files were changed",
+                    file=shard.path,
+                )
+            )
+        elif stray:
             errors.append(
                 ConfigError(
                     f"rows or samples of {_unit_list(stray)}, which shard {shard.spec} did not "

@@ -33,20 +33,22 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from trialrun.artifacts.rundir import safe_dir_name
 from trialrun.base import canonjson
-from trialrun.compare.judge import JudgeDecision
+from trialrun.compare.judge import JudgeCause, JudgeDecision, JudgeWinner
 from trialrun.compare.outcome import (
     ArmSampleResult,
+    ArmStatus,
     CompareRow,
     Hole,
+    HoleKind,
     SampleEfficiency,
     TriggerOutcome,
     TriggerProbe,
 )
-from trialrun.compare.rows import Row
+from trialrun.compare.rows import DecidedBy, Outcome, Row
 from trialrun.compare.store import RunDir
 from trialrun.errors import ConfigError
 from trialrun.running.sharding import ShardSpec
@@ -321,11 +323,17 @@ def sample_record(sample: ArmSampleResult) -> dict[str, Any]:
     }
 
 
+def _one_of(value: Any, allowed: Any, what: str) -> Any:
+    """``value`` when it is one of the Literal type ``allowed``'s values, else a ValueError."""
+    choices = get_args(allowed)
+    if value not in choices:
+        raise ValueError(f"{what} {value!r}, expected one of {', '.join(choices)}")
+    return value
+
+
 def _sample(record: dict[str, Any]) -> ArmSampleResult:
     efficiency = record["efficiency"]
-    status = record["status"]
-    if status not in ("ok", "failed", "timeout"):
-        raise ValueError(f"sample status {status!r}, expected ok, failed or timeout")
+    status = _one_of(record["status"], ArmStatus, "sample status")
     return ArmSampleResult(
         case=str(record["case"]),
         rep=int(record["rep"]),
@@ -367,20 +375,20 @@ def row_record(row: CompareRow) -> dict[str, Any]:
 def _row(record: dict[str, Any]) -> CompareRow:
     judge = record["judge"]
     decision = Row(
-        outcome=record["outcome"],
-        decided_by=record["decided_by"],
+        outcome=_one_of(record["outcome"], Outcome, "row outcome"),
+        decided_by=_one_of(record["decided_by"], DecidedBy, "row decided_by"),
         scored=bool(record["scored"]),
         reason=str(record["reason"]),
         judge=None
         if judge is None
         else JudgeDecision(
-            winner=judge["winner"],
+            winner=_one_of(judge["winner"], JudgeWinner, "judge winner"),
             reason=str(judge["reason"]),
             agreed=bool(judge["agreed"]),
             split=bool(judge["split"]),
             errors=tuple(str(error) for error in judge["errors"]),
             raw_answers=tuple(str(answer) for answer in judge["raw_answers"]),
-            cause=judge["cause"],
+            cause=_one_of(judge["cause"], JudgeCause, "judge cause"),
             escalated=bool(judge["escalated"]),
         ),
     )
@@ -420,7 +428,7 @@ def hole_from_record(record: dict[str, Any]) -> Hole:
     return Hole(
         case=str(record["case"]),
         rep=None if record["rep"] is None else int(record["rep"]),
-        kind=record["kind"],
+        kind=_one_of(record["kind"], HoleKind, "hole kind"),
         detail=str(record["detail"]),
         arm=None if record["arm"] is None else str(record["arm"]),
     )
