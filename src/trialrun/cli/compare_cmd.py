@@ -197,8 +197,9 @@ def _refuse_with_shard(
     ]
     if given:
         raise click.UsageError(
-            f"{', '.join(given)}: not for a --shard run (a shard has no verdict and never "
-            "commits); give it to `trialrun compare merge`."
+            f"{', '.join(given)}: not for a --shard run, which runs its share of the arms and "
+            "decides no verdict: --gate, --team and --no-commit go to `trialrun compare merge`, "
+            "--rescore to an unsharded compare."
         )
 
 
