@@ -613,3 +613,23 @@ def test_a_changed_row_is_refused_not_a_traceback(
     assert code == 2
     [line] = _errors(err)
     assert message in line
+
+
+def test_a_shard_says_what_it_ran_and_json_prints_its_shard_file(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
+    args = ["compare", str(runs["subject"]), "--out", str(tmp_path)]
+
+    code, out, err = _cli_err([*args, "--shard", "2/3"])
+    json_code, json_out, _ = _cli_err([*args, "--shard", "3/3", "--json"])
+
+    assert code == 0, err
+    shard = tmp_path / "demo-shard-2-of-3"
+    assert out.splitlines() == [
+        "shard 2/3: 2 of 6 units (build/1, explain/0); 4 rows decided",
+        f"shard directory: {shard}",
+        "join every shard with: trialrun compare merge SHARD_DIR...",
+    ]
+    assert json_code == 0
+    assert json.loads(json_out) == _load(tmp_path / "demo-shard-3-of-3" / SHARD_FILE)
+    assert json.loads(json_out)["triggers"]["probes"]
