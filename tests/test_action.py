@@ -374,6 +374,67 @@ def test_no_sign_key_means_no_key_file(tmp_path: Path) -> None:
     assert not list(result.runner_temp.iterdir())
 
 
+def test_compare_shard_runs_one_shard_into_out_and_uploads_it(tmp_path: Path) -> None:
+    inputs = {"command": "compare", "path": "skills/deploy check", "shard": "2/3", "args": "-j 2"}
+    result = _run_step(_step("Run"), tmp_path, inputs=inputs)
+    assert result.returncode == 0, result.stderr
+    assert _trialrun_argv(result) == [
+        "compare",
+        "--shard",
+        "2/3",
+        "--out",
+        "trialrun_out",
+        "-j",
+        "2",
+        "--",
+        "skills/deploy check",
+    ]
+    assert result.outputs["artifacts-path"] == "trialrun_out"
+    assert result.outputs["artifact-name"]
+
+
+def test_compare_merge_passes_every_directory_under_path(tmp_path: Path) -> None:
+    shards = tmp_path / "workspace" / "shards $(touch pwned)"
+    for name in ("demo-shard-2-of-2", "demo-shard-1-of-2", "not a shard"):
+        (shards / name).mkdir(parents=True)
+    (shards / "stray.txt").write_text("a file is not passed")
+    inputs = {"command": "compare merge", "path": "shards $(touch pwned)", "args": "--gate"}
+    result = _run_step(_step("Run"), tmp_path, inputs=inputs, fake_exit=1)
+    assert result.returncode == 0, result.stderr
+    assert _trialrun_argv(result) == [
+        "compare",
+        "merge",
+        "--gate",
+        "--",
+        "shards $(touch pwned)/demo-shard-1-of-2",
+        "shards $(touch pwned)/demo-shard-2-of-2",
+        "shards $(touch pwned)/not a shard",
+    ]
+    assert (result.outputs["result"], result.outputs["exit-code"]) == ("fail", "1")
+    assert "artifact-name" not in result.outputs  # nothing under out: no upload
+    assert not list(tmp_path.rglob("pwned*"))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"command": "compare merge", "path": "nowhere"}, "expected the shard directories"),
+        ({"command": "compare merge", "shard": "1/2"}, "shard: compare merge joins every shard"),
+        ({"command": "compare", "sign-key": FAKE_KEY}, "sign-key: only command run"),
+        ({"command": "merge"}, "command: expected run, compare or compare merge"),
+    ],
+)
+def test_unusable_command_inputs_are_invalid_input(
+    tmp_path: Path, inputs: dict[str, str], message: str
+) -> None:
+    result = _run_step(_step("Run"), tmp_path, inputs=inputs)
+    assert result.returncode == 0
+    assert "trialrun" not in result.calls
+    assert result.outputs["exit-code"] == "2"
+    assert message in result.stderr
+    assert "PRIVATE KEY" not in result.stderr
+
+
 _WORD = st.text(
     alphabet=st.characters(
         exclude_categories=["Cs"], exclude_characters=" \t\n\x00", max_codepoint=0x2FF

@@ -31,7 +31,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "compare": (
         "trialrun.cli.compare_cmd",
         "compare",
-        "Compare a subject against the baseline and incumbent: rows, verdict, receipt.",
+        "Compare a subject against the baseline and incumbent (`compare merge`: join shards).",
     ),
     "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
     "gateway": (
@@ -76,9 +76,28 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# (command, first argument) -> (module, attribute): a command reached by a word after another.
+# `compare` takes a SUBJECT folder, so it cannot be a click group; `compare merge` is routed here
+# instead, and only when `merge` comes right after `compare` (a folder named merge: ./merge).
+_ROUTED: dict[tuple[str, str], tuple[str, str]] = {
+    ("compare", "merge"): ("trialrun.cli.compare_cmd", "compare_merge"),
+}
+
 
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        routed = _ROUTED.get((name or "", rest[0])) if rest else None
+        if routed is None:
+            return name, command, rest
+        module_name, attribute = routed
+        target = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(target, click.Command)
+        return f"{name} {rest[0]}", target, rest[1:]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_COMMANDS)

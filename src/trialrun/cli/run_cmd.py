@@ -13,6 +13,7 @@ from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from trialrun.cli.jobs_option import jobs_option
 from trialrun.cli.pathparam import PathParam
 from trialrun.cli.quiet_option import quiet_option
+from trialrun.cli.shard_option import shard_option
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 if TYPE_CHECKING:
@@ -39,11 +40,7 @@ if TYPE_CHECKING:
 @click.option(
     "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
 )
-@click.option(
-    "--shard",
-    metavar="I/N",
-    help="Run only shard I of N (1-based); `trialrun merge` joins the shards' runs.",
-)
+@shard_option("trialrun merge")
 @sign_key_option("the run's receipt")
 @quiet_option()
 def run(

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,18 @@ from trialrun.compare.outcome import (
     build_outcome,
 )
 from trialrun.compare.placeholders import expand_argv, placeholder_problems
-from trialrun.compare.receipt_doc import build_receipt
+from trialrun.compare.receipt_doc import build_receipt, compare_provenance, receipt_identity
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
+from trialrun.compare.shards import (
+    SHARD_FILE,
+    create_shard_dir,
+    hole_record,
+    shard_document,
+    shard_units,
+    triggers_shard,
+    units_sha256,
+)
 from trialrun.compare.store import (
     RunDir,
     copy_arm_runs,
@@ -71,8 +80,9 @@ from trialrun.errors import ConfigError
 from trialrun.home.digest import content_digest
 from trialrun.receipt.envelope import format_ts
 from trialrun.receipt.writer import ReceiptWriter
+from trialrun.running.sharding import ShardSpec
 
-__all__ = ["CompareOptions", "CompareResult", "run_compare"]
+__all__ = ["CompareOptions", "CompareResult", "ShardRunResult", "run_compare", "run_compare_shard"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,15 @@ class CompareResult:
     outcome: CompareOutcome
     receipt: dict[str, Any]
     run_dir: RunDir
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class ShardRunResult:
+    path: Path
+    """The shard directory (``compare.shards``)."""
+    document: dict[str, Any]
+    """Its ``shard.json``."""
     interrupted: bool
 
 
@@ -123,37 +142,18 @@ def run_compare(options: CompareOptions, observer: CompareObserver | None = None
     meta = _run_meta(plan, options, digest, source)
     with ReceiptWriter(run_dir.run_log) as log:
         log.emit("run_start", meta)
-        if source is None:
-            arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log, watcher)
-        else:
-            arm_runs, interrupted = copy_arm_runs(source, run_dir, log), False
-        triggers = None  # like the session, the trigger eval is skipped when --case narrows
-        if not interrupted and not options.case_names:
-            watcher.phase("triggers")
-            triggers, interrupted = evaluate_triggers(
-                plan.assets,
-                plan.arms,
-                run_dir,
-                log,
-                jobs=options.jobs,
-                source=source,
-                selector_k=options.triggers_k,
-            )
-        outcome = _score(plan, arm_runs, options.jobs, log, triggers, watcher)
-        provenance = {
-            "runner_handle": "local",
-            "engine_version": __version__,
-            "k": plan.k,
-            "seed": plan.seed,
-            "cases": list(outcome.cases),
-            "judge_command": list(plan.judge_command) if plan.judge_command else None,
-            "arm_orders": [
-                {"case": run.case, "rep": run.rep, "order": list(run.arm_order)}
-                for run in plan.planned
-            ],
-            "rescored_from": source.run_id if source is not None else None,
-            "timestamp": meta["started_at"],
-        }
+        outcome, interrupted = _run_and_score(
+            plan, options, run_dir, log, source=source, observer=watcher
+        )
+        provenance = compare_provenance(
+            k=plan.k,
+            seed=plan.seed,
+            cases=outcome.cases,
+            judge_command=plan.judge_command,
+            arm_orders=_arm_orders(plan),
+            rescored_from=source.run_id if source is not None else None,
+            timestamp=meta["started_at"],
+        )
         receipt = build_receipt(
             outcome,
             assets=plan.assets,
@@ -173,6 +173,77 @@ def run_compare(options: CompareOptions, observer: CompareObserver | None = None
             | {"broken_setup": [health.command for health in outcome.broken_setup]}
         )
     return CompareResult(outcome, receipt, run_dir, interrupted)
+
+
+def run_compare_shard(
+    options: CompareOptions, spec: ShardSpec, out: Path, observer: CompareObserver | None = None
+) -> ShardRunResult:
+    """Run shard ``spec`` of the compare into a fresh shard directory under ``out``.
+
+    The plan is the whole compare's; the shard runs, checks and judges its units only
+    (``compare.shards``) and writes ``shard.json`` for ``compare merge``; no receipt, no commit.
+    """
+    plan = _make_plan(options)
+    digest = content_digest(plan.assets.subject)
+    plan_doc = _plan_document(plan, options, digest)
+    units = shard_units([(run.case, run.rep) for run in plan.planned], spec)
+    chosen = set(units)
+    mine = replace(plan, planned=tuple(r for r in plan.planned if (r.case, r.rep) in chosen))
+    run_dir = create_shard_dir(out, plan.assets.config.name, spec)
+    meta = _run_meta(mine, options, digest, None) | {
+        "shard": {"index": spec.index, "count": spec.count, "units": [list(u) for u in units]}
+    }
+    with ReceiptWriter(run_dir.run_log) as log:
+        log.emit("run_start", meta)
+        with_triggers = spec.index == triggers_shard(spec.count)
+        outcome, interrupted = _run_and_score(
+            mine, options, run_dir, log, source=None, with_triggers=with_triggers, observer=observer
+        )
+        document = shard_document(
+            plan=plan_doc,
+            spec=spec,
+            units=units,
+            samples=outcome.samples,
+            rows=outcome.rows,
+            triggers=outcome.triggers,
+            interrupted=interrupted,
+            started_at=meta["started_at"],
+            subject_path=str(plan.assets.subject),
+        )
+        write_json(run_dir.path / SHARD_FILE, document)
+        log.close({"units": len(units), "rows": len(outcome.rows), "interrupted": interrupted})
+    return ShardRunResult(run_dir.path, document, interrupted)
+
+
+def _run_and_score(
+    plan: _Plan,
+    options: CompareOptions,
+    run_dir: RunDir,
+    log: ReceiptWriter,
+    *,
+    source: RunDir | None,
+    with_triggers: bool = True,
+    observer: CompareObserver | None = None,
+) -> tuple[CompareOutcome, bool]:
+    """Run (or copy from ``source``) the planned arms, then the trigger eval, then score."""
+    watcher = observer or NullObserver()
+    if source is None:
+        arm_runs, interrupted = _run_arms(plan, options.jobs, run_dir, log, watcher)
+    else:
+        arm_runs, interrupted = copy_arm_runs(source, run_dir, log), False
+    triggers = None  # like the session, the trigger eval is skipped when --case narrows
+    if with_triggers and not interrupted and not options.case_names:
+        watcher.phase("triggers")
+        triggers, interrupted = evaluate_triggers(
+            plan.assets,
+            plan.arms,
+            run_dir,
+            log,
+            jobs=options.jobs,
+            source=source,
+            selector_k=options.triggers_k,
+        )
+    return _score(plan, arm_runs, options.jobs, log, triggers, watcher), interrupted
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -237,6 +308,46 @@ def _scored_units(plan: _Plan) -> list[tuple[str, int]]:
         else:
             keys.append((run.case, run.rep))
     return keys
+
+
+def _arm_orders(plan: _Plan) -> list[dict[str, Any]]:
+    return [
+        {"case": run.case, "rep": run.rep, "order": list(run.arm_order)} for run in plan.planned
+    ]
+
+
+def _plan_document(plan: _Plan, options: CompareOptions, digest: str) -> dict[str, Any]:
+    """What identifies the plan in every shard's ``shard.json``: equal in all shards of one
+    compare, so ``compare merge`` can refuse shards of another plan or other bytes."""
+    scored = _scored_units(plan)
+    cases = [case for case, _ in scored]
+    identity = receipt_identity(plan.assets, plan.assets.subject, cases, digest=digest)
+    incumbent = next((arm.subject for arm in plan.arms if arm.name == "incumbent"), None)
+    config = plan.assets.config
+    arm_orders = _arm_orders(plan)
+    return {
+        "engine_version": __version__,
+        "skill_name": config.name,
+        "skill_id": config.id,
+        "seed": plan.seed,
+        "k": plan.k,
+        "arms": [arm.name for arm in plan.arms],
+        "opponents": _opponents(plan),
+        "units": arm_orders,
+        "units_sha256": units_sha256(arm_orders),
+        "scored": [[case, rep] for case, rep in scored],
+        "session_cases": [sub.name for sub in plan.assets.session.cases]
+        if plan.assets.session is not None
+        else [],
+        "skipped": [hole_record(hole) for hole in plan.skipped],
+        "judge_command": list(plan.judge_command) if plan.judge_command else None,
+        "triggers": not options.case_names
+        and (plan.assets.triggers is not None or config.triggers is not None),
+        "content_digest": digest,
+        "incumbent_digest": content_digest(incumbent) if incumbent is not None else None,
+        "eval_assets_digest": identity.eval_assets_digest,
+        "case_digests": identity.case_digests,
+    }
 
 
 def _run_meta(

@@ -18,22 +18,56 @@ sandboxes stay on the machine and are never copied here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun import __version__
 from trialrun.base.redact import redact, redact_text
 from trialrun.compare.config import EvalAssets
 from trialrun.compare.outcome import CompareOutcome, TriggerOutcome, comparison_name
 from trialrun.compare.stats import ComparisonStats, Interval
 from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
-__all__ = ["SCHEMA_VERSION", "STATS_VERSION", "build_receipt"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STATS_VERSION",
+    "ReceiptIdentity",
+    "assemble_receipt",
+    "build_receipt",
+    "compare_provenance",
+    "receipt_identity",
+]
 
 SCHEMA_VERSION = 2
 """The seed's receipt schema; ours only adds fields, as its readers pass unknown ones through."""
 STATS_VERSION = 1
 """Bumped whenever a statistic below is computed differently, so old receipts stay readable."""
+
+
+@dataclass(frozen=True)
+class ReceiptIdentity:
+    """What a receipt says about the bytes evaluated: computed from the subject's folder, or
+    read back from compare shards, which computed it on their machines (``compare merge``)."""
+
+    skill_name: str
+    content_digest: str
+    eval_assets_digest: str
+    case_digests: dict[str, str]
+
+
+def receipt_identity(
+    assets: EvalAssets, subject: Path, cases: Collection[str], *, digest: str | None = None
+) -> ReceiptIdentity:
+    """The identity of ``subject`` as evaluated over ``cases`` (case names, sub-cases too);
+    ``digest`` is its content digest when the caller has computed it already."""
+    return ReceiptIdentity(
+        skill_name=assets.config.name,
+        content_digest=digest if digest is not None else content_digest(subject),
+        eval_assets_digest=eval_assets_digest(assets.evals_dir),
+        case_digests=_case_digests(cases, assets),
+    )
 
 
 def build_receipt(
@@ -45,14 +79,53 @@ def build_receipt(
     provenance: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The receipt as a JSON-ready dict (write it with ``fsutil.write_json``)."""
+    identity = receipt_identity(assets, subject, outcome.cases)
+    return assemble_receipt(outcome, identity=identity, run_id=run_id, provenance=provenance)
+
+
+def compare_provenance(
+    *,
+    k: int,
+    seed: int,
+    cases: Sequence[str],
+    judge_command: Sequence[str] | None,
+    arm_orders: Sequence[Mapping[str, Any]],
+    rescored_from: str | None,
+    timestamp: str,
+) -> dict[str, Any]:
+    """The receipt's ``provenance``: who ran what, so two receipts can be seen to be comparable.
+
+    ``arm_orders`` is one ``{"case", "rep", "order"}`` per planned (case, rep), in plan order.
+    """
+    return {
+        "runner_handle": "local",
+        "engine_version": __version__,
+        "k": k,
+        "seed": seed,
+        "cases": list(cases),
+        "judge_command": list(judge_command) if judge_command else None,
+        "arm_orders": [dict(entry) for entry in arm_orders],
+        "rescored_from": rescored_from,
+        "timestamp": timestamp,
+    }
+
+
+def assemble_receipt(
+    outcome: CompareOutcome,
+    *,
+    identity: ReceiptIdentity,
+    run_id: str,
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The receipt of ``outcome`` for the bytes ``identity`` names."""
     return {
         "schema_version": SCHEMA_VERSION,
         "stats_version": STATS_VERSION,
-        "skill_name": redact_text(assets.config.name),
+        "skill_name": redact_text(identity.skill_name),
         "version": None,  # a local run evaluates bytes that have no version number yet
-        "content_digest": content_digest(subject),
-        "eval_assets_digest": eval_assets_digest(assets.evals_dir),
-        "case_digests": _case_digests(outcome, assets),
+        "content_digest": identity.content_digest,
+        "eval_assets_digest": identity.eval_assets_digest,
+        "case_digests": dict(identity.case_digests),
         "run_id": run_id,
         "seed": outcome.seed,
         "verdict": outcome.verdict,
@@ -107,18 +180,18 @@ def build_receipt(
     }
 
 
-def _case_digests(outcome: CompareOutcome, assets: EvalAssets) -> dict[str, str]:
+def _case_digests(cases: Collection[str], assets: EvalAssets) -> dict[str, str]:
     """Each planned case's digest; a session's sub-cases share the session's digest (its file
     and fixture), because they are judged from one shared session."""
     digests: dict[str, str] = {}
     for case in assets.cases:
-        if case.name in outcome.cases:
+        if case.name in cases:
             digests[case.name] = case_digest(case.file)
     session = assets.session
-    if session is not None and any(sub.name in outcome.cases for sub in session.cases):
+    if session is not None and any(sub.name in cases for sub in session.cases):
         session_digest = case_digest(session.file)
         for sub in session.cases:
-            if sub.name in outcome.cases:
+            if sub.name in cases:
                 digests[sub.name] = session_digest
     return digests
 

@@ -14,6 +14,7 @@ import re
 import subprocess
 import tomllib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "LocalReceipt",
     "PublishResult",
     "commit_after_compare",
+    "commit_compare_receipt",
     "ensure_subject_id",
     "handle",
     "local_receipts",
@@ -261,6 +263,28 @@ def commit_after_compare(
     Returns the line to print: where it went, or why it waits locally and how to share it.
     A team that cannot be reached is reported the same way; the local receipt is already safe.
     """
+    return commit_compare_receipt(
+        receipt,
+        receipt_path,
+        lambda: subject_identity(subject),
+        subject=str(subject),
+        team=team,
+        no_commit=no_commit,
+    )
+
+
+def commit_compare_receipt(
+    receipt: dict[str, Any],
+    receipt_path: Path,
+    identity: Callable[[], tuple[str, str | None]],
+    *,
+    subject: str,
+    team: str | None,
+    no_commit: bool,
+) -> str:
+    """``commit_after_compare`` for a subject known by ``identity()``, its ``(name, id)``, rather
+    than by its folder: ``compare merge`` has only what the shards recorded. ``identity`` is
+    called only once a team and a handle are known. ``subject`` names it in the hint."""
     hint = f"Run `trialrun publish {subject}` to share these bytes and their receipts."
     if no_commit:
         return f"Not committed (--no-commit); the receipt waits locally. {hint}"
@@ -272,7 +296,7 @@ def commit_after_compare(
         return "No team configured (--team or team in config.toml); the receipt waits locally."
     if handle() is None:
         return f"No handle ({HANDLE_ENV} or git user.name); the receipt waits locally."
-    name, subject_id = subject_identity(subject)
+    name, subject_id = identity()
     if subject_id is None:
         return f"{name} has no id yet; the receipt waits locally. {hint}"
     digest = receipt.get("content_digest")
