@@ -633,3 +633,23 @@ def test_a_shard_says_what_it_ran_and_json_prints_its_shard_file(
     assert json_code == 0
     assert json.loads(json_out) == _load(tmp_path / "demo-shard-3-of-3" / SHARD_FILE)
     assert json.loads(json_out)["triggers"]["probes"]
+
+
+def test_a_merge_writes_the_report_page_an_unsharded_compare_writes(runs: dict[str, Any]) -> None:
+    code, _out, err, merged_path = _merge(runs, runs["shards"][2])
+
+    assert code == 0, err
+    page = merged_path.parent / "report.html"
+    assert f"report: {page}" in err
+    full_page = (runs["full_receipt"].parent / "report.html").read_text(encoding="utf-8")
+    merged_page = page.read_text(encoding="utf-8")
+    verdict = _load(merged_path)["verdict"]
+    assert verdict in merged_page and verdict in full_page
+
+    # The same rows and figures: only the run's own id and start time differ between the pages.
+    def own_run(page: str, receipt: dict[str, Any]) -> str:
+        page = page.replace(receipt["run_id"], "RUN")
+        return page.replace(receipt["provenance"]["timestamp"], "TIME")
+
+    full, merged = _load(runs["full_receipt"]), _load(merged_path)
+    assert own_run(merged_page, merged) == own_run(full_page, full)
