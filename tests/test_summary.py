@@ -33,7 +33,13 @@ from trialrun.report.summary import (
 )
 
 OUR_RUN_KEYS = {"interrupted", "started_at", "finished_at"}
-OUR_CASE_KEYS = {"failure_kind", "stderr_tail", "unused_recordings", "unused_recordings_by_tool"}
+OUR_CASE_KEYS = {
+    "failure_kind",
+    "stderr_tail",
+    "unused_recordings",
+    "unused_recordings_by_tool",
+    "tool_sequence",
+}
 DEMO_FINISHED_AT = 1796202403.146931  # 2026-12-02T09:06:43.146931Z
 
 
