@@ -207,7 +207,7 @@ def _case_change(
             if _wall_moved(row["before"], row["after"], wall_threshold_pct, wall_threshold_ms):
                 reasons.append("wall time")
         elif row["before"] != row["after"]:
-            reasons.append(row["label"].lower())
+            reasons.append(key.replace("_usd", "").replace("_", " "))
     return {
         "id": case_id,
         "before": str(old.get("status")),
@@ -307,8 +307,9 @@ def _metric(
         "before_text": number_label(before, unit=unit),
         "after_text": number_label(after, unit=unit),
         "delta_text": _delta_text(delta, unit),
-        "relative_text": "" if relative is None else f"{relative:+.1%}",
-        "direction": "" if not delta else "up" if delta > 0 else "down",
+        "relative_text": "" if not relative else f"{relative:+.1%}",
+        # Colour says better or worse: more of anything costs, except passing cases.
+        "direction": "" if not delta else "better" if (delta > 0) == (unit == "%") else "worse",
         "gate": gate,
     }
 
