@@ -242,7 +242,7 @@ def sequence_view(before: Any, after: Any) -> dict[str, Any]:
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            rows += _same_rows(i1, i2, j1, old)
+            rows += _same_rows(i1, i2, j1, old, new)
             continue
         kind = {"replace": "changed", "delete": "removed", "insert": "added"}[tag]
         for a, b in zip_longest(range(i1, i2), range(j1, j2)):
@@ -268,17 +268,19 @@ def _is_names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def _same_rows(i1: int, i2: int, j1: int, old: Sequence[str]) -> list[dict[str, Any]]:
+def _same_rows(
+    i1: int, i2: int, j1: int, old: Sequence[str], new: Sequence[str]
+) -> list[dict[str, Any]]:
     """Equal calls; a long run keeps its ends and folds its middle into one row."""
     pairs = [(i, j1 + (i - i1)) for i in range(i1, i2)]
     if len(pairs) <= 2 * SAME_RUN_KEPT + 1:
-        return [_pair_row("same", a, b, old, old) for a, b in pairs]
+        return [_pair_row("same", a, b, old, new) for a, b in pairs]
     head, tail = pairs[:SAME_RUN_KEPT], pairs[-SAME_RUN_KEPT:]
     folded = len(pairs) - 2 * SAME_RUN_KEPT
     return [
-        *(_pair_row("same", a, b, old, old) for a, b in head),
+        *(_pair_row("same", a, b, old, new) for a, b in head),
         {"kind": "folded", "text": f"{folded} more calls the same on both sides"},
-        *(_pair_row("same", a, b, old, old) for a, b in tail),
+        *(_pair_row("same", a, b, old, new) for a, b in tail),
     ]
 
 

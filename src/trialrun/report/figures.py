@@ -45,12 +45,12 @@ def scale_for(largest: float) -> Scale:
 
 
 def ticks(span: float, *, most: int = 6) -> list[float]:
-    """Round values from 0 to at most ``span`` at a 1-2-5 step, no more than ``most`` of them."""
+    """Round values from 0 up to ``span`` at a 1-2-2.5-5 step; at most ``most`` of them."""
     if span <= 0:
         return [0.0]
     raw = span / max(most - 1, 1)
     power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     count = int(span // step + 1e-9)
     return [round(i * step, 6) for i in range(count + 1)]
 
