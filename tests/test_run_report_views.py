@@ -336,7 +336,10 @@ def test_baseline_view_figures_match_both_summaries() -> None:
         (100.0, 300.0),
     ]
     check_pair_bars(page)
-    assert "refund · pass → pass · changed: tool sequence" in text
+    # Listed under the run's changes, linked to the case's details, where its diff is shown.
+    assert "refund : pass → pass · changed: tool sequence" in text  # a link, then text
+    assert ("a", {"href": "#case-1"}) in elements(page).elements
+    assert text.index("Cases that changed") < text.index("Against the baseline : pass → pass")
 
 
 def check_pair_bars(page: str) -> None:

@@ -84,6 +84,15 @@ def render_html(
 
     if case_views is None:
         case_views = [case_view(index, case) for index, case in enumerate(run.cases, start=1)]
+    changes: dict[str, dict[str, Any]] = {}
+    if comparison is not None:
+        # The run report shows each case's changes in its own details, linked from the list.
+        anchors = {view["id"]: view["anchor"] for view in case_views}
+        listed = [
+            {**change, "link": anchors.get(change["id"], "")} for change in comparison["cases"]
+        ]
+        comparison = {**comparison, "cases": listed}
+        changes = {change["id"]: change for change in listed}
     template = load_template()
     digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode()
     page = template.render(
@@ -97,6 +106,7 @@ def render_html(
         kpis=_kpis(summary),
         regression=_regression_view(summary.get("regression")),
         comparison=comparison,
+        changes=changes,
         cases=case_views,
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
