@@ -24,7 +24,12 @@ from trialrun.artifacts.comparing import baseline_comparison
 from trialrun.artifacts.shards import rebuild_case
 from trialrun.base.results import AgentRun, CaseResult, Failure, RunResult, ToolCall, Usage
 from trialrun.cli import run_cli
-from trialrun.report.comparison import NO_SEQUENCE_NOTE, SAME_RUN_KEPT, sequence_view
+from trialrun.report.comparison import (
+    NO_SEQUENCE_NOTE,
+    PAIR_BAR_WIDTH,
+    SAME_RUN_KEPT,
+    sequence_view,
+)
 from trialrun.report.figures import LABEL_WIDTH, MIN_BAR_WIDTH, PLOT_WIDTH, ticks
 from trialrun.report.html import FILTER_SCRIPT, render_html
 from trialrun.report.summary import build_summary
@@ -352,7 +357,9 @@ def check_pair_bars(page: str) -> None:
         span = float(attrs["data-span"])
         for bar, value in ((before_bar, attrs["data-before"]), (after_bar, attrs["data-after"])):
             number = float(value) if value else 0.0
-            assert float(bar["width"]) == pytest.approx(round(520 * number / span, 2), abs=0.011)
+            assert float(bar["width"]) == pytest.approx(
+                round(PAIR_BAR_WIDTH * number / span, 2), abs=0.011
+            )
 
 
 def test_hostile_names_stay_inert_in_the_timeline_and_the_baseline_view() -> None:

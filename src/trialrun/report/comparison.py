@@ -1,10 +1,11 @@
 """What changed between a run and its baseline (or run A and run B), as report.html shows it.
 
 Both sides are summary.json-style documents (a baseline is one, reduced): cases with ``id``,
-``status``, ``wall_ms``, ``tool_calls``, ``tokens_in``, ``tokens_out``, ``cost_usd`` and, from
-trialrun 0.x summaries on, ``tool_sequence``. The view lists status changes first (regressions
-before improvements), then the run's metric deltas beside the regression gates, then each case
-that changed: its tool sequences aligned by ``difflib.SequenceMatcher`` and its metric deltas.
+``status``, ``wall_ms``, ``tool_calls``, ``tokens_in``, ``tokens_out``, ``cost_usd`` and
+``tool_sequence`` (absent from summaries written before it was added). The view lists status
+changes first (regressions before improvements), then the run's metric deltas beside the
+regression gates, then each case that changed: its tool sequences aligned by
+``difflib.SequenceMatcher`` and its metric deltas.
 
 A case counts as changed when its status, tool sequence, tool calls, tokens or cost differ, or
 its wall time moved by more than both wall thresholds (wall times are noisy: 2 ms to 5 ms is
@@ -31,8 +32,9 @@ SEQUENCE_ROWS_MAX = 200
 SAME_RUN_KEPT = 2
 """Calls kept at each end of a long run of equal calls (the middle is folded into one line)."""
 PAIR_BAR_WIDTH = 520.0
-PAIR_ROW_HEIGHT = 34.0
-PAIR_BAR_HEIGHT = 11.0
+PAIR_ROW_HEIGHT = 40.0
+PAIR_BAR_HEIGHT = 12.0
+PAIR_BAR_GAP = 4.0
 _RANK = {"pass": 0, "skipped": 1, "fail": 2, "error": 3}
 # (key, label, unit): per-case metrics, in the order shown.
 CASE_METRICS = (
@@ -344,7 +346,7 @@ def pair_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "short_label": short_label(row["label"]),
                 "label_y": round(y + PAIR_ROW_HEIGHT / 2 + 4, 2),
                 "before_y": round(y + 4, 2),
-                "after_y": round(y + 4 + PAIR_BAR_HEIGHT + 2, 2),
+                "after_y": round(y + 4 + PAIR_BAR_HEIGHT + PAIR_BAR_GAP, 2),
                 "before_width": scale.length(row["before"] or 0.0),
                 "after_width": scale.length(row["after"] or 0.0),
                 "span": scale.span,
