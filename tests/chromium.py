@@ -11,6 +11,7 @@ isolation key and is left out). Tests call ``require_chromium()`` first: where D
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["Rendered", "chromium_path", "render", "require_chromium", "screenshot"]
+__all__ = [
+    "Rendered",
+    "chromium_path",
+    "external_references",
+    "render",
+    "require_chromium",
+    "screenshot",
+]
 
 NAMES = ("chromium", "chromium-browser")
 TIMEOUT_S = 120.0
@@ -33,6 +41,13 @@ QUIET = (
     "--disable-sync",
     "--disable-default-apps",
     "--disable-extensions",
+)
+
+
+# Any absolute web address a page could load: in src/href attributes or CSS url(...).
+_EXTERNAL = re.compile(
+    r"""(?:\b(?:src|href|xlink:href)\s*=\s*["']?\s*|url\(\s*["']?\s*)(?:https?:)?//""",
+    re.IGNORECASE,
 )
 
 
@@ -130,3 +145,8 @@ def _closed_json(text: str) -> str:
     except ValueError:
         return text.rstrip().rstrip(",") + "]}"
     return text
+
+
+def external_references(html: str) -> list[str]:
+    """Each place ``html`` points at a web address it would load (none on a self-contained page)."""
+    return [html[m.start() : m.end() + 40] for m in _EXTERNAL.finditer(html)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,11 @@ def test_the_bundled_recording_replays_offline_and_mcp_calls_join_the_trace(
     assert summary["cases"][0]["tool_calls"] == 1
     receipt = [json.loads(line) for line in (run_dir / "receipt.jsonl").read_text().splitlines()]
     assert [e["data"]["name"] for e in receipt if e["type"] == "tool_call"] == ["search_docs"]
+    # report.html's timeline places the MCP call from its proxy's timestamp, within the case.
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    [start] = re.findall(r'data-start-ms="([0-9.]+)"', page)
+    assert 0 < float(start) <= summary["cases"][0]["wall_ms"]
+    assert "start times were not recorded" not in page
 
 
 def test_record_then_replay_with_the_server_absent_gives_the_same_run(project: Path) -> None:

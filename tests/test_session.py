@@ -313,6 +313,18 @@ def test_disallowed_tool_fails_and_lists_the_allowed_ones() -> None:
     assert event_types(run)[-2:] == ["tool_call", "agent_error"]
 
 
+def test_each_call_records_when_it_started_on_the_case_clock() -> None:
+    tools = FakeTools({"search_docs": Outcome(ok=True, result={"hits": []})})
+    run = run_case(agent("echo_agent.py", "search_docs", "3"), tools=tools)
+    starts = [call.start_ms for call in run.tool_calls]
+    assert None not in starts and len(starts) == 3
+    assert starts == sorted(starts)
+    assert starts[0] > 0 and starts[-1] + run.tool_calls[-1].duration_ms <= run.wall_ms + 1
+    refused = run_case(agent("disallowed_tool.py"), allowed=())
+    [call] = refused.tool_calls
+    assert call.start_ms is not None and 0 < call.start_ms <= refused.wall_ms + 1
+
+
 def test_no_allowed_tools_says_none() -> None:
     run = run_case(agent("disallowed_tool.py"), allowed=())
     assert run.failure is not None

@@ -37,6 +37,7 @@ OUR_CASE_KEYS = {
     "failure_kind",
     "stderr_tail",
     "startup_ms",
+    "tool_sequence",
     "unused_recordings",
     "unused_recordings_by_tool",
 }

@@ -91,9 +91,13 @@ def merge_runs(
     atomic_write_text(run_dir / "run.jsonl", "".join("".join(lines[i]) for i in all_ids))
     write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "junit.xml", merged_junit(shards, result))
+    from trialrun.artifacts.comparing import baseline_comparison
     from trialrun.report.html import render_html
 
-    atomic_write_text(run_dir / "report.html", render_html(result, summary))
+    comparison = None
+    if baseline_doc is not None and regression is not None:
+        comparison = baseline_comparison(baseline_doc, summary, regression)
+    atomic_write_text(run_dir / "report.html", render_html(result, summary, None, comparison))
     return merged
 
 

@@ -148,7 +148,12 @@ class RunRecorder:
         views = None
         if [case_id for case_id, _ in self._case_views] == [case.case_id for case in cases]:
             views = [view for _, view in self._case_views]
-        page = render_html(result, summary, views)
+        comparison = None
+        if baseline is not None and regression is not None:
+            from trialrun.artifacts.comparing import baseline_comparison
+
+            comparison = baseline_comparison(baseline.document, summary, regression)
+        page = render_html(result, summary, views, comparison)
         self._dir.finish(result, summary, build_junit(result), page)
         return recorded
 

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.artifacts.baseline import read_summary
-from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
+from trialrun.base.results import (
+    AgentRun,
+    CaseResult,
+    CheckFailure,
+    Failure,
+    ToolCall,
+    Usage,
+    case_start_timestamp,
+)
 from trialrun.errors import TrialrunError
 from trialrun.receipt.verify import VerifyResult, verify_receipt
 
@@ -295,12 +303,14 @@ def _final_output(trace: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 def _tool_calls(trace: Sequence[dict[str, Any]]) -> list[ToolCall]:
     # A refused call (not allowed, no recording) has a tool_call event and no tool_result.
     results = {e.get("call_id"): e for e in trace if e.get("type") == "tool_result"}
+    case_started = case_start_timestamp(trace)
     calls = []
     for event in trace:
         if event.get("type") != "tool_call":
             continue
         result = results.get(event.get("call_id"))
         args = event.get("args")
+        called, answered = _stamp(event), _stamp(result)
         calls.append(
             ToolCall(
                 call_id=str(event.get("call_id")),
@@ -309,9 +319,25 @@ def _tool_calls(trace: Sequence[dict[str, Any]]) -> list[ToolCall]:
                 ok=bool(result and result.get("ok")),
                 result=result.get("result") if result else None,
                 error=result.get("error") if result else "refused before reaching a tool",
+                # The event times stand in for the runner's clock: the timeline needs both.
+                duration_ms=(
+                    max(0.0, (answered - called) * 1000)
+                    if answered is not None and called is not None
+                    else 0.0
+                ),
+                start_ms=(
+                    max(0.0, (called - case_started) * 1000)
+                    if called is not None and case_started is not None
+                    else None
+                ),
             )
         )
     return calls
+
+
+def _stamp(event: dict[str, Any] | None) -> float | None:
+    stamp = None if event is None else event.get("timestamp")
+    return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
 
 
 def _check_failures(events: Sequence[dict[str, Any]]) -> list[CheckFailure]:

@@ -29,6 +29,9 @@ class ToolCall:
     error: str | None = None
     duration_ms: float = 0.0
     """Time the tool backend took to answer (0 for a call refused before reaching it)."""
+    start_ms: float | None = None
+    """When the call began, in milliseconds from the case's start (on the clock of ``wall_ms``);
+    None where it was not recorded (a ``CaseResult`` built by an older trialrun or by hand)."""
 
 
 @dataclass(slots=True)
@@ -196,3 +199,18 @@ def count_names(names: Iterable[str]) -> dict[str, int]:
     for name in names:
         counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+def case_start_timestamp(events: Iterable[JsonObject]) -> float | None:
+    """The epoch seconds of a case's ``task_start`` event (None when it has none).
+
+    Event timestamps minus this give a call's offset into the case, for calls recorded without
+    ``ToolCall.start_ms`` (MCP calls, cases rebuilt from run.jsonl).
+    """
+    for event in events:
+        if event.get("type") == "task_start":
+            stamp = event.get("timestamp")
+            if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+                return float(stamp)
+            return None
+    return None

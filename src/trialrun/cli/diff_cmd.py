@@ -49,8 +49,19 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
     show_default=True,
     help="...and only when it is at least this many milliseconds.",
 )
+@click.option(
+    "--html",
+    "html_out",
+    type=PathParam(path_type=Path, dir_okay=False),
+    help="Also write the changes as a self-contained HTML page here (report.html's baseline view).",
+)
 def diff(
-    run_a: Path, run_b: Path, as_json: bool, wall_threshold_pct: float, wall_threshold_ms: float
+    run_a: Path,
+    run_b: Path,
+    as_json: bool,
+    wall_threshold_pct: float,
+    wall_threshold_ms: float,
+    html_out: Path | None,
 ) -> int:
     """Compare RUN_A with RUN_B (run directories or their summary.json files)."""
     result = diff_runs(
@@ -59,11 +70,31 @@ def diff(
         wall_threshold_pct=wall_threshold_pct,
         wall_threshold_ms=wall_threshold_ms,
     )
+    if html_out is not None:
+        write_html(result, run_a, run_b, html_out)
     if as_json:
         click.echo(json.dumps(diff_to_json(result), indent=2, ensure_ascii=False))
     else:
         click.echo(format_diff(result))
+        if html_out is not None:
+            click.echo(f"Wrote {html_out}")
     return EXIT_FAILED if result.differs else EXIT_OK
+
+
+def write_html(result: RunDiff, run_a: Path, run_b: Path, out: Path) -> None:
+    """The page, written atomically; a place it cannot be written is invalid input (exit 2)."""
+    from trialrun.artifacts.comparing import diff_html
+    from trialrun.base.fsutil import atomic_write_text
+    from trialrun.errors import ConfigError
+
+    page = diff_html(result, run_a, run_b)
+    try:
+        atomic_write_text(out, page)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the HTML diff ({exc.strerror or exc}); expected a writable file path",
+            file=out,
+        ) from None
 
 
 def format_diff(diff: RunDiff) -> str:

@@ -294,6 +294,8 @@ class _Session:
             )
 
     async def _tool_call(self, agent: AgentProcess, call: ToolCallMsg) -> None:
+        # The timeline in report.html places each call from here (the case's clock, as wall_ms).
+        start_ms = (time.monotonic() - self._started) * 1000
         self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
         if call.name not in self._allowed:
             allowed = ", ".join(sorted(self._allowed)) or "<none>"
@@ -302,6 +304,7 @@ class _Session:
                 "tool_not_allowed",
                 f"Tool not allowed: {call.name}. Allowed tools: {allowed}",
                 "fail",
+                start_ms,
             )
         local: LocalTool | None = None
         if call.local:
@@ -313,11 +316,11 @@ class _Session:
         try:
             outcome = await self._call_tool(call, local)
         except CassetteMismatch as exc:
-            self._refuse(call, "cassette_mismatch", str(exc), "fail")
+            self._refuse(call, "cassette_mismatch", str(exc), "fail", start_ms)
         except MissingToolError as exc:
-            self._refuse(call, "tool_registry_error", str(exc), "error")
+            self._refuse(call, "tool_registry_error", str(exc), "error", start_ms)
         except CassetteError as exc:
-            self._refuse(call, "cassette_error", str(exc), "error")
+            self._refuse(call, "cassette_error", str(exc), "error", start_ms)
         duration_ms = (time.monotonic() - started) * 1000
         self._run.tool_calls.append(
             ToolCall(
@@ -328,6 +331,7 @@ class _Session:
                 outcome.result,
                 outcome.error,
                 duration_ms,
+                start_ms,
             )
         )
         reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
@@ -368,10 +372,19 @@ class _Session:
                 "error",
             )
 
-    def _refuse(self, call: ToolCallMsg, kind: str, message: str, status: Status) -> NoReturn:
+    def _refuse(
+        self, call: ToolCallMsg, kind: str, message: str, status: Status, start_ms: float
+    ) -> NoReturn:
         # Every tool_call message counts as a call (RunLedger's budgets count refused ones too).
         self._run.tool_calls.append(
-            ToolCall(call.call_id, call.name, call.args, ok=False, error=message)
+            ToolCall(
+                call.call_id,
+                call.name,
+                call.args,
+                ok=False,
+                error=message,
+                start_ms=start_ms,
+            )
         )
         self._fail(kind, message, status)
 

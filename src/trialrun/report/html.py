@@ -1,5 +1,10 @@
 """report.html: one self-contained page (inline CSS, a few lines of inline JS, no network).
 
+Each case has a timeline of its tool calls, and a run with a baseline shows what changed against
+it (``report.comparison``); ``render_diff_html`` renders that view alone for ``trialrun diff
+--html``. Figures are inline SVG drawn by the templates from numbers (``report.figures``): no
+script draws anything. The colours follow ``prefers-color-scheme`` and print on white.
+
 Security model (RunLedger interpolated agent text into ``innerHTML``: a stored XSS, and
 ``<!--<script>`` in an output blanked its report):
 
@@ -30,12 +35,14 @@ from trialrun.base.redact import redact
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.console import clean, failure_details, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
+from trialrun.report.timeline import timeline_view
 
 if TYPE_CHECKING:
     import jinja2
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_NAME = "report.html.j2"
+DIFF_TEMPLATE_NAME = "diff.html.j2"
 EVENT_CHARS_MAX = 20_000
 EVENTS_PER_CASE_MAX = 500
 # Under two lines of the report's box at full width: a short event reads best as one line, and
@@ -64,16 +71,28 @@ def render_html(
     run: RunResult,
     summary: dict[str, Any],
     case_views: Sequence[dict[str, Any]] | None = None,
+    comparison: dict[str, Any] | None = None,
 ) -> str:
     """The report page for ``run``; ``summary`` supplies aggregates and the regression block.
 
     ``case_views``: what ``case_view`` gave for each of ``run.cases``, when the caller prepared
     them as the cases finished (the run's tail then only assembles the page).
+    ``comparison``: ``report.comparison.comparison_view`` of the baseline against this run, when
+    the run had a baseline (it replaces the plain list of regression checks).
     """
     from markupsafe import Markup
 
     if case_views is None:
         case_views = [case_view(index, case) for index, case in enumerate(run.cases, start=1)]
+    changes: dict[str, dict[str, Any]] = {}
+    if comparison is not None:
+        # The run report shows each case's changes in its own details, linked from the list.
+        anchors = {view["id"]: view["anchor"] for view in case_views}
+        listed = [
+            {**change, "link": anchors.get(change["id"], "")} for change in comparison["cases"]
+        ]
+        comparison = {**comparison, "cases": listed}
+        changes = {change["id"]: change for change in listed}
     template = load_template()
     digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode()
     page = template.render(
@@ -86,9 +105,24 @@ def render_html(
         interrupted=run.interrupted,
         kpis=_kpis(summary),
         regression=_regression_view(summary.get("regression")),
+        comparison=comparison,
+        changes=changes,
         cases=case_views,
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
+    )
+    return _LONE_SURROGATE.sub("\ufffd", page)
+
+
+def render_diff_html(comparison: dict[str, Any], *, title: str, notes: Sequence[str]) -> str:
+    """The page of ``trialrun diff --html``: the baseline view of report.html for two runs.
+
+    It has no script at all: its Content-Security-Policy allows inline styles and nothing else.
+    """
+    page = (
+        _environment()
+        .get_template(DIFF_TEMPLATE_NAME)
+        .render(title=title, notes=[clean(note) for note in notes], comparison=comparison)
     )
     return _LONE_SURROGATE.sub("\ufffd", page)
 
@@ -210,6 +244,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "stderr_tail": clean(stderr_tail_of(case)),
         "output": output_text,
         "output_note": output_note,
+        "timeline": timeline_view(case),
         "events": [_event_view(event, run.events_redacted) for event in events],
         "events_note": (
             f"{len(run.events) - len(events):,} more events not shown"

@@ -16,7 +16,9 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
 * Per case, ours: ``failure_kind`` (a stable machine name), ``stderr_tail`` (the last lines,
   bounded), ``unused_recordings`` (cassette entries never consumed; they do not fail the case,
   RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool;
-  ``mcp:<server>/<tool>`` and ``model:<model>`` for the MCP and model recordings).
+  ``mcp:<server>/<tool>`` and ``model:<model>`` for the MCP and model recordings) and
+  ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
+  it, so report.html can align the tool sequence of a later run against it).
 * Redaction is applied only to text the agent produced (failure messages, stderr). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
   (``tool_calls_by_name: {"reset_password": 2}``); counts are never redacted here.
@@ -210,6 +212,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "steps": steps_of(case),
         "tool_calls_by_name": case.tool_calls_by_name(),
         "tool_errors_by_name": case.tool_errors_by_name(),
+        "tool_sequence": [call.name for call in case.run.tool_calls],
         "replay": {
             "cassette_path": (
                 display_path(case.cassette_path, cwd) if case.cassette_path is not None else None

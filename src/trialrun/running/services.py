@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import atomic_write_bytes
-from trialrun.base.results import AgentRun, Failure, ModelCall, Status, ToolCall
+from trialrun.base.results import (
+    AgentRun,
+    Failure,
+    ModelCall,
+    Status,
+    ToolCall,
+    case_start_timestamp,
+)
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
 from trialrun.errors import CassetteError, TrialrunError
@@ -406,6 +413,7 @@ def _model_recording_name(recording: Recording) -> str:
 
 
 def _merge_mcp_calls(run: AgentRun, server: _McpServerRun, events: list[dict[str, Any]]) -> None:
+    case_started = case_start_timestamp(run.events)
     for number, event in enumerate(events, start=1):
         call_id = f"mcp-{server.name}-{number}"
         started = float(event.get("timestamp") or time.time())
@@ -418,6 +426,7 @@ def _merge_mcp_calls(run: AgentRun, server: _McpServerRun, events: list[dict[str
             event.get("result"),
             event.get("error"),
             duration_ms,
+            None if case_started is None else max(0.0, (started - case_started) * 1000),
         )
         run.tool_calls.append(call)
         base = {"case_id": run.case_id, "call_id": call_id}
