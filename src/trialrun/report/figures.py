@@ -1,4 +1,4 @@
-"""Geometry for the inline SVG figures of the HTML reports: scales, ticks and number labels.
+"""Scales, ticks and number labels of the run report's figures (positions: ``report.svg``).
 
 The figures are drawn by the templates (``templates/_figures.html.j2``) from plain numbers this
 module computes, so every piece of text in them passes through jinja2's autoescaping like the
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from trialrun.report.svg import position
 
 FIGURE_WIDTH = 960.0
 """viewBox width of every figure; the page scales it to its own width."""
@@ -33,10 +35,10 @@ class Scale:
     width: float = PLOT_WIDTH
 
     def x(self, value: float) -> float:
-        return round(self.x0 + self.width * min(max(value, 0.0), self.span) / self.span, 2)
+        return round(self.x0 + position(value, 0.0, self.span, self.width), 2)
 
     def length(self, value: float, *, minimum: float = 0.0) -> float:
-        return round(max(self.width * min(max(value, 0.0), self.span) / self.span, minimum), 2)
+        return max(position(value, 0.0, self.span, self.width), minimum)
 
 
 def scale_for(largest: float) -> Scale:
