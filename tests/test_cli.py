@@ -27,18 +27,40 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out.strip()) == (0, f"trialrun {__version__}")
 
 
-def test_help_lists_commands_without_importing_heavy_modules() -> None:
-    probe = (
-        "import sys\n"
-        "from trialrun.cli import run_cli\n"
-        "code = run_cli(['--help'])\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'pydantic', 'yaml', 'jsonschema', 'jinja2', 'asyncio', 'rich', 'cryptography'})\n"
-        "print(code, heavy)\n"
+# What `trialrun --help` and `--version` may load of trialrun: no command module, no click.
+QUICK_MODULES = {
+    "trialrun",
+    "trialrun.__main__",
+    "trialrun.base",
+    "trialrun.base.lazyexport",
+    "trialrun.cli",
+    "trialrun.cli.quick",
+    "trialrun.cli.table",
+}
+HEAVY = {"click", "typing", "pydantic", "yaml", "jsonschema", "jinja2", "asyncio", "cryptography"}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+def test_help_and_version_import_neither_click_nor_heavy_modules(args: list[str]) -> None:
+    # -X importtime lists every module the real `python -m trialrun` loads, on stderr.
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "trialrun", *args],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert "init" in proc.stdout and "run" in proc.stdout and "baseline" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == "0 []"
+    loaded = {
+        line.split("|")[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "trialrun.cli" in loaded  # the parsing found the imports
+    assert sorted(m for m in loaded if m.startswith("trialrun") and m not in QUICK_MODULES) == []
+    assert sorted({m.split(".")[0] for m in loaded} & HEAVY) == []
+    if args == ["--version"]:
+        assert proc.stdout == f"trialrun {__version__}\n"
+    else:
+        assert all(f"\n  {name} " in proc.stdout for name in ("init", "run", "baseline"))
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from trialrun.compare.outcome import CompareOutcome
 
 
-@click.command()
+@click.command(
+    short_help="Compare a subject against the baseline and incumbent: rows, verdict, receipt."
+)
 @click.argument("subject", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--k", "k", type=click.IntRange(min=1), help="Repetitions per case [compare.yaml].")
 @click.option(

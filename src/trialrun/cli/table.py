@@ -8,7 +8,8 @@ from __future__ import annotations
 
 DESCRIPTION = "Deterministic CI and trustworthy evaluation for tool-using AI agents."
 
-# name -> (module, attribute, one-line help shown by --help without importing the module)
+# name -> (module, attribute, one-line help shown by --help without importing the module). The
+# help repeats the command's own short_help: tests/test_cli_quick.py checks the two agree.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": (
         "trialrun.cli.init_cmd",
