@@ -411,3 +411,39 @@ def test_an_output_path_of_the_wrong_kind_is_invalid_input(
     assert "Traceback" not in err
     assert re.search(r"is a (file|directory)|found a (file|directory|folder)", err), err
     assert (project / "a_file").read_text() == "mine" and not any((project / "a_dir").iterdir())
+
+
+# Stands in for the `trialrun` console script, noting what the run has imported at the moment it
+# spawns its first agent (the demo agent's command names agent.py).
+FIRST_AGENT_PROBE = """\
+import subprocess, sys
+from trialrun.cli import main
+spawn = subprocess.Popen.__init__
+def noting(self, args, *rest, **options):
+    if "agent.py" in str(args) and not hasattr(noting, "seen"):
+        noting.seen = sorted(sys.modules)
+        print("MODULES", *noting.seen, file=sys.stderr)
+    spawn(self, args, *rest, **options)
+subprocess.Popen.__init__ = noting
+sys.argv[0] = "trialrun"
+main()
+"""
+
+
+def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_AGENT_PROBE, "run", "evals/demo", "--mode", "replay"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    loaded = set(line.split()[1:])
+    assert "trialrun.running.runner" in loaded  # the probe saw the run's own imports
+    # The console text, JUnit and their XML writer are only needed once every case is done.
+    after_the_run = {"trialrun.report.console", "trialrun.report.junit", "xml.etree.ElementTree"}
+    assert sorted(loaded & after_the_run) == []

@@ -56,9 +56,8 @@ def run(
     sign_key: Path | None,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
+    # The console view is imported once the run is over: the first agent starts sooner.
     from trialrun.commands.run import execute_run, prepare_run
-    from trialrun.config.paths import display_path
-    from trialrun.report.console import format_run
 
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")
@@ -71,6 +70,9 @@ def run(
         prepared, jobs=jobs, out=out, command_line=shlex.join(["trialrun", *argv]),
         signer=load_signer(sign_key),
     )  # fmt: skip
+    from trialrun.config.paths import display_path
+    from trialrun.report.console import format_run
+
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))
     if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):
