@@ -5,7 +5,9 @@ before issue 16's layer move) with ``git archive`` under bench/.work/startup/, a
 interpreter in fresh subprocesses with ``PYTHONPATH=<tree>/src``, so each tree's code is imported
 (the editable install is a plain .pth path entry, which PYTHONPATH precedes; each tree's
 ``trialrun.__file__`` is checked and printed). The two trees alternate, the order flipping every
-round; one discarded round first compiles the bytecode. Measured, median of --repeat rounds:
+round; one discarded round first compiles the bytecode (into bench/.work/startup/pycache, written
+even where PYTHONDONTWRITEBYTECODE is set, as users' installs have theirs). Measured, median of
+--repeat rounds:
   * ``python -c pass``: the interpreter's own start-up, the floor under every command (the same
     for both trees: its ratio shows how far noise alone moves a ratio);
   * ``trialrun --help`` and ``trialrun --version``: process wall time, through a copy of the
@@ -96,7 +98,10 @@ def write_suite(root: Path) -> tuple[Path, Path]:
 
 def child(src: Path, argv: list[str]) -> tuple[float, str]:
     """Run ``python argv`` on ``src``'s code: wall seconds and stdout."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(WORK / "pycache")}
+    # Users' installs have their bytecode; an environment that forbids writing it would have
+    # every round compile both trees from source and time the compiler instead.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, *argv], capture_output=True, text=True, env=env, cwd=WORK
