@@ -16,7 +16,8 @@ even where PYTHONDONTWRITEBYTECODE is set, as users' installs have theirs). Meas
   * ``import trialrun.cli.run_cmd``: the import alone, timed inside the child (modules counted);
   * ``python -m trialrun run <suite> --mode replay --no-baseline --out <tmp>`` on a one-case suite
     with a trivial agent: until the first agent starts (its command is a shell line that stamps the
-    clock, then execs the agent), and the whole process. Modules moved between the trees, so the
+    clock, then execs the agent), how many modules are loaded at that moment, and the whole
+    process. Modules moved between the trees, so the
     run's start-up is taken through the command, which loads whatever each tree needs.
 The machines are noisy: only the ratios measured side by side in one run mean anything, and
 ``--base HEAD`` (the same code on both sides) shows how far from 1.00 noise alone moves them.
@@ -58,6 +59,21 @@ from trialrun.cli import main
 if __name__ == '__main__':
     sys.argv[0] = sys.argv[0].removesuffix('.exe')
     sys.exit(main())
+"""
+# ``python -m trialrun`` that also writes how many modules are loaded when the first agent is
+# spawned (its command runs start.sh): a count the machine's load does not blur.
+RUN_PROBE = """\
+import runpy, subprocess, sys
+spawn = subprocess.Popen.__init__
+def counting(self, args, *rest, **options):
+    if "start.sh" in str(args) and not hasattr(counting, "done"):
+        counting.done = True
+        with open({count!r}, "w") as out:
+            out.write(str(len(sys.modules)))
+    spawn(self, args, *rest, **options)
+subprocess.Popen.__init__ = counting
+sys.argv[0] = "trialrun"
+runpy.run_module("trialrun", run_name="__main__", alter_sys=True)
 """
 # The agent's command: stamp the wall clock in nanoseconds, then become the agent. A shell and
 # `date` start in a millisecond or two, far less than a second Python would.
@@ -142,11 +158,17 @@ def measures(suite: Path, stamp: Path, script: Path) -> dict[str, Measure]:
     def run(src: Path) -> dict[str, float]:
         stamp.unlink(missing_ok=True)
         out = WORK / "out"
-        argv = ["-m", "trialrun", "run", str(suite), "--mode", "replay", "--no-baseline"]
+        count = WORK / "modules-at-first-agent"
+        probe = ["-c", RUN_PROBE.format(count=str(count))]
+        argv = [*probe, "run", str(suite), "--mode", "replay", "--no-baseline"]
         launched = time.time_ns()
         wall, _ = child(src, [*argv, "--out", str(out)])
         started = int(stamp.read_text().strip())
-        return {"first agent": (started - launched) / 1e9, "run": wall}
+        return {
+            "first agent": (started - launched) / 1e9,
+            "modules at first agent": float(count.read_text()),
+            "run": wall,
+        }
 
     return {"floor": floor, "help": help_, "version": version, "import": import_, "run": run}
 
@@ -160,6 +182,7 @@ ROWS = {
     "import": "import trialrun.cli.run_cmd",
     "modules": "  modules it loads (count)",
     "first agent": "trialrun run: until 1st agent",
+    "modules at first agent": "  modules loaded by then (count)",
     "run": "trialrun run: whole (1 case)",
 }
 
@@ -214,7 +237,7 @@ def main() -> None:
 
 
 def _cell(key: str, value: float) -> str:
-    return f"{value:.0f}" if key == "modules" else f"{value * 1000:.1f}ms"
+    return f"{value:.0f}" if key.startswith("modules") else f"{value * 1000:.1f}ms"
 
 
 def report(samples: dict[str, dict[str, list[float]]], repeat: int, python: str) -> None:
