@@ -1,21 +1,28 @@
-"""Start-up benchmark for issue 16: this checkout's tree against the tree before the layer move.
+"""Start-up benchmark: this checkout's tree against a base revision, side by side in one run.
 
-Exports ``src/`` of --base (default 13324a0, main before the layer packages) with ``git archive``
-under bench/.work/startup/, and runs this interpreter in fresh subprocesses with
-``PYTHONPATH=<tree>/src``, so each tree's code is imported (the editable install is a plain .pth
-path entry, which PYTHONPATH precedes; each tree's ``trialrun.__file__`` is checked and printed).
-The two trees alternate, the order flipping every round; one discarded round first compiles the
-bytecode. Measured, median of --repeat rounds:
-  * ``python -m trialrun --help``: process wall time;
+Exports ``src/`` of --base (default a9854f9, main before issue 17's start-up work; 13324a0 is main
+before issue 16's layer move) with ``git archive`` under bench/.work/startup/, and runs this
+interpreter in fresh subprocesses with ``PYTHONPATH=<tree>/src``, so each tree's code is imported
+(the editable install is a plain .pth path entry, which PYTHONPATH precedes; each tree's
+``trialrun.__file__`` is checked and printed). The two trees alternate, the order flipping every
+round; one discarded round first compiles the bytecode (into bench/.work/startup/pycache, written
+even where PYTHONDONTWRITEBYTECODE is set, as users' installs have theirs). Measured, median of
+--repeat rounds:
+  * ``python -c pass``: the interpreter's own start-up, the floor under every command (the same
+    for both trees: its ratio shows how far noise alone moves a ratio);
+  * ``trialrun --help`` and ``trialrun --version``: process wall time, through a copy of the
+    console script pip writes (``from trialrun.cli import main``), which is what users run;
+    and each less the floor of the same round (what trialrun itself costs);
   * ``import trialrun.cli.run_cmd``: the import alone, timed inside the child (modules counted);
   * ``python -m trialrun run <suite> --mode replay --no-baseline --out <tmp>`` on a one-case suite
     with a trivial agent: until the first agent starts (its command is a shell line that stamps the
-    clock, then execs the agent), and the whole process. Modules moved between the trees, so the
+    clock, then execs the agent), how many modules are loaded at that moment, and the whole
+    process. Modules moved between the trees, so the
     run's start-up is taken through the command, which loads whatever each tree needs.
 The machines are noisy: only the ratios measured side by side in one run mean anything, and
 ``--base HEAD`` (the same code on both sides) shows how far from 1.00 noise alone moves them.
 
-    python bench/startup_bench.py [--base REV] [--repeat 15]
+    python bench/startup_bench.py [--base REV] [--repeat 20]
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 WORK = BENCH / ".work" / "startup"
-DEFAULT_BASE = "13324a0"
+DEFAULT_BASE = "a9854f9"
 
 WHERE = "import trialrun; print(trialrun.__file__)"
 IMPORT_RUN_CMD = """\
@@ -44,6 +51,29 @@ before = len(sys.modules)
 t0 = time.perf_counter()
 import trialrun.cli.run_cmd
 print(time.perf_counter() - t0, len(sys.modules) - before)
+"""
+# What pip writes as the ``trialrun`` console script (see .venv/bin/trialrun).
+CONSOLE_SCRIPT = """\
+import sys
+from trialrun.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = sys.argv[0].removesuffix('.exe')
+    sys.exit(main())
+"""
+# ``python -m trialrun`` that also writes how many modules are loaded when the first agent is
+# spawned (its command runs start.sh): a count the machine's load does not blur.
+RUN_PROBE = """\
+import runpy, subprocess, sys
+spawn = subprocess.Popen.__init__
+def counting(self, args, *rest, **options):
+    if "start.sh" in str(args) and not hasattr(counting, "done"):
+        counting.done = True
+        with open({count!r}, "w") as out:
+            out.write(str(len(sys.modules)))
+    spawn(self, args, *rest, **options)
+subprocess.Popen.__init__ = counting
+sys.argv[0] = "trialrun"
+runpy.run_module("trialrun", run_name="__main__", alter_sys=True)
 """
 # The agent's command: stamp the wall clock in nanoseconds, then become the agent. A shell and
 # `date` start in a millisecond or two, far less than a second Python would.
@@ -84,7 +114,10 @@ def write_suite(root: Path) -> tuple[Path, Path]:
 
 def child(src: Path, argv: list[str]) -> tuple[float, str]:
     """Run ``python argv`` on ``src``'s code: wall seconds and stdout."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(WORK / "pycache")}
+    # Users' installs have their bytecode; an environment that forbids writing it would have
+    # every round compile both trees from source and time the compiler instead.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, *argv], capture_output=True, text=True, env=env, cwd=WORK
@@ -108,9 +141,15 @@ def check_tree(src: Path) -> str:
 Measure = Callable[[Path], dict[str, float]]
 
 
-def measures(suite: Path, stamp: Path) -> dict[str, Measure]:
+def measures(suite: Path, stamp: Path, script: Path) -> dict[str, Measure]:
+    def floor(src: Path) -> dict[str, float]:
+        return {"floor": child(src, ["-c", "pass"])[0]}
+
     def help_(src: Path) -> dict[str, float]:
-        return {"help": child(src, ["-m", "trialrun", "--help"])[0]}
+        return {"help": child(src, [str(script), "--help"])[0]}
+
+    def version(src: Path) -> dict[str, float]:
+        return {"version": child(src, [str(script), "--version"])[0]}
 
     def import_(src: Path) -> dict[str, float]:
         seconds, modules = child(src, ["-c", IMPORT_RUN_CMD])[1].split()
@@ -119,20 +158,31 @@ def measures(suite: Path, stamp: Path) -> dict[str, Measure]:
     def run(src: Path) -> dict[str, float]:
         stamp.unlink(missing_ok=True)
         out = WORK / "out"
-        argv = ["-m", "trialrun", "run", str(suite), "--mode", "replay", "--no-baseline"]
+        count = WORK / "modules-at-first-agent"
+        probe = ["-c", RUN_PROBE.format(count=str(count))]
+        argv = [*probe, "run", str(suite), "--mode", "replay", "--no-baseline"]
         launched = time.time_ns()
         wall, _ = child(src, [*argv, "--out", str(out)])
         started = int(stamp.read_text().strip())
-        return {"first agent": (started - launched) / 1e9, "run": wall}
+        return {
+            "first agent": (started - launched) / 1e9,
+            "modules at first agent": float(count.read_text()),
+            "run": wall,
+        }
 
-    return {"help": help_, "import": import_, "run": run}
+    return {"floor": floor, "help": help_, "version": version, "import": import_, "run": run}
 
 
 ROWS = {
+    "floor": "python -c pass (the floor)",
     "help": "trialrun --help (process)",
+    "help above floor": "  above the floor",
+    "version": "trialrun --version (process)",
+    "version above floor": "  above the floor",
     "import": "import trialrun.cli.run_cmd",
     "modules": "  modules it loads (count)",
     "first agent": "trialrun run: until 1st agent",
+    "modules at first agent": "  modules loaded by then (count)",
     "run": "trialrun run: whole (1 case)",
 }
 
@@ -142,7 +192,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--base", default=DEFAULT_BASE, help="the tree before (a git revision)")
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
 
     if WORK.exists():
@@ -162,7 +212,9 @@ def main() -> None:
         for label, src in trees.items():
             print(f"{label}: {check_tree(src)}")
         suite, stamp = write_suite(WORK)
-        steps = measures(suite, stamp)
+        script = WORK / "trialrun"
+        script.write_text(CONSOLE_SCRIPT)
+        steps = measures(suite, stamp, script)
         samples: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
         for round_ in range(args.repeat + 1):
             order = list(trees.items())[:: 1 if round_ % 2 else -1]
@@ -173,13 +225,19 @@ def main() -> None:
                         continue  # compiles each tree's bytecode; not counted
                     for key, value in result.items():
                         samples[label].setdefault(key, []).append(value)
+        for per_tree in samples.values():
+            for key in ("help", "version"):
+                per_tree[f"{key} above floor"] = [
+                    total - floor
+                    for total, floor in zip(per_tree[key], per_tree["floor"], strict=True)
+                ]
         report(samples, args.repeat, sys.executable)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
 
 
 def _cell(key: str, value: float) -> str:
-    return f"{value:.0f}" if key == "modules" else f"{value * 1000:.1f}ms"
+    return f"{value:.0f}" if key.startswith("modules") else f"{value * 1000:.1f}ms"
 
 
 def report(samples: dict[str, dict[str, list[float]]], repeat: int, python: str) -> None:

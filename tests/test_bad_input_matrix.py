@@ -1,7 +1,7 @@
 """Every subcommand x every class of bad input: exit 2 and one ``error:`` line naming the file.
 
-The matrix is enumerated from the CLI itself (``_COMMANDS`` and the subcommands of each click
-group), so a subcommand added without an entry in ``MATRIX`` fails
+The matrix is enumerated from the CLI itself (``trialrun.cli.table.COMMANDS`` and the subcommands
+of each click group), so a subcommand added without an entry in ``MATRIX`` fails
 ``test_every_subcommand_has_an_entry``. Each entry says which arguments take a file or a
 directory and, for each bad-input class, how to feed that class to the command, or why the class
 does not apply (then it names the bad input the command does take).
@@ -36,7 +36,9 @@ from pathlib import Path
 import click
 import pytest
 
-from trialrun.cli import _COMMANDS, cli, run_cli
+from trialrun.cli import run_cli
+from trialrun.cli.group import cli
+from trialrun.cli.table import COMMANDS
 
 CLASSES = (
     "missing_file",
@@ -964,7 +966,7 @@ def _leaf_commands() -> set[str]:
         else:
             found.add(prefix)
 
-    for name in _COMMANDS:
+    for name in COMMANDS:
         command = cli.get_command(ctx, name)
         assert command is not None
         walk(name, command)
@@ -986,7 +988,7 @@ def test_a_new_command_or_subcommand_without_an_entry_is_caught(
     """The guard above sees both kinds of addition: a top-level command and a group's verb."""
     from trialrun.cli import receipt_cmd
 
-    monkeypatch.setitem(_COMMANDS, "shiny", ("trialrun.cli.init_cmd", "init", "A new command."))
+    monkeypatch.setitem(COMMANDS, "shiny", ("trialrun.cli.init_cmd", "init", "A new command."))
     monkeypatch.setitem(receipt_cmd.receipt.commands, "rotate", click.Command("rotate"))
     assert _leaf_commands() - set(MATRIX) == {"shiny", "receipt rotate"}
 

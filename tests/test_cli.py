@@ -27,18 +27,40 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out.strip()) == (0, f"trialrun {__version__}")
 
 
-def test_help_lists_commands_without_importing_heavy_modules() -> None:
-    probe = (
-        "import sys\n"
-        "from trialrun.cli import run_cli\n"
-        "code = run_cli(['--help'])\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'pydantic', 'yaml', 'jsonschema', 'jinja2', 'asyncio', 'rich', 'cryptography'})\n"
-        "print(code, heavy)\n"
+# What `trialrun --help` and `--version` may load of trialrun: no command module, no click.
+QUICK_MODULES = {
+    "trialrun",
+    "trialrun.__main__",
+    "trialrun.base",
+    "trialrun.base.lazyexport",
+    "trialrun.cli",
+    "trialrun.cli.quick",
+    "trialrun.cli.table",
+}
+HEAVY = {"click", "typing", "pydantic", "yaml", "jsonschema", "jinja2", "asyncio", "cryptography"}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+def test_help_and_version_import_neither_click_nor_heavy_modules(args: list[str]) -> None:
+    # -X importtime lists every module the real `python -m trialrun` loads, on stderr.
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "trialrun", *args],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert "init" in proc.stdout and "run" in proc.stdout and "baseline" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == "0 []"
+    loaded = {
+        line.split("|")[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "trialrun.cli" in loaded  # the parsing found the imports
+    assert sorted(m for m in loaded if m.startswith("trialrun") and m not in QUICK_MODULES) == []
+    assert sorted({m.split(".")[0] for m in loaded} & HEAVY) == []
+    if args == ["--version"]:
+        assert proc.stdout == f"trialrun {__version__}\n"
+    else:
+        assert all(f"\n  {name} " in proc.stdout for name in ("init", "run", "baseline"))
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -389,3 +411,39 @@ def test_an_output_path_of_the_wrong_kind_is_invalid_input(
     assert "Traceback" not in err
     assert re.search(r"is a (file|directory)|found a (file|directory|folder)", err), err
     assert (project / "a_file").read_text() == "mine" and not any((project / "a_dir").iterdir())
+
+
+# Stands in for the `trialrun` console script, noting what the run has imported at the moment it
+# spawns its first agent (the demo agent's command names agent.py).
+FIRST_AGENT_PROBE = """\
+import subprocess, sys
+from trialrun.cli import main
+spawn = subprocess.Popen.__init__
+def noting(self, args, *rest, **options):
+    if "agent.py" in str(args) and not hasattr(noting, "seen"):
+        noting.seen = sorted(sys.modules)
+        print("MODULES", *noting.seen, file=sys.stderr)
+    spawn(self, args, *rest, **options)
+subprocess.Popen.__init__ = noting
+sys.argv[0] = "trialrun"
+main()
+"""
+
+
+def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_AGENT_PROBE, "run", "evals/demo", "--mode", "replay"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    loaded = set(line.split()[1:])
+    assert "trialrun.running.runner" in loaded  # the probe saw the run's own imports
+    # The console text, JUnit and their XML writer are only needed once every case is done.
+    after_the_run = {"trialrun.report.console", "trialrun.report.junit", "xml.etree.ElementTree"}
+    assert sorted(loaded & after_the_run) == []

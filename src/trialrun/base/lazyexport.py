@@ -7,8 +7,13 @@ each declares a table of name -> defining module and lets this helper load a nam
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+
+# Not typing.TYPE_CHECKING: importing typing costs the CLI's start-up a few milliseconds, and
+# mypy takes any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, MutableMapping
+    from typing import Any
 
 
 def lazy_getattr(

@@ -22,7 +22,9 @@ from trialrun.cli.signing_option import load_signer, sign_key_option
 DEFAULT_OUT_DIR = Path("trialrun_out") / "attempt"
 
 
-@click.command()
+@click.command(
+    short_help="Let a coding agent work on a goal under a verifier, with rollback and a receipt."
+)
 @click.option("--goal", required=True, help="What the agent should achieve (TRIALRUN_GOAL).")
 @click.option(
     "--verify",

@@ -9,7 +9,7 @@ import click
 from trialrun.cli.pathparam import PathParam
 
 
-@click.group()
+@click.group(short_help="Manage baseline files.")
 def baseline() -> None:
     """Manage baseline files."""
 

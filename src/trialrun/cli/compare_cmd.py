@@ -42,7 +42,11 @@ _JSON_HELP = "Print the receipt instead of the report."
 _GATE_HELP = "Exit 1 when the verdict is FAIL or the setup is broken (a command failed every call)."
 
 
-@click.command()
+@click.command(
+    short_help=(
+        "Compare a subject against the baseline and incumbent (`compare merge`: join shards)."
+    )
+)
 @click.argument("subject", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--k", "k", type=click.IntRange(min=1), help="Repetitions per case [compare.yaml].")
 @click.option(

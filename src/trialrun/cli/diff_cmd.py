@@ -31,7 +31,7 @@ SEQUENCE_MAX_SHOWN = 30
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-@click.command()
+@click.command(short_help="Show what changed between two runs.")
 @click.argument("run_a", type=PathParam(path_type=Path))
 @click.argument("run_b", type=PathParam(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")

@@ -10,7 +10,7 @@ from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
 
 
-@click.command()
+@click.command(short_help="Check a suite's setup.")
 @click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--probe",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from trialrun.gateway import Mode
 
 
-@click.command()
+@click.command(short_help="Serve the model gateway: record and replay OpenAI and Anthropic calls.")
 @directory_option(
     "--cassette-dir", "Directory of the cassettes, one DIR/<run-id>.jsonl per run.", required=True
 )

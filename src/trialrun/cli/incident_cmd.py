@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 _FILE = PathParam(path_type=Path, dir_okay=False)
 
 
-@click.group()
+@click.group(
+    short_help="Import a production trace; inspect, promote or replay it as a regression case."
+)
 def incident() -> None:
     """Production incidents: a redacted, replayable regression case in three commands."""
 

@@ -9,7 +9,7 @@ import click
 from trialrun.cli.pathparam import PathParam
 
 
-@click.command()
+@click.command(short_help="Write a demo suite, its agent, a baseline and a CI workflow.")
 @click.option(
     "--language",
     type=click.Choice(["python", "node"]),

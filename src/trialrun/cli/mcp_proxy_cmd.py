@@ -21,6 +21,7 @@ from trialrun.cli.serve_options import address_option, directory_option, file_op
 
 @click.command(
     "mcp-proxy",
+    short_help="Record or replay an MCP server (stdio or streamable HTTP).",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @mode_option(

@@ -12,7 +12,7 @@ from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
 
-@click.command()
+@click.command(short_help="Merge shard runs into one run and verdict.")
 @click.argument(
     "run_dirs", nargs=-1, required=True, type=PathParam(path_type=Path), metavar="RUN_DIR..."
 )

@@ -16,7 +16,9 @@ from trialrun.cli.pathparam import PathParam
 from trialrun.errors import ConfigError
 
 
-@click.command()
+@click.command(
+    short_help="Publish a subject's bytes as a team version and attach its local receipts."
+)
 @click.argument("subject", type=PathParam(path_type=Path, file_okay=False))
 @click.option("--team", metavar="REPO", help="The team's git repository [config.toml team].")
 @click.option("--yes", is_flag=True, help="Publish even when the newest local receipt is FAIL.")

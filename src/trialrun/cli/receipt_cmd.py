@@ -27,7 +27,7 @@ NOT_PROOF = (
 )
 
 
-@click.group()
+@click.group(short_help="Verify, sign and view run receipts.")
 def receipt() -> None:
     """Verify, sign and view Run Receipt v0 files (receipt.jsonl)."""
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from trialrun.commands.run import FinishedRun, PreparedRun
 
 
-@click.command()
+@click.command(short_help="Run a suite: replay, record or live.")
 @click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--mode",
@@ -56,9 +56,8 @@ def run(
     quiet: bool,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
+    # The console view is imported once the run is over: the first agent starts sooner.
     from trialrun.commands.run import execute_run, prepare_run
-    from trialrun.config.paths import display_path
-    from trialrun.report.console import format_run
     from trialrun.report.progress import RunTracker
     from trialrun.report.progress_display import progress_display
 
@@ -79,6 +78,9 @@ def run(
             signer=signer,
             on_case_decided=lambda result: tracker.case_done(result.case_id, result.status),
         )  # fmt: skip
+    from trialrun.config.paths import display_path
+    from trialrun.report.console import format_run
+
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))
     if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):

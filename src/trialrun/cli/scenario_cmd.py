@@ -10,7 +10,7 @@ from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
 
 
-@click.group()
+@click.group(short_help="Write or verify an action-scenario pack.")
 def scenario() -> None:
     """Action scenarios: agents whose tools change a simulated world, judged by business rules."""
 

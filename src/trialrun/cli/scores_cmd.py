@@ -30,7 +30,9 @@ _DEFAULT_TEAM = ""
 """What a bare ``--team`` (no value) stands for: the team configured in config.toml."""
 
 
-@click.command()
+@click.command(
+    short_help="Show the score of a subject's current bytes, or of every subject in a team."
+)
 @click.argument("subject", required=False, type=PathParam(path_type=Path))
 @click.option(
     "--team",

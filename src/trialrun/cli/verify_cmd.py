@@ -26,7 +26,7 @@ from trialrun.config.paths import display_path
 SCHEMA = "trialrun.verify/1"
 
 
-@click.command()
+@click.command(short_help="Prove the gate catches planted regressions.")
 @click.argument("plan", type=PathParam(path_type=Path))
 @click.option(
     "--out",
