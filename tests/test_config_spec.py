@@ -103,6 +103,7 @@ class SuiteConfig(_Strict):
     tool_timeout_ms: StrictInt = Field(default=30_000, gt=0)
     kill_grace_ms: StrictInt = Field(default=2_000, ge=0)
     agent_channel: Literal["stdio", "fd"] = "stdio"
+    prestart: StrictBool | None = None
     mcp_servers: dict[ServerName, McpServer] = Field(default_factory=dict)
     model_gateway: ModelGateway | None = None
 
