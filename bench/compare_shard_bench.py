@@ -10,6 +10,8 @@ alternating and repeated:
 and prints the medians and their ratio (three / one; ideally 1/3 plus start-up, expected at most
 0.45). Each round also merges the three shards and checks that the verdict equals the single
 shard's. The machine is shared, so only the ratio, measured side by side, means anything.
+Bytecode is cached under bench/.work (as in a user's install) even where the environment sets
+PYTHONDONTWRITEBYTECODE.
 
     python bench/compare_shard_bench.py [--repeat 3] [--cases 6] [--sleep 0.5]
 """
@@ -118,6 +120,10 @@ def main() -> None:
     options = parser.parse_args()
     subject = write_subject(options.cases)
     os.environ["BENCH_ARM_SLEEP"] = str(options.sleep)
+    # Bytecode is cached, as in any user's install, even where PYTHONDONTWRITEBYTECODE is set:
+    # otherwise every shard process would compile trialrun from source first.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(WORK / "pycache")
     with tempfile.TemporaryDirectory(prefix="trialrun-bench-home-") as home:
         os.environ["TRIALRUN_HOME"] = home  # merged receipts never reach the user's store
         one, three = [], []
