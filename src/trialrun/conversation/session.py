@@ -334,11 +334,12 @@ class _Session:
     async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
         self._last_sent = what
         try:
+            sent = agent.send_nowait(message)
+            if sent is None:  # the agent's inbox is full: it has idle_ms to read it
+                sent = await self._bounded(agent.drain(), f"to read {what} on its {_inbox(agent)}")
             # False (the agent closed its stdin) fails nothing yet: its last lines may still be
             # on the way, and the next read reports how it exited (or that it went deaf).
-            if not await self._bounded(
-                agent.send(message), f"to read {what} on its {_inbox(agent)}"
-            ):
+            if not sent:
                 self._unsent = what
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
