@@ -1,0 +1,103 @@
+"""The deep replay case: 1 case x 5,000 distinct tool calls over a 5,000-entry cassette.
+
+    python bench/deep_bench.py [--repeat 7] [--calls 5000]
+
+Runs, alternately and in one process tree, the whole ``trialrun run SUITE --mode replay``
+process and the bare driver of ``bench/deep_bare_driver.py`` on the same suite and agent (the
+suite of ``bench/replay_bench.py``), in its asyncio form (trialrun's own architecture: one event
+loop driving agents) and in its blocking-pipes form (the absolute floor). It prints the median
+wall time of each and the ratios trialrun / bare driver. The machines are shared and noisy: only
+ratios taken in the same run mean anything, and instruction counts (valgrind) are steadier than
+seconds.
+
+Where the time goes (session 6, before -> after the per-message work; valgrind instruction
+counts of the trialrun process alone, the agent not included; the agent itself executes ~385 M):
+
+  ===================================================  ==========  ==========
+  whole ``trialrun run`` (start-up to exit)              5,830 M      see the report
+  start-up: imports                                         ~11 %
+  load suite + preflight (cassette parsed once)              ~5 %
+  conversation (5,000 x read, parse, canonical args,        ~44 %
+    look up, answer, 2 events)
+    of which: one asyncio.timeout per wait                ~35 k/wait (2 per message)
+    parse_line                                             ~33 k/message
+    canonical args + lookup (Cassette.take)                ~35 k/message
+    encode the answer                                      ~27 k/message
+  judge: redact 10,002 events                                 681 M       478 M
+  run.jsonl: encode 10,004 events                             406 M       405 M
+  receipt: 5,000 tool_call events (redact, canonical          1,337 M     1,058 M
+    JSON, hash, one write each)
+  summary, junit, report                                     < 1 %
+  ===================================================  ==========  ==========
+
+For comparison the bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) for the
+same 5,000 answers, start-up included.
+
+``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
+compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
+benchmark compiles them once before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import statistics
+import sys
+import time
+from pathlib import Path
+from subprocess import run
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from replay_bench import WORK, write_suite  # noqa: E402
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = run(argv, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"{argv} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr}"
+        )
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=5000)
+    args = parser.parse_args()
+
+    import trialrun
+
+    compileall.compile_dir(Path(trialrun.__file__).parent, quiet=1)
+    WORK.mkdir(exist_ok=True)
+    suite = write_suite(WORK, "deep", cases=1, calls=args.calls)
+    ours = [
+        str(Path(sys.executable).with_name("trialrun")), "run", str(suite), "--mode", "replay",
+        "--no-baseline", "--out", str(WORK / "out-deep"),
+    ]  # fmt: skip
+    bare = [sys.executable, str(BENCH / "deep_bare_driver.py"), str(suite)]
+    commands = {"trialrun": ours, "bare asyncio": bare, "bare sync": [*bare, "--sync"]}
+
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.repeat):
+        for name, argv in commands.items():
+            samples[name].append(timed(argv, WORK))
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"1 case x {args.calls} calls, median of {args.repeat} alternating runs:")
+    for name, seconds in med.items():
+        print(f"  {name:13s} {seconds:6.3f} s")
+    print(
+        f"  trialrun / bare asyncio driver  {med['trialrun'] / med['bare asyncio']:.2f}\n"
+        f"  trialrun / bare sync driver     {med['trialrun'] / med['bare sync']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
