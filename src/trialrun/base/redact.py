@@ -201,19 +201,21 @@ _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)\s+")
 
 def redact_text(text: str) -> str:
     """``text`` with every recognised secret replaced (see the module docstring)."""
-    if len(text) > _SHORT:
-        return _redact_any_text(text)
-    if not _MAYBE_SECRET.search(text):
-        return text
     if len(text) <= _CACHED:
         return _redact_short_text(text)
-    return _redact_any_text(text) if _ANYTHING.search(text) else text
+    if len(text) > _SHORT:
+        return _redact_any_text(text)
+    return _redact_any_text(text) if _might_hold_a_secret(text) else text
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=4096)
 def _redact_short_text(text: str) -> str:
     # A trace repeats its short values (event types, case ids, tool names) thousands of times.
-    return _redact_any_text(text) if _ANYTHING.search(text) else text
+    return _redact_any_text(text) if _might_hold_a_secret(text) else text
+
+
+def _might_hold_a_secret(text: str) -> bool:
+    return _MAYBE_SECRET.search(text) is not None and _ANYTHING.search(text) is not None
 
 
 def _redact_any_text(text: str) -> str:
@@ -343,12 +345,12 @@ def _redact(value: Any, data_keys: Collection[str]) -> tuple[Any, bool]:
         for key, item in value.items():
             if isinstance(key, str) and is_sensitive_key(key):
                 out[key], item_changed = _mask(item)
-            elif key in data_keys and isinstance(item, dict):
-                out[key], item_changed = _redact_data_mapping(item, data_keys)
             elif isinstance(item, str):
                 # Inline: most members are strings or scalars, and a trace has many of them.
                 redacted = out[key] = redact_text(item)
                 item_changed = redacted != item
+            elif key in data_keys and isinstance(item, dict):
+                out[key], item_changed = _redact_data_mapping(item, data_keys)
             elif isinstance(item, dict | list | tuple):
                 out[key], item_changed = _redact(item, data_keys)
             else:
