@@ -364,7 +364,13 @@ class _Session:
             )
         )
         reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
-        self._event("tool_result", **{k: v for k, v in reply.items() if k != "type"})
+        self._event(
+            "tool_result",
+            call_id=call.call_id,
+            ok=outcome.ok,
+            result=outcome.result,
+            error=outcome.error,
+        )
         await self._send(agent, reply, f"the tool_result of call {call.call_id!r} ({call.name})")
 
     async def _call_tool(self, call: ToolCallMsg, local: LocalTool | None) -> ToolOutcome:

@@ -88,6 +88,12 @@ def event_hash(event: Mapping[str, Any], *, codepoint: bool = False) -> str:
     return hashlib.sha256(dumps(event).encode("utf-8")).hexdigest()
 
 
+@lru_cache(maxsize=64)
+def _type_json(type: str) -> str:
+    # A receipt has a handful of event types and thousands of events.
+    return canonjson.dumps(type)
+
+
 class EventText:
     """The canonical text of one standard event, split where ``hash``/``signature`` go.
 
@@ -101,7 +107,7 @@ class EventText:
     def __init__(self, *, seq: int, ts: str, type: str, data_json: str, prev: str) -> None:
         self._head = '{"data":' + data_json + ","
         self._middle = '"prev":"' + prev + '","seq":' + str(seq) + ","
-        self._tail = '"ts":"' + ts + '","type":' + canonjson.dumps(type) + ',"v":"0"}'
+        self._tail = '"ts":"' + ts + '","type":' + _type_json(type) + ',"v":"0"}'
 
     def hashed_text(self) -> str:
         """The canonical JSON of the event without ``hash`` and ``signature``."""

@@ -133,7 +133,8 @@ class ReceiptWriter:
         if self._seq == 0 and type != "run_start":
             raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
         try:
-            clean, changed = redact_changed(dict(data))
+            # redact_changed copies a dict; another Mapping is made a dict first.
+            clean, changed = redact_changed(data if isinstance(data, dict) else dict(data))
             if type == "tool_call":
                 clean["redacted"] = changed or clean.get("redacted") is True
             data_json = canonjson.dumps(clean)
