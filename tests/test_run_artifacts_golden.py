@@ -129,7 +129,10 @@ def _steady(text: str) -> str:
     return _VOLATILE_BLOCK.sub(r"\g<1><volatile>", _VOLATILE.sub(r"\g<1><volatile>", text))
 
 
-_TIMES = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s)\b|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?")
+# Durations as the report prints them ("87 ms", "1,204 ms", "1.2 s") and dates.
+_TIMES = re.compile(
+    r"\b\d[\d,]*(?:\.\d+)?\s?(?:ms|s)\b|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?"
+)
 _WALL_CELL = re.compile(r'(<td class="status-\w+">\w+</td><td class="num">)\d+')
 _HTML_TIMESTAMP = re.compile(r"(&#34;timestamp&#34;: )[0-9.e+]+")
 
