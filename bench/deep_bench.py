@@ -10,28 +10,30 @@ wall time of each and the ratios trialrun / bare driver. The machines are shared
 ratios taken in the same run mean anything, and instruction counts (valgrind) are steadier than
 seconds.
 
-Where the time goes (session 6, before -> after the per-message work; valgrind instruction
-counts of the trialrun process alone, the agent not included; the agent itself executes ~385 M):
+Where the time goes (session 6, before -> after the per-message work). CPU of the trialrun
+process by phase (median of runs on a shared 2-core machine), and valgrind instruction counts,
+which do not move with the machine's load; the agent itself executes ~385 M instructions:
 
-  ===================================================  ==========  ==========
-  whole ``trialrun run`` (start-up to exit)              5,830 M      see the report
-  start-up: imports                                         ~11 %
-  load suite + preflight (cassette parsed once)              ~5 %
-  conversation (5,000 x read, parse, canonical args,        ~44 %
-    look up, answer, 2 events)
-    of which: one asyncio.timeout per wait                ~35 k/wait (2 per message)
-    parse_line                                             ~33 k/message
-    canonical args + lookup (Cassette.take)                ~35 k/message
-    encode the answer                                      ~27 k/message
-  judge: redact 10,002 events                                 681 M       478 M
-  run.jsonl: encode 10,004 events                             406 M       405 M
-  receipt: 5,000 tool_call events (redact, canonical          1,337 M     1,058 M
-    JSON, hash, one write each)
-  summary, junit, report                                     < 1 %
-  ===================================================  ==========  ==========
+  =================================================  ===============  ===============
+  phase                                              before           after
+  =================================================  ===============  ===============
+  start-up: imports                                  ~200 ms CPU      ~200 ms (untouched)
+  load suite + preflight (cassette parsed once)        ~95 ms            ~95 ms
+  conversation: 5,000 x (read, parse, canonical       ~890 ms           ~650 ms
+    args, look up, answer, 2 events)
+      asyncio.timeout per wait (2 -> 0 per message)    ~35 k instr/wait   a lazy alarm
+      canonical args of a call                         22.6 k instr       10.2 k instr
+  judge: redact 10,002 events                         ~150 ms, 681 M     ~100 ms, 438 M
+  run.jsonl: encode 10,004 events                      ~78 ms, 406 M      ~78 ms, 405 M
+  receipt: 5,000 tool_call events (redact,            ~400 ms, 1,337 M   ~215 ms, 882 M
+    canonical JSON, SHA-256, write)
+  summary, junit, report                               ~15 ms            ~15 ms
+  whole process, instructions                         5,393 M            4,162 M
+  =================================================  ===============  ===============
 
-For comparison the bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) for the
-same 5,000 answers, start-up included.
+The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
+5,000 answers, start-up included: an asyncio round trip alone costs about what the whole
+blocking driver spends per message.
 
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
