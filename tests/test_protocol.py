@@ -299,9 +299,23 @@ def test_local_tool_calls_and_tool_reports_parse() -> None:
 
 
 @pytest.mark.parametrize(
+    ("extra", "local"),
+    [("", False), (',"local":null', False), (',"local":false', False), (',"local":true', True)],
+)
+def test_a_well_formed_tool_call_parses_whatever_local_says(extra: str, local: bool) -> None:
+    line = '{"type":"tool_call","name":"t","call_id":"1","args":{"q":[1]}' + extra + "}"
+    call = protocol.parse_line(line.encode(), 1)
+    assert call == protocol.ToolCallMsg("t", "1", {"q": [1]}, local=local)
+    assert isinstance(call, protocol.ToolCallMsg) and type(call.local) is bool
+
+
+@pytest.mark.parametrize(
     ("line", "problem"),
     [
         (b'{"type":"tool_call","name":"t","call_id":"1","args":{},"local":1}', "local must be a"),
+        (b'{"type":"tool_call","name":"t","call_id":1,"args":{}}', "call_id must be a string"),
+        (b'{"type":"tool_call","name":"t","call_id":"1","args":[]}', "args must be a JSON object"),
+        (b'{"type":"tool_call","call_id":"1","args":{}}', "tool_call.name is missing"),
         (b'{"type":"tool_report","call_id":"1"}', "tool_report.ok is missing"),
         (b'{"type":"tool_report","call_id":2,"ok":true}', "tool_report.call_id must be a string"),
     ],

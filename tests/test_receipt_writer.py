@@ -307,6 +307,74 @@ def test_a_failed_write_stops_the_writer(tmp_path: Path, monkeypatch: pytest.Mon
     assert verify_receipt(target).reason == "truncated"
 
 
+def _counting_writes(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[int]:
+    sizes: list[int] = []
+
+    def write(fd: int, data: Any) -> int:
+        if fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        sizes.append(len(data))
+        return os.write(fd, data)
+
+    fake_os = types.SimpleNamespace(**{**vars(os), "write": write})
+    monkeypatch.setattr(writer_module, "os", fake_os)
+    return sizes
+
+
+def test_a_batch_writes_the_same_receipt_with_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def write_receipt(target: Path, batched: bool) -> None:
+        with ReceiptWriter(target, clock=ticking_clock()) as writer:
+            writer.emit("run_start", RUN_START)
+            if batched:
+                with writer.batch():
+                    for event_type, data in _many_events():
+                        writer.emit(event_type, data)
+                    assert target.read_bytes().count(b"\n") == 1  # nothing more written yet
+            else:
+                for event_type, data in _many_events():
+                    writer.emit(event_type, data)
+            writer.close({"stopReason": "completed"})
+
+    write_receipt(tmp_path / "one_by_one.jsonl", batched=False)
+    sizes = _counting_writes(monkeypatch)
+    write_receipt(tmp_path / "batched.jsonl", batched=True)
+    assert len(sizes) == 3  # run_start, the batch, run_end
+    assert (tmp_path / "batched.jsonl").read_bytes() == (tmp_path / "one_by_one.jsonl").read_bytes()
+    assert verify_receipt(tmp_path / "batched.jsonl").ok
+
+
+def test_events_of_a_batch_before_an_error_are_written(tmp_path: Path) -> None:
+    target = tmp_path / "r.jsonl"
+    writer = ReceiptWriter(target)
+    writer.emit("run_start", RUN_START)
+    with pytest.raises(ReceiptError, match="not JSON"), writer.batch():
+        writer.emit("tool_call", {"name": "x"})
+        writer.emit("tool_call", {"name": object()})
+    result = verify_receipt(target)
+    assert (result.reason, result.event_count) == ("truncated", 2)
+
+
+def test_a_failed_batch_write_names_its_first_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "r.jsonl"
+    writer = ReceiptWriter(target)
+    writer.emit("run_start", RUN_START)
+    _counting_writes(monkeypatch, fail=True)
+    with (
+        pytest.raises(ReceiptError, match="seq 1 failed: No space left on device"),
+        writer.batch(),
+    ):
+        writer.emit("log", {})
+        writer.emit("log", {})
+    monkeypatch.undo()
+    with pytest.raises(ReceiptError, match="an earlier write failed at seq 1"):
+        writer.emit("log", {})
+    assert verify_receipt(target).event_count == 1
+
+
 def test_writing_a_partial_line_is_retried_until_complete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base import redact as redact_module
 from trialrun.base.redact import (
     REDACTED,
     is_sensitive_key,
@@ -322,6 +323,36 @@ _json_values = st.recursive(
     ),
     max_leaves=15,
 )
+
+
+_gate_text = st.lists(
+    st.sampled_from(
+        [*_FRAGMENTS, "BEARER", "Bearer", "pa\u017fs=", "\u212aey: ", "PWD", "x-y_z", '{"q":1}']
+    )
+    | st.text(max_size=5),
+    max_size=12,
+).map("".join)
+
+
+@given(_gate_text)
+def test_the_fast_gates_skip_only_what_no_rule_would_change(text: str) -> None:
+    # The character class clears only text the full alternation clears too.
+    if redact_module._ANYTHING.search(text):
+        assert redact_module._MAYBE_SECRET.search(text)
+    # Text without any shape literal goes through the shape rules unchanged.
+    if not redact_module._SHAPES.search(text):
+        assert redact_module._redact_shapes(text) == text
+    # Text whose lowercase holds no noun has no assignment to look at.
+    lowered = text.lower()
+    if len(lowered) == len(text) and not any(noun in lowered for noun in redact_module._NOUNS):
+        assert redact_module._assignment_candidates(text, lowered) == []
+
+
+@given(_gate_text)
+def test_short_text_redacts_the_same_from_the_cache_and_without_gates(text: str) -> None:
+    expected = redact_module._redact_any_text(text)
+    assert redact_text(text) == expected
+    assert redact_text(text) == expected  # the second time from the cache
 
 
 @given(_secretish_text)

@@ -429,6 +429,57 @@ def test_tool_time_is_not_agent_idleness() -> None:
     assert run.failure is None
 
 
+def _calls_then(calls: int, pause_s: float, then: str) -> list[str]:
+    """An agent making ``calls`` tool calls, ``pause_s`` apart, then running ``then``."""
+    code = (
+        "import json, sys, time\nsys.stdin.readline()\n"
+        f"for i in range({calls}):\n"
+        f"    time.sleep({pause_s})\n"
+        "    print(json.dumps({'type': 'tool_call', 'name': 'search_docs', 'call_id': f'c{i}',"
+        " 'args': {'i': i}}), flush=True)\n"
+        "    sys.stdin.readline()\n"
+        f"{then}\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+def test_the_idle_deadline_counts_from_each_read_not_the_first() -> None:
+    # 6 x 0.15 s of talking outlasts idle_ms, yet the agent was never idle that long.
+    limits = Limits(wall_ms=None, idle_ms=400, max_message_bytes=1 << 20, kill_grace_ms=300)
+    final = "print(json.dumps({'type': 'final_output', 'output': {}}), flush=True)"
+    run = run_case(_calls_then(6, 0.15, final), limits=limits)
+    assert run.failure is None, run.failure
+    assert len(run.tool_calls) == 6
+
+
+def test_an_agent_silent_after_many_fast_answers_times_out_on_time() -> None:
+    limits = Limits(wall_ms=None, idle_ms=400, max_message_bytes=1 << 20, kill_grace_ms=300)
+    started = time.monotonic()
+    run = run_case(_calls_then(200, 0, "time.sleep(30)"), limits=limits)
+    assert time.monotonic() - started < 5
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("idle_timeout", "error")
+    assert len(run.tool_calls) == 200
+
+
+def test_no_deadline_of_a_finished_case_fires_in_its_task_later() -> None:
+    limits = Limits(wall_ms=None, idle_ms=200, max_message_bytes=1 << 20, kill_grace_ms=300)
+
+    async def scenario() -> AgentRun:
+        run = await run_agent(
+            agent("echo_agent.py", "search_docs", "2"),
+            case_id="t1",
+            task_input={"ticket": "x"},
+            tools=FakeTools(),  # type: ignore[arg-type]
+            allowed_tools=("search_docs",),
+            limits=limits,
+        )
+        await asyncio.sleep(0.5)  # past idle_ms: a timer left behind would cancel this task
+        return run
+
+    assert asyncio.run(scenario()).failure is None
+
+
 def test_sigterm_ignoring_agent_is_sigkilled_after_the_grace_and_wall_ms_excludes_it() -> None:
     limits = Limits(wall_ms=None, idle_ms=2000, max_message_bytes=1024, kill_grace_ms=300)
     started = time.monotonic()

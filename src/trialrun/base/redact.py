@@ -157,6 +157,14 @@ _SHORT = 4096
 _ANYTHING = re.compile(
     r"sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|npm_|-----BEGIN|[=:]|(?i:bearer)"
 )
+# One character of every literal above (``bearer`` matches ASCII letters only, even ignoring
+# case): a character-class scan is ten times faster than the alternation and clears most text.
+_MAYBE_SECRET = re.compile("[-_xAJ=:bB]")
+_CACHED = 256
+# Every token rule's match holds one of these literals (the URL rule's ``://`` included).
+_SHAPES = re.compile(
+    r"sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|npm_|-----BEGIN|://|(?i:bearer)"
+)
 
 # Assignments (``NAME=value``, ``name: value``, ``"name": "value"``) are found from a secret
 # noun in the name and the separator after it, in the lowercased text; the whole name is then
@@ -193,17 +201,39 @@ _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)\s+")
 
 def redact_text(text: str) -> str:
     """``text`` with every recognised secret replaced (see the module docstring)."""
-    if len(text) <= _SHORT and not _ANYTHING.search(text):
-        return text
+    if len(text) <= _CACHED:
+        return _redact_short_text(text)
+    if len(text) > _SHORT:
+        return _redact_any_text(text)
+    return _redact_any_text(text) if _might_hold_a_secret(text) else text
+
+
+@lru_cache(maxsize=4096)
+def _redact_short_text(text: str) -> str:
+    # A trace repeats its short values (event types, case ids, tool names) thousands of times.
+    return _redact_any_text(text) if _might_hold_a_secret(text) else text
+
+
+def _might_hold_a_secret(text: str) -> bool:
+    return _MAYBE_SECRET.search(text) is not None and _ANYTHING.search(text) is not None
+
+
+def _redact_any_text(text: str) -> str:
+    if len(text) > _SHORT or _SHAPES.search(text):
+        text = _redact_shapes(text)
+    # JSON text (separators, no secret shape) skips the shapes and comes straight here.
+    if "=" in text or ":" in text:
+        text = _redact_assignments(text, text.lower())
+    return text
+
+
+def _redact_shapes(text: str) -> str:
+    """``text`` with the token shapes and ``Bearer`` values replaced."""
     for required, pattern, replacement in _TOKEN_RULES:
         if required in text:
             text = pattern.sub(replacement, text)
-    lowered = text.lower()
-    if "bearer" in lowered:
+    if "bearer" in text.lower():
         text = _BEARER.sub(r"\g<1>" + REDACTED, text)
-        lowered = text.lower()
-    if "=" in text or ":" in text:
-        text = _redact_assignments(text, lowered)
     return text
 
 
@@ -235,6 +265,15 @@ def _separator_density(text: str) -> float:
 
 
 def _redact_assignments(text: str, lowered: str) -> str:
+    if len(lowered) == len(text):
+        # Every candidate name holds a noun, found literally in ``lowered`` (the case-insensitive
+        # search for the other case can match more, e.g. U+017F for "s"); JSON text with many
+        # separators but no noun, such as most tool arguments, ends here.
+        for noun in _NOUNS:
+            if noun in lowered:
+                break
+        else:
+            return text
     pieces: list[str] = []
     copied_to = 0
     for separator, name_end, name_quoted in _assignment_candidates(text, lowered):
@@ -306,10 +345,17 @@ def _redact(value: Any, data_keys: Collection[str]) -> tuple[Any, bool]:
         for key, item in value.items():
             if isinstance(key, str) and is_sensitive_key(key):
                 out[key], item_changed = _mask(item)
+            elif isinstance(item, str):
+                # Inline: most members are strings or scalars, and a trace has many of them.
+                redacted = out[key] = redact_text(item)
+                item_changed = redacted != item
             elif key in data_keys and isinstance(item, dict):
                 out[key], item_changed = _redact_data_mapping(item, data_keys)
-            else:
+            elif isinstance(item, dict | list | tuple):
                 out[key], item_changed = _redact(item, data_keys)
+            else:
+                out[key] = item
+                continue
             changed = changed or item_changed
         return out, changed
     if isinstance(value, list | tuple):

@@ -281,15 +281,40 @@ class AgentProcess:
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
+        sent = self.send_nowait(message)
+        return await self.drain() if sent is None else sent
+
+    def send_nowait(self, message: Mapping[str, Any]) -> bool | None:
+        """Write one message without waiting: True once it is written, False when the agent no
+        longer reads its channel, None when ``drain()`` must be awaited to know.
+
+        The agent's inbox (a pipe or socket buffer) nearly always takes a whole message at once,
+        and then there is nothing to wait for: a caller need not arm a timeout for it.
+        """
         writer = self._writer
         if writer.is_closing():
             return False
+        writer.write(encode(message))
+        if self._must_drain():
+            return None
+        return True
+
+    async def drain(self) -> bool:
+        """Wait until the agent took what was written. False when it no longer reads it."""
         try:
-            writer.write(encode(message))
-            await writer.drain()
+            await self._writer.drain()
         except ConnectionError:
             return False
         return True
+
+    def _must_drain(self) -> bool:
+        """Whether ``StreamWriter.drain`` would wait or raise instead of returning at once."""
+        writer = self._writer
+        if writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
+            return True
+        # On the fd channel the writer shares the socket with our reader, whose error drain
+        # raises; on stdio the writer has no reader.
+        return self.channel == "fd" and self._reader.exception() is not None
 
     async def read_line(self) -> bytes | None:
         """The next protocol line without its newline; None at end of stream.

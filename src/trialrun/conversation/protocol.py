@@ -219,6 +219,16 @@ def _message(value: JsonObject, line_no: int, text: str) -> AgentMessage | None:
     if kind in _RUNNER_MESSAGE_TYPES:
         return None
     if kind == "tool_call":
+        name, call_id, args = value.get("name"), value.get("call_id"), value.get("args")
+        local = value.get("local")
+        if (
+            type(name) is str
+            and type(call_id) is str
+            and type(args) is dict
+            and (local is None or type(local) is bool)
+        ):
+            # The well-formed call, checked in one go: thousands of them make a deep case.
+            return ToolCallMsg(name, call_id, args, bool(local))
         return ToolCallMsg(
             name=_field(value, "name", str, line_no, text),
             call_id=_field(value, "call_id", str, line_no, text),

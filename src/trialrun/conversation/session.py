@@ -180,6 +180,76 @@ class _CaseOver(Exception):
     """The case is decided; ``AgentRun.failure`` says why."""
 
 
+class _ReadAlarm:
+    """The deadline of the session's reads: what an ``asyncio.timeout`` per read does, cheaper.
+
+    A timeout per read costs a Timeout, a timer and a heap entry (~35k instructions), and an
+    agent answers thousands of times within one idle period. This alarm keeps one timer across
+    reads and re-arms it only when it goes off before the current deadline (the agent answered
+    in time) or when the deadline must come sooner. When a read outlives its deadline it
+    cancels the reading task; ``stop`` tells that cancellation from any other (Ctrl-C) the way
+    ``asyncio.timeout`` does, by the task's count of cancellation requests.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None, "reads run in the session's task"
+        self._task = task
+        self._deadline: float | None = None
+        """Of the read in progress, on the loop's clock; None between reads."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._cancelling = 0
+        self._expired = False
+
+    def start(self, delay: float) -> None:
+        """A read begins; it may take ``delay`` seconds."""
+        self._cancelling = self._task.cancelling()
+        self._expired = False
+        self._set_deadline(self._loop.time() + delay)
+
+    def reschedule(self, delay: float) -> None:
+        """The read in progress, if any, now ends ``delay`` seconds from now."""
+        if self._deadline is not None and not self._expired:
+            self._set_deadline(self._loop.time() + delay)
+
+    def stop(self) -> bool:
+        """The read ended. True when the alarm cancelled it: it timed out."""
+        self._deadline = None
+        if not self._expired:
+            return False
+        self._expired = False
+        return self._task.uncancel() <= self._cancelling
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _set_deadline(self, deadline: float) -> None:
+        self._deadline = deadline
+        if self._timer is None or self._timer_at > deadline:
+            self._arm(deadline)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(when, self._ring)
+        self._timer_at = when
+
+    def _ring(self) -> None:
+        self._timer = None
+        deadline = self._deadline
+        if deadline is None or self._expired:
+            return  # between reads: the next read arms the timer again
+        if self._timer_at < deadline:
+            self._arm(deadline)  # the deadline moved on since the timer was set
+            return
+        self._expired = True
+        self._task.cancel()
+
+
 class _Session:
     def __init__(
         self, case_id: str, tools: ToolBackend, allowed_tools: Collection[str], limits: Limits
@@ -193,7 +263,7 @@ class _Session:
         self._deadline: float | None = None
         self._decided = False
         self._line_no = 0
-        self._reading: asyncio.Timeout | None = None
+        self._alarm: _ReadAlarm | None = None
         """The deadline of the line being read, if any: the agent's exit shortens it."""
         self._draining = False
         """The agent exited: reads wait only for what it left in the pipe."""
@@ -251,6 +321,13 @@ class _Session:
 
     async def _converse(self, agent: AgentProcess, task_input: Any) -> bool:
         """True when the agent delivered its final output, False when the case failed."""
+        try:
+            return await self._converse_until_decided(agent, task_input)
+        finally:
+            if self._alarm is not None:
+                self._alarm.close()
+
+    async def _converse_until_decided(self, agent: AgentProcess, task_input: Any) -> bool:
         try:
             await self._send(
                 agent, protocol.task_start(self._case_id, task_input), "the task_start message"
@@ -335,7 +412,13 @@ class _Session:
             )
         )
         reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
-        self._event("tool_result", **{k: v for k, v in reply.items() if k != "type"})
+        self._event(
+            "tool_result",
+            call_id=call.call_id,
+            ok=outcome.ok,
+            result=outcome.result,
+            error=outcome.error,
+        )
         await self._send(agent, reply, f"the tool_result of call {call.call_id!r} ({call.name})")
 
     async def _call_tool(self, call: ToolCallMsg, local: LocalTool | None) -> ToolOutcome:
@@ -391,11 +474,12 @@ class _Session:
     async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
         self._last_sent = what
         try:
+            sent = agent.send_nowait(message)
+            if sent is None:  # the agent's inbox is full: it has idle_ms to read it
+                sent = await self._bounded(agent.drain(), f"to read {what} on its {_inbox(agent)}")
             # False (the agent closed its stdin) fails nothing yet: its last lines may still be
             # on the way, and the next read reports how it exited (or that it went deaf).
-            if not await self._bounded(
-                agent.send(message), f"to read {what} on its {_inbox(agent)}"
-            ):
+            if not sent:
                 self._unsent = what
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
@@ -449,34 +533,43 @@ class _Session:
         """The next stdout line, racing the deadlines and the agent's own exit."""
         ending = self._draining or self._unsent is not None
         timeout, is_wall = (_EXIT_DRAIN_S, False) if ending else self._budget()
+        # The read runs in this task (no task per line); _agent_exited shortens its deadline.
+        if self._alarm is None:
+            self._alarm = _ReadAlarm()
+        alarm = self._alarm
+        alarm.start(timeout)
         try:
-            # The read runs in this task (no task per line); _agent_exited shortens its deadline.
-            async with asyncio.timeout(timeout) as reading:
-                self._reading = reading
-                return await agent.read_line()
-        except TimeoutError:
-            if self._draining:
-                self._fail(
-                    "agent_crashed",
-                    f"{_exit_description(agent.returncode)} before sending final_output "
-                    f"(a process it started still holds its {_source(agent)} open)",
-                    "error",
-                )
-            if (unread := self._unread(agent)) is not None:
-                # Deaf to its inbox yet still running: it can only end, do not wait idle_ms.
-                self._fail("agent_crashed", _still_running(unread), "error")
-            if is_wall:
-                self._wall_exceeded()
-            self._idle_exceeded("to send its next message")
-        finally:
-            self._reading = None
+            line = await agent.read_line()
+        except asyncio.CancelledError:
+            if not alarm.stop():
+                raise  # cancelled from outside (Ctrl-C), not by the deadline
+            self._read_timed_out(agent, is_wall)
+        except BaseException:
+            alarm.stop()
+            raise
+        alarm.stop()
+        return line
+
+    def _read_timed_out(self, agent: AgentProcess, is_wall: bool) -> NoReturn:
+        if self._draining:
+            self._fail(
+                "agent_crashed",
+                f"{_exit_description(agent.returncode)} before sending final_output "
+                f"(a process it started still holds its {_source(agent)} open)",
+                "error",
+            )
+        if (unread := self._unread(agent)) is not None:
+            # Deaf to its inbox yet still running: it can only end, do not wait idle_ms.
+            self._fail("agent_crashed", _still_running(unread), "error")
+        if is_wall:
+            self._wall_exceeded()
+        self._idle_exceeded("to send its next message")
 
     def _agent_exited(self) -> None:
         """Whatever the agent wrote before exiting is already in the pipe: wait only for that."""
         self._draining = True
-        reading = self._reading
-        if reading is not None and not reading.expired():
-            reading.reschedule(asyncio.get_running_loop().time() + _EXIT_DRAIN_S)
+        if self._alarm is not None:
+            self._alarm.reschedule(_EXIT_DRAIN_S)
 
     def _unread(self, agent: AgentProcess) -> str | None:
         if self._unsent is None:

@@ -14,6 +14,7 @@ import hashlib
 import math
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from trialrun.base import canonjson
@@ -52,14 +53,26 @@ def format_ts(epoch: float) -> str:
     millis = nearest if abs(exact - nearest) <= noise else math.floor(exact)
     seconds, ms = divmod(millis, 1000)
     try:
-        t = time.gmtime(seconds)
+        second = _utc_second(seconds)
     except (OverflowError, OSError, ValueError) as exc:
         raise ValueError(f"timestamp {epoch!r} is outside the representable dates") from exc
-    if not 0 <= t.tm_year <= 9999:
+    if second is None:
         raise ValueError(f"timestamp {epoch!r} is outside years 0000-9999")
+    return f"{second}.{ms:03d}Z"
+
+
+@lru_cache(maxsize=16)
+def _utc_second(seconds: int) -> str | None:
+    """``YYYY-MM-DDTHH:MM:SS`` in UTC, None outside years 0000-9999; raises what gmtime raises.
+
+    Cached: the thousands of events of a case are written within a few seconds.
+    """
+    t = time.gmtime(seconds)
+    if not 0 <= t.tm_year <= 9999:
+        return None
     return (
         f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{ms:03d}Z"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
     )
 
 
@@ -75,6 +88,12 @@ def event_hash(event: Mapping[str, Any], *, codepoint: bool = False) -> str:
     return hashlib.sha256(dumps(event).encode("utf-8")).hexdigest()
 
 
+@lru_cache(maxsize=64)
+def _type_json(type: str) -> str:
+    # A receipt has a handful of event types and thousands of events.
+    return canonjson.dumps(type)
+
+
 class EventText:
     """The canonical text of one standard event, split where ``hash``/``signature`` go.
 
@@ -88,7 +107,7 @@ class EventText:
     def __init__(self, *, seq: int, ts: str, type: str, data_json: str, prev: str) -> None:
         self._head = '{"data":' + data_json + ","
         self._middle = '"prev":"' + prev + '","seq":' + str(seq) + ","
-        self._tail = '"ts":"' + ts + '","type":' + canonjson.dumps(type) + ',"v":"0"}'
+        self._tail = '"ts":"' + ts + '","type":' + _type_json(type) + ',"v":"0"}'
 
     def hashed_text(self) -> str:
         """The canonical JSON of the event without ``hash`` and ``signature``."""

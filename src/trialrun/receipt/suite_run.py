@@ -79,6 +79,10 @@ class SuiteReceipt:
 
     def record_case(self, result: CaseResult, *, trace_sha256: str) -> None:
         """``trace_sha256``: the case's lines in run.jsonl, as ``write_case_events`` returns."""
+        with self._writer.batch():  # one write for the case's events, however many
+            self._record_case(result, trace_sha256)
+
+    def _record_case(self, result: CaseResult, trace_sha256: str) -> None:
         run = result.run
         case = result.case_id
         self._writer.emit("case_start", {"case": case})

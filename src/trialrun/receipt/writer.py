@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ class ReceiptWriter:
         self._last_hash = ZERO_HASH
         self._ended = False
         self._broken: str | None = None
+        self._batched: list[bytes] | None = None
+        """Lines emitted inside ``batch()``, not written yet."""
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -100,6 +103,7 @@ class ReceiptWriter:
 
     def close(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Write ``run_end`` (signed when the writer has a signer) and close the file."""
+        assert self._batched is None, "run_end is written outside a batch"
         event = self._append("run_end", data, sign=True)
         self._release(sync=True)
         return event
@@ -133,7 +137,8 @@ class ReceiptWriter:
         if self._seq == 0 and type != "run_start":
             raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
         try:
-            clean, changed = redact_changed(dict(data))
+            # redact_changed copies a dict; another Mapping is made a dict first.
+            clean, changed = redact_changed(data if isinstance(data, dict) else dict(data))
             if type == "tool_call":
                 clean["redacted"] = changed or clean.get("redacted") is True
             data_json = canonjson.dumps(clean)
@@ -145,7 +150,7 @@ class ReceiptWriter:
         text = EventText(seq=self._seq, ts=ts, type=type, data_json=data_json, prev=self._last_hash)
         hash_hex = text.digest()
         signature = self._signer.sign(hash_hex) if sign and self._signer is not None else None
-        self._write(text.line(hash_hex, signature).encode("utf-8"))
+        self._write_line(text.line(hash_hex, signature).encode("utf-8"))
         event: dict[str, Any] = {
             "v": SPEC_VERSION,
             "seq": self._seq,
@@ -177,7 +182,33 @@ class ReceiptWriter:
                 "(the receipt is truncated)"
             )
 
-    def _write(self, payload: bytes) -> None:
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Write the lines of the events emitted inside with one ``write`` when it ends.
+
+        A case's thousands of tool calls then cost one system call, not one each. The events
+        are numbered and chained as they are emitted; the ones emitted before an exception
+        inside are still written. A failed write breaks the receipt from the first of them on,
+        as a failed single write does. Batches do not nest.
+        """
+        assert self._batched is None, "receipt batches do not nest"
+        self._batched = []
+        first_seq = self._seq
+        try:
+            yield
+        finally:
+            lines, self._batched = self._batched, None
+            if lines and self._fd is not None:
+                self._write(b"".join(lines), first_seq)
+
+    def _write_line(self, line: bytes) -> None:
+        if self._batched is not None:
+            self._batched.append(line)
+        else:
+            self._write(line, self._seq)
+
+    def _write(self, payload: bytes, seq: int) -> None:
+        """Write ``payload``, the line(s) of the events from ``seq`` on."""
         assert self._fd is not None  # _check_writable ran first
         view = memoryview(payload)
         try:
@@ -186,10 +217,10 @@ class ReceiptWriter:
                 view = view[written:]
         except OSError as exc:
             # Part of the line may be on disk: appending more would hide where it broke.
-            self._broken = f"an earlier write failed at seq {self._seq} ({exc.strerror})"
+            self._broken = f"an earlier write failed at seq {seq} ({exc.strerror})"
             self._release(sync=False)
             raise ReceiptError(
-                f"{self._path}: writing the event at seq {self._seq} failed: {exc.strerror}"
+                f"{self._path}: writing the event at seq {seq} failed: {exc.strerror}"
             ) from exc
 
     def _release(self, *, sync: bool) -> None:
