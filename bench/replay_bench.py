@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -182,15 +183,23 @@ def bare_cmd(suite: Path, jobs: int) -> list[str]:
     return [sys.executable, str(BARE_DRIVER), str(suite / "bare.json"), "-j", str(jobs)]
 
 
-def timed(argv: list[str], cwd: Path) -> float:
+def measure(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + sys of the whole process tree) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(
             f"{argv[0]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
         )
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    return measure(argv, cwd)[0]
 
 
 # --- wide: 200 cases x 3 calls, plain and heavy agent -------------------------------------------
@@ -245,16 +254,19 @@ def wide_rows(tools: Tools, suite: Path, no_prestart: Path | None) -> dict[str, 
     return rows
 
 
-def run_rows(rows: dict[str, list[str]], repeat: int, out: Path) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in rows}
+def run_rows(
+    rows: dict[str, list[str]], repeat: int, out: Path
+) -> dict[str, list[tuple[float, float]]]:
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
     names = list(rows)
     for r in range(repeat):
         # Rotate the order so no row always runs right after the same neighbour.
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
             shutil.rmtree(out, ignore_errors=True)
-            samples[name].append(timed(rows[name], WORK))
-            print(f"  {name:<20} {samples[name][-1]:7.2f}s", flush=True)
+            wall, cpu = measure(rows[name], WORK)
+            samples[name].append((wall, cpu))
+            print(f"  {name:<20} wall {wall:7.2f}s  cpu {cpu:7.2f}s", flush=True)
     return samples
 
 
@@ -264,11 +276,15 @@ def ratio_line(agent: str, label: str, num: str, den: str, med: dict[str, float]
     return f"  {label:<34} {med[num] / med[den]:5.2f}x  {beside}"
 
 
-def print_wide(agent: str, cases: int, med: dict[str, float], note: str | None) -> None:
-    print(f"\nwide, {agent} agent: {cases} cases x 3 calls, median wall time")
+def print_wide(
+    agent: str, cases: int, med: dict[str, float], cpu: dict[str, float], note: str | None
+) -> None:
+    # CPU (user + sys of the process tree) moves less with the other load on a shared machine;
+    # pre-starting lowers wall time, not CPU time, so the ratios stay on wall time.
+    print(f"\nwide, {agent} agent: {cases} cases x 3 calls, medians")
     for name, label in ROW_LABELS.items():
         if name in med:
-            print(f"  {label:<34} {med[name]:7.2f}s")
+            print(f"  {label:<34} wall {med[name]:7.2f}s  cpu {cpu[name]:7.2f}s")
     for label, num, den in WIDE_RATIOS:
         if num in med and den in med:
             print(ratio_line(agent, label, num, den, med))
@@ -290,8 +306,9 @@ def wide_benchmark(tools: Tools, cases: int, repeat: int) -> None:
         note = prestart_refused(tools, off)
         print(f"wide, {agent} agent: {repeat} round(s)", flush=True)
         samples = run_rows(wide_rows(tools, suite, None if note else off), repeat, tools.out)
-        med = {name: statistics.median(v) for name, v in samples.items()}
-        print_wide(agent, cases, med, note)
+        med = {name: statistics.median(wall for wall, _ in v) for name, v in samples.items()}
+        cpu = {name: statistics.median(c for _, c in v) for name, v in samples.items()}
+        print_wide(agent, cases, med, cpu, note)
 
 
 # --- deep: 1 case x 5,000 calls over a 5,000-entry cassette -------------------------------------
@@ -322,16 +339,20 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--cases", type=int, default=200, help="cases of the wide suites")
+    parser.add_argument("--cases", type=int, help="cases of the wide suites (default 200)")
     parser.add_argument(
-        "--quick", action="store_true", help="smoke run: 20 wide cases, 1 round, no peer deep"
+        "--quick",
+        action="store_true",
+        help="smoke run: 20 wide cases (unless --cases), 1 round, no peer deep",
     )
     parser.add_argument("--trialrun", help="the trialrun executable (default: this venv's)")
     parser.add_argument("--skip-deep", action="store_true")
     parser.add_argument("--skip-peer-deep", action="store_true", help="the peer needs ~1 min there")
     args = parser.parse_args()
     if args.quick:
-        args.cases, args.repeat, args.skip_peer_deep = 20, 1, True
+        args.repeat, args.skip_peer_deep = 1, True
+    if args.cases is None:
+        args.cases = 20 if args.quick else 200
 
     WORK.mkdir(exist_ok=True)
     tools = Tools(trialrun=find_trialrun(args.trialrun), peer=ensure_peer(), out=WORK / "out")
