@@ -270,24 +270,34 @@ def run_rows(
     return samples
 
 
-def ratio_line(agent: str, label: str, num: str, den: str, med: dict[str, float]) -> str:
+def ratio_line(agent: str, label: str, num: str, den: str, walls: dict[str, list[float]]) -> str:
     bound = WIDE_BOUNDS.get((agent, num, den))
     beside = f"(issue 17 bound: ≤ {bound}x)" if bound is not None else "(no issue 17 bound)"
-    return f"  {label:<34} {med[num] / med[den]:5.2f}x  {beside}"
+    ratio = statistics.median(walls[num]) / statistics.median(walls[den])
+    line = f"  {label:<34} {ratio:5.2f}x  {beside}"
+    if len(walls[num]) > 1:
+        # Each round runs every row once, close together in time: when the machine's load drifts
+        # between rounds, the ratios within a round show it better than the medians do.
+        rounds = " ".join(f"{a / b:.2f}" for a, b in zip(walls[num], walls[den], strict=True))
+        line += f"  per round: {rounds}"
+    return line
 
 
 def print_wide(
-    agent: str, cases: int, med: dict[str, float], cpu: dict[str, float], note: str | None
+    agent: str, cases: int, samples: dict[str, list[tuple[float, float]]], note: str | None
 ) -> None:
     # CPU (user + sys of the process tree) moves less with the other load on a shared machine;
     # pre-starting lowers wall time, not CPU time, so the ratios stay on wall time.
+    walls = {name: [wall for wall, _ in v] for name, v in samples.items()}
     print(f"\nwide, {agent} agent: {cases} cases x 3 calls, medians")
     for name, label in ROW_LABELS.items():
-        if name in med:
-            print(f"  {label:<34} wall {med[name]:7.2f}s  cpu {cpu[name]:7.2f}s")
+        if name in samples:
+            wall = statistics.median(walls[name])
+            cpu = statistics.median(c for _, c in samples[name])
+            print(f"  {label:<34} wall {wall:7.2f}s  cpu {cpu:7.2f}s")
     for label, num, den in WIDE_RATIOS:
-        if num in med and den in med:
-            print(ratio_line(agent, label, num, den, med))
+        if num in samples and den in samples:
+            print(ratio_line(agent, label, num, den, walls))
     if note is not None:
         print(f"  prestart off / prestart on: not measured, this trialrun refuses the key: {note}")
 
@@ -306,9 +316,7 @@ def wide_benchmark(tools: Tools, cases: int, repeat: int) -> None:
         note = prestart_refused(tools, off)
         print(f"wide, {agent} agent: {repeat} round(s)", flush=True)
         samples = run_rows(wide_rows(tools, suite, None if note else off), repeat, tools.out)
-        med = {name: statistics.median(wall for wall, _ in v) for name, v in samples.items()}
-        cpu = {name: statistics.median(c for _, c in v) for name, v in samples.items()}
-        print_wide(agent, cases, med, cpu, note)
+        print_wide(agent, cases, samples, note)
 
 
 # --- deep: 1 case x 5,000 calls over a 5,000-entry cassette -------------------------------------
