@@ -4,7 +4,8 @@
 
 The manifest (written by replay_bench.py beside each generated suite) names the agent command, its
 working directory and, per case, the task input and the cassette file. For each case the driver
-reads the cassette into a dict keyed by (tool, canonical arguments), starts the agent, sends
+reads the cassette into a dict keyed by (tool, canonical arguments), starts the agent in a
+session of its own (as trialrun does), sends
 ``task_start``, answers each ``tool_call`` from the dict and stops at ``final_output``. No checks,
 no events, no artifacts. ``-j N`` runs N cases at a time on threads (the work is waiting on pipes).
 Exits 1 if an agent ends without a final output or asks for a call the cassette does not hold,
@@ -40,8 +41,16 @@ def send(stdin: Any, message: dict[str, Any]) -> None:
 
 def run_case(command: list[str], cwd: str, case: dict[str, Any]) -> bool:
     answers = load_answers(case["cassette"])
+    # A session of its own, as trialrun gives its agents (to stop them by process group): with
+    # the kernel's autogroup scheduler on, each session is scheduled as its own group, so on a
+    # loaded machine the floor must not get less CPU than the harness it is compared with.
     proc = subprocess.Popen(
-        command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        command,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     finished = False

@@ -9,7 +9,9 @@ the same agent interpreter:
     rows: the bare driver (bench/bare_driver.py) with -j 1 and -j 2, RunLedger, `trialrun run`
     with -j 1 and -j 2, and `trialrun run -j 1` on a copy of the suite with `prestart: false`
     (skipped with a note when this trialrun refuses the key). The rows alternate, their order
-    rotating on every repeat.
+    rotating on every repeat. Every tool's agents run in sessions of their own (RunLedger's
+    through `setsid`, see peer_wrapper): the kernel's autogroup scheduler gives each session a
+    share of CPU, so on a loaded machine a tool whose agents share one session would lose.
   * deep: 1 case making 5,000 distinct tool calls over a 5,000-entry cassette (matching dominates).
 RunLedger is installed into a throwaway venv under bench/.work/. The machines are shared and
 noisy: only the ratios of medians measured in the same run mean anything, so the wide part prints
@@ -79,7 +81,13 @@ class Tools:
 
 
 def write_suite(
-    root: Path, name: str, cases: int, calls: int, agent: str = AGENT, extra_yaml: str = ""
+    root: Path,
+    name: str,
+    cases: int,
+    calls: int,
+    agent: str = AGENT,
+    extra_yaml: str = "",
+    wrapper: tuple[str, ...] = (),
 ) -> Path:
     suite = root / name
     if suite.exists():
@@ -90,7 +98,7 @@ def write_suite(
     command = [sys.executable, "agent.py"]
     (suite / "suite.yaml").write_text(
         f"suite_name: {name}\n"
-        f"agent_command: [{json.dumps(sys.executable)}, agent.py]\n"
+        f"agent_command: {json.dumps([*wrapper, *command])}\n"
         "mode: replay\ncases_path: cases\ntool_registry: [lookup]\n"
         "assertions:\n  - type: required_fields\n    fields: [answer, calls]\n"
         "  - type: must_call\n    tools: [lookup]\n" + extra_yaml
@@ -241,11 +249,29 @@ def prestart_refused(tools: Tools, suite: Path) -> str | None:
     return None
 
 
-def wide_rows(tools: Tools, suite: Path, no_prestart: Path | None) -> dict[str, list[str]]:
+def peer_wrapper() -> tuple[str, ...]:
+    """`setsid` before RunLedger's agent command when the kernel schedules sessions as groups.
+
+    trialrun and the bare driver start each agent in a session of its own; RunLedger does not, so
+    with autogroup on, its agents would share one scheduling group on a loaded machine (with
+    -j 2 as well) and lose CPU to the others. util-linux `setsid` only calls setsid() and execs
+    when its caller is not a group leader, which RunLedger's child is not: about 1 ms per case.
+    """
+    try:
+        autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        autogroup = False
+    setsid = shutil.which("setsid")
+    return (setsid,) if autogroup and setsid else ()
+
+
+def wide_rows(
+    tools: Tools, suite: Path, peer_suite: Path, no_prestart: Path | None
+) -> dict[str, list[str]]:
     rows = {
         "bare-j1": bare_cmd(suite, 1),
         "bare-j2": bare_cmd(suite, 2),
-        "peer": peer_cmd(tools, suite),
+        "peer": peer_cmd(tools, peer_suite),
         "ours-j1": our_cmd(tools, suite, 1),
         "ours-j2": our_cmd(tools, suite, 2),
     }
@@ -313,9 +339,18 @@ def wide_benchmark(tools: Tools, cases: int, repeat: int) -> None:
             agent=source,
             extra_yaml="prestart: false\n",
         )
+        wrapper = peer_wrapper()
+        peer_suite = write_suite(
+            WORK, f"wide-{agent}-peer", cases=cases, calls=3, agent=source, wrapper=wrapper
+        )
         note = prestart_refused(tools, off)
-        print(f"wide, {agent} agent: {repeat} round(s)", flush=True)
-        samples = run_rows(wide_rows(tools, suite, None if note else off), repeat, tools.out)
+        print(
+            f"wide, {agent} agent: {repeat} round(s); RunLedger's agent command starts with "
+            f"{list(wrapper)}",
+            flush=True,
+        )
+        rows = wide_rows(tools, suite, peer_suite, None if note else off)
+        samples = run_rows(rows, repeat, tools.out)
         print_wide(agent, cases, samples, note)
 
 
