@@ -366,7 +366,8 @@ def deep_benchmark(tools: Tools, repeat: int, skip_peer: bool) -> None:
         samples["peer-deep"].append(timed(peer_cmd(tools, deep), WORK))
 
     med = {k: statistics.median(v) for k, v in samples.items() if v}
-    deep_line = f"\n5,000 calls / 5,000 entries  trialrun {med['ours-deep']:.2f}s (target < 3 s)"
+    # The bare-driver ratio of this case (issue 17) is bench/deep_bench.py's; here, the peer's.
+    deep_line = f"\n5,000 calls / 5,000 entries  trialrun {med['ours-deep']:.2f}s"
     if "peer-deep" in med:
         deep_line += (
             f"  runledger {med['peer-deep']:.2f}s (ratio {med['ours-deep'] / med['peer-deep']:.3f})"
