@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,19 +95,10 @@ def render_compare_report(
     return _LONE_SURROGATE.sub("\ufffd", page)
 
 
-@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    # jinja2 costs import time; only a finished compare pays for it.
-    import jinja2
+    from trialrun.report.html import template_environment  # jinja2: only when a page is written
 
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment(TEMPLATE_DIR)
 
 
 # ---- header and alerts -----------------------------------------------------------------------

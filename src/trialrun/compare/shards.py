@@ -49,7 +49,7 @@ from trialrun.compare.outcome import (
     TriggerProbe,
 )
 from trialrun.compare.rows import DecidedBy, Outcome, Row
-from trialrun.compare.store import RunDir
+from trialrun.compare.store import RunDir, row_event
 from trialrun.errors import ConfigError
 from trialrun.running.sharding import ShardSpec
 
@@ -348,28 +348,12 @@ def _sample(record: dict[str, Any]) -> ArmSampleResult:
 
 
 def row_record(row: CompareRow) -> dict[str, Any]:
-    decision, judge = row.row, row.row.judge
-    return {
-        "case": row.case,
-        "rep": row.rep,
-        "opponent": row.opponent,
-        "outcome": decision.outcome,
-        "decided_by": decision.decided_by,
-        "scored": decision.scored,
-        "reason": decision.reason,
-        "judge": None
-        if judge is None
-        else {
-            "winner": judge.winner,
-            "reason": judge.reason,
-            "agreed": judge.agreed,
-            "split": judge.split,
-            "errors": list(judge.errors),
-            "raw_answers": list(judge.raw_answers),
-            "cause": judge.cause,
-            "escalated": judge.escalated,
-        },
-    }
+    """The run log's ``row`` event plus the judge's reason, which the merge needs to rebuild it."""
+    record = row_event(row)
+    judge = row.row.judge
+    if judge is not None:
+        record["judge"]["reason"] = judge.reason
+    return record
 
 
 def _row(record: dict[str, Any]) -> CompareRow:

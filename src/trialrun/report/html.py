@@ -132,13 +132,21 @@ def load_template() -> jinja2.Template:
     return _environment().get_template(TEMPLATE_NAME)
 
 
-@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    # jinja2 costs import time; only the commands that write a report pay for it.
+    return template_environment(TEMPLATE_DIR)
+
+
+@lru_cache(maxsize=4)
+def template_environment(directory: Path) -> jinja2.Environment:
+    """The jinja2 environment of every HTML page: autoescaped, strict about undefined names.
+
+    One per template directory (the run pages', the compare page's), built on first use:
+    jinja2 costs import time, and only the commands that write a page pay for it.
+    """
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(directory)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
