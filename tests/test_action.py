@@ -404,6 +404,8 @@ def test_compare_merge_passes_every_directory_under_path(tmp_path: Path) -> None
     assert _trialrun_argv(result) == [
         "compare",
         "merge",
+        "--out",
+        "trialrun_out",
         "--gate",
         "--",
         "shards $(touch pwned)/demo-shard-1-of-2",
@@ -411,7 +413,9 @@ def test_compare_merge_passes_every_directory_under_path(tmp_path: Path) -> None
         "shards $(touch pwned)/not a shard",
     ]
     assert (result.outputs["result"], result.outputs["exit-code"]) == ("fail", "1")
-    assert "artifact-name" not in result.outputs  # nothing under out: no upload
+    # The merged receipt and report.html are copied under out, and uploaded from there.
+    assert result.outputs["artifacts-path"] == "trialrun_out"
+    assert result.outputs["artifact-name"]
     assert not list(tmp_path.rglob("pwned*"))
 
 

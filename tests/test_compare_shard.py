@@ -391,7 +391,6 @@ def test_shards_of_another_trialrun_version_are_refused(
         (["--shard", "1/2", "--gate"], "--gate: not for a --shard run"),
         (["--shard", "1/2", "--team", "x", "--no-commit"], "--team, --no-commit: not for"),
         (["--shard", "1/2", "--rescore", "x"], "--rescore: not for a --shard run"),
-        (["--out", "somewhere"], "--out is for --shard runs"),
     ],
 )
 def test_bad_shard_options_are_usage_errors(
@@ -653,3 +652,48 @@ def test_a_merge_writes_the_report_page_an_unsharded_compare_writes(runs: dict[s
 
     full, merged = _load(runs["full_receipt"]), _load(merged_path)
     assert own_run(merged_page, merged) == own_run(full_page, full)
+
+
+def test_out_gets_a_copy_of_the_merged_run_without_its_sandboxes(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "artifacts"
+    code, _out, err, merged_path = _merge(runs, runs["shards"][2], "--out", str(out))
+
+    assert code == 0, err
+    (copy,) = (out / _load(merged_path)["skill_name"]).iterdir()
+    assert f"copied to: {copy}" in err
+    assert copy.name == merged_path.parent.name
+    assert (copy / "receipt.json").read_bytes() == merged_path.read_bytes()
+    assert (copy / "report.html").read_bytes() == (merged_path.parent / "report.html").read_bytes()
+    assert sorted(p.name for p in (copy / "transcripts").iterdir()) == sorted(
+        p.name for p in (merged_path.parent / "transcripts").iterdir()
+    )
+    assert not (copy / "sandboxes").exists()
+    assert not list(out.rglob("*.partial"))
+
+
+def test_out_refuses_to_overwrite_a_copy(runs: dict[str, Any], tmp_path: Path) -> None:
+    from trialrun.compare.store import RunDir, export_run
+    from trialrun.errors import ConfigError
+
+    run = RunDir(runs["full_receipt"].parent)
+    first = export_run(run, tmp_path, "demo")
+    with pytest.raises(ConfigError, match="already exists"):
+        export_run(run, tmp_path, "demo")
+    assert (first / "receipt.json").read_bytes() == runs["full_receipt"].read_bytes()
+
+
+def test_out_gets_a_copy_of_an_unsharded_compare_too(runs: dict[str, Any], tmp_path: Path) -> None:
+    # --rescore takes the same unsharded path as a compare, without running an arm again.
+    full_run = runs["full_receipt"].parent
+    out = tmp_path / "artifacts"
+    code, _out, err = _cli_err(
+        ["compare", str(runs["subject"]), "--rescore", str(full_run), "--out", str(out)]
+    )
+
+    assert code == 0, err
+    (copy,) = (out / _load(runs["full_receipt"])["skill_name"]).iterdir()
+    assert f"copied to: {copy}" in err
+    assert (copy / "receipt.json").is_file() and (copy / "report.html").is_file()
+    assert not (copy / "sandboxes").exists()

@@ -78,7 +78,10 @@ _GATE_HELP = "Exit 1 when the verdict is FAIL or the setup is broken (a command 
 @click.option(
     "--out",
     type=PathParam(path_type=Path, file_okay=False),
-    help="With --shard: where the shard directory is written [trialrun_out].",
+    help=(
+        "With --shard: where the shard directory is written [trialrun_out]. Otherwise: also "
+        "copy the run (receipt, report.html, log, transcripts) to OUT/<name>/<run id>/."
+    ),
 )
 @click.option(
     "--triggers-k",
@@ -111,8 +114,6 @@ def compare(
     """
     from trialrun.compare.engine import CompareOptions, run_compare
 
-    if shard is None and out is not None:
-        raise click.UsageError("--out is for --shard runs; a compare writes to the local store.")
     if shard is not None:
         _refuse_with_shard(rescore=rescore, team=team, no_commit=no_commit, gate=gate)
     elif rescore is None and not no_commit:
@@ -135,7 +136,7 @@ def compare(
         return _run_shard(options, shard, out or Path("trialrun_out"), as_json=as_json, quiet=quiet)
     with _progress(quiet) as tracker:
         result = run_compare(options, observer=tracker)
-    _print_result(result, as_json=as_json)
+    _print_result(result, as_json=as_json, out=out)
 
     def commit() -> str:
         from trialrun.team.publish import commit_after_compare
@@ -159,8 +160,18 @@ def compare(
 @click.option("--gate", is_flag=True, help=_GATE_HELP)
 @click.option("--team", metavar="REPO", help=_TEAM_HELP)
 @click.option("--no-commit", is_flag=True, help=_NO_COMMIT_HELP)
+@click.option(
+    "--out",
+    type=PathParam(path_type=Path, file_okay=False),
+    help="Also copy the merged run (receipt, report.html, log, transcripts) to OUT/<name>/<run>/.",
+)
 def compare_merge(
-    shard_dirs: tuple[Path, ...], as_json: bool, gate: bool, team: str | None, no_commit: bool
+    shard_dirs: tuple[Path, ...],
+    as_json: bool,
+    gate: bool,
+    team: str | None,
+    no_commit: bool,
+    out: Path | None,
 ) -> int:
     """Join the shard directories of `trialrun compare SUBJECT --shard I/N` into one compare.
 
@@ -175,7 +186,7 @@ def compare_merge(
 
         team_from_config(team)
     result, subject = merge_shards(list(shard_dirs))
-    _print_result(result, as_json=as_json)
+    _print_result(result, as_json=as_json, out=out)
 
     def commit() -> str:
         from trialrun.team.publish import commit_compare_receipt
@@ -260,7 +271,7 @@ def _shard_summary(ran: ShardRunResult) -> str:
     return "\n".join(lines)
 
 
-def _print_result(result: CompareResult, *, as_json: bool) -> None:
+def _print_result(result: CompareResult, *, as_json: bool, out: Path | None) -> None:
     from trialrun.base.fsutil import dumps_json
     from trialrun.compare.report import format_report
     from trialrun.compare.report_html import REPORT_FILE
@@ -272,6 +283,11 @@ def _print_result(result: CompareResult, *, as_json: bool) -> None:
     _warn_about_commands(result.outcome)
     click.echo(f"receipt: {result.run_dir.receipt}", err=True)
     click.echo(f"report: {result.run_dir.path / REPORT_FILE}", err=True)
+    if out is not None:
+        from trialrun.compare.store import export_run
+
+        name = str(result.receipt.get("skill_name") or "compare")
+        click.echo(f"copied to: {export_run(result.run_dir, out, name)}", err=True)
 
 
 def _finish(result: CompareResult, *, gate: bool, commit: Callable[[], str] | None) -> int:

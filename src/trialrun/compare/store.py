@@ -36,6 +36,7 @@ __all__ = [
     "arm_run_record",
     "copy_arm_runs",
     "create_run_dir",
+    "export_run",
     "find_run_dir",
     "log_arm_run",
     "new_run_id",
@@ -82,6 +83,23 @@ class RunDir:
     @property
     def sandboxes(self) -> Path:
         return self.path / SANDBOXES_DIR
+
+
+def export_run(run: RunDir, out: Path, name: str) -> Path:
+    """Copy ``run`` (without its sandboxes) to ``out/<name>/<run id>/``, for a CI artifact.
+
+    The copy is made under a temporary name and renamed whole, so an upload never sees half of
+    it; the local store keeps the original.
+    """
+    target = out / name / run.run_id
+    if target.exists():
+        raise ConfigError(f"{target}: already exists; expected a directory not used by a run")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR))
+    partial.rename(target)
+    return target
 
 
 def create_run_dir(content_digest: str, run_id: str, *, root: Path | None = None) -> RunDir:
