@@ -8,8 +8,9 @@ business; nothing here writes anywhere or imports rich.
 Trackers are called from the event loop and, for compare rows, from judge threads: every method
 takes the tracker's lock.
 
-* run: a case is done when the runner reports it (in case order: with ``-j`` a fast case waits for
-  the slower ones before it); the line counts passed and failed, elapsed time and the ETA.
+* run: a case is done as soon as its verdict is known (in the order cases finish, so with ``-j``
+  a fast case does not wait for a slower one); the line counts passed and failed, elapsed time
+  and the ETA.
 * compare: the arms run first; a unit (case, rep) is done when all its arms ended, and the line
   names the arms whose agent runs now and counts those still in setup or waiting for an
   ``agent.max_concurrent`` slot. Rows are decided once the arms ran (the judge needs both
