@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from trialrun.base.results import AgentRun
-from trialrun.conversation.session import Limits, Spawn, run_agent
+from trialrun.conversation.session import Limits, run_agent
+from trialrun.conversation.spawn import Spawn
 from trialrun.tools.base import ToolBackend
 from trialrun.tools.cassette import Cassette, ReplayBackend
 from trialrun.tools.live import LiveBackend

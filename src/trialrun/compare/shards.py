@@ -49,7 +49,7 @@ from trialrun.compare.outcome import (
     TriggerProbe,
 )
 from trialrun.compare.rows import DecidedBy, Outcome, Row
-from trialrun.compare.store import RunDir, row_event
+from trialrun.compare.store import RunDir, row_event, sample_event
 from trialrun.errors import ConfigError
 from trialrun.running.sharding import ShardSpec
 
@@ -302,13 +302,9 @@ def _load_document(path: Path) -> dict[str, Any]:
 
 
 def sample_record(sample: ArmSampleResult) -> dict[str, Any]:
+    """The run log's ``sample_checks`` event plus what the merge needs to roll the sample up."""
     efficiency = sample.efficiency
-    return {
-        "case": sample.case,
-        "rep": sample.rep,
-        "arm": sample.arm,
-        "status": sample.status,
-        "checks": [[name, passed] for name, passed in sample.checks],
+    return sample_event(sample) | {
         "efficiency": None
         if efficiency is None
         else {

@@ -25,7 +25,6 @@ session returns at once and lets that agent exit in the background while the nex
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from collections.abc import Awaitable, Collection, Coroutine, Mapping
@@ -37,8 +36,6 @@ from trialrun.base.results import AgentRun, Failure, Status, ToolCall
 from trialrun.conversation import protocol
 from trialrun.conversation.process import (
     AgentProcess,
-    AgentStartError,
-    Channel,
     ChannelLostError,
     MessageTooLargeError,
     UnterminatedLine,
@@ -54,6 +51,7 @@ from trialrun.conversation.protocol import (
     UsageMsg,
 )
 from trialrun.conversation.read_alarm import ReadAlarm
+from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
@@ -89,63 +87,6 @@ class Limits:
     idle_ms: int
     max_message_bytes: int
     kill_grace_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Spawn:
-    """How to start the agent: its command, where, with what environment, over which channel.
-
-    ``env`` is the agent's whole environment (None: inherit ours) and ``extra_env`` is laid on
-    top of it; ``cwd`` None: ours.
-    """
-
-    argv: list[str]
-    cwd: Path | None = None
-    env: Mapping[str, str] | None = None
-    extra_env: Mapping[str, str] | None = None
-    channel: Channel = "stdio"
-
-
-@dataclass(slots=True)
-class StartedAgent:
-    """An agent process started ahead of its ``task_start``, or why it could not start."""
-
-    process: AgentProcess | None
-    start_error: str | None
-    spawned_at: float
-    """``time.monotonic()`` just before the spawn."""
-    claimed: bool = False
-    """A session took it: that session stops it. Otherwise ``discard`` must."""
-
-    async def discard(self) -> None:
-        """Stop an agent no case will use (interrupted run, failed setup): its whole group dies."""
-        if self.process is None or self.claimed:
-            return
-        self.claimed = True
-        self.process.kill_now()
-        try:
-            await self.process.terminate(0.0)
-        finally:
-            self.process.close()  # cancelled meanwhile: the group is dead, close the pipes now
-
-
-async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
-    """Start the agent of ``spawn``; never raises for an agent that cannot start."""
-    spawned_at = time.monotonic()
-    env = spawn.env
-    if spawn.extra_env:
-        env = {**(os.environ if env is None else env), **spawn.extra_env}
-    try:
-        process = await AgentProcess.start(
-            spawn.argv,
-            cwd=spawn.cwd,
-            env=env,
-            max_message_bytes=max_message_bytes,
-            channel=spawn.channel,
-        )
-    except AgentStartError as exc:
-        return StartedAgent(None, str(exc), spawned_at)
-    return StartedAgent(process, None, spawned_at)
 
 
 async def run_agent(

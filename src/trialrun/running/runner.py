@@ -28,14 +28,8 @@ from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
-from trialrun.conversation.session import (
-    Limits,
-    Spawn,
-    StartedAgent,
-    Teardowns,
-    run_agent,
-    start_agent,
-)
+from trialrun.conversation.session import Limits, Teardowns, run_agent
+from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.tools.base import ToolBackend
 
