@@ -444,6 +444,8 @@ def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
     [line] = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
     loaded = set(line.split()[1:])
     assert "trialrun.running.runner" in loaded  # the probe saw the run's own imports
-    # The console text, JUnit and their XML writer are only needed once every case is done.
-    after_the_run = {"trialrun.report.console", "trialrun.report.junit", "xml.etree.ElementTree"}
+    # JUnit and its XML writer are only needed once every case is done. (The console text is
+    # not in this list: report.html imports it, and the recorder's warm-up thread loads that
+    # while the first agents start, so whether it is there yet is a race.)
+    after_the_run = {"trialrun.report.junit", "xml.etree.ElementTree"}
     assert sorted(loaded & after_the_run) == []

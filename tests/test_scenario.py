@@ -320,3 +320,22 @@ def test_a_crashing_agent_is_an_error_not_a_pass(pack: Path, tmp_path: Path) -> 
     [entry] = summary["scenarios"]
     assert code == 1 and entry["status"] == "error"
     assert "without a final_output" in entry["error"]
+
+
+def test_an_agent_that_dies_before_reading_its_answer_is_named_a_crash(
+    pack: Path, tmp_path: Path
+) -> None:
+    # Closing stdin, then one call: our answer meets a broken pipe before the agent's exit code.
+    (pack / "agents" / "gone.py").write_text(
+        "import json, os, sys, time\nos.close(0)\n"
+        "print(json.dumps({'type': 'tool_call', 'name': 'x', 'call_id': '1', 'args': {}}),"
+        " flush=True)\ntime.sleep(0.3)\nraise SystemExit(3)\n"
+    )
+    pack_yaml = json.loads((pack / "pack.yaml").read_text())
+    pack_yaml["agents"]["gone"] = {"command": ["python3", "agents/gone.py"]}
+    pack_yaml["scenarios"] = pack_yaml["scenarios"][:1]
+    (pack / "pack.yaml").write_text(json.dumps(pack_yaml))
+    code, summary = verify(pack, "gone", tmp_path / "out")
+    [entry] = summary["scenarios"]
+    assert code == 1 and entry["status"] == "error"
+    assert entry["error"] == "agent exited with code 3 without a final_output"

@@ -7,10 +7,11 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -34,19 +35,33 @@ class Outcome:
 
 @dataclass
 class FakeTools:
-    """A tool backend that answers from a dict, or raises what it is told to."""
+    """A tool backend that answers from a dict, or raises what it is told to.
+
+    With ``immediate`` (the ``answering`` fixture sets it), one without a delay also answers
+    ``answer_now``, as a cassette does: the session then answers from a thread of blocking
+    pipes instead of the event loop, and every test runs both ways.
+    """
 
     answers: dict[str, Outcome | BaseException] = field(default_factory=dict)
     delay_s: float = 0.0
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    immediate: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.immediate and not self.delay_s:
+            self.answer_now = self._answer
 
     async def call(self, name: str, args: dict[str, Any], local: Any = None) -> Outcome:
-        self.calls.append((name, args))
         if local is not None:
+            self.calls.append((name, args))
             reported: Outcome = await local()
             return reported
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        return self._answer(name, args)
+
+    def _answer(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.calls.append((name, args))
         answer = self.answers.get(name, Outcome(ok=True, result={"echo": args}))
         if isinstance(answer, BaseException):
             raise answer
@@ -57,6 +72,13 @@ class FakeTools:
 
     def unused(self) -> int:
         return 0
+
+
+@pytest.fixture(autouse=True, params=["loop", "lent pipes"])
+def answering(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Who answers the agent: the event loop, or a thread the stdio pipes are lent to."""
+    monkeypatch.setattr(FakeTools, "immediate", request.param == "lent pipes")
+    return str(request.param)
 
 
 def agent(name: str, *args: str) -> list[str]:
@@ -577,3 +599,41 @@ def test_agent_that_exits_before_reading_a_large_input_is_a_crash_not_a_broken_p
     assert run.failure.kind == "agent_crashed"
     assert run.failure.message.startswith("Agent exited with code 2 before sending final_output")
     assert run.failure.stderr_tail == "gone"
+
+
+def test_an_immediate_backend_answers_every_call_from_one_lent_thread(
+    answering: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if answering != "lent pipes":
+        pytest.skip("about the lent pipes")
+    from trialrun.conversation import session
+
+    lendings: list[str] = []
+    original = session.run_on_thread
+
+    async def counting(work: Any, stop: Any) -> None:
+        lendings.append("lent")
+        await original(work, stop)
+
+    monkeypatch.setattr(session, "run_on_thread", counting)
+    run = run_case(_calls_then(50, 0, "print(json.dumps({'type': 'final_output', 'output': {}}))"))
+    assert run.failure is None, run.failure
+    assert [call.call_id for call in run.tool_calls] == [f"c{i}" for i in range(50)]
+    assert lendings == ["lent"]  # then the final output is the loop's
+    for thread in [t for t in threading.enumerate() if t.name == "trialrun-lent-pipes"]:
+        thread.join(2)  # it reported its end; returning from its function is all that is left
+        assert not thread.is_alive()
+
+
+def test_a_backend_that_must_be_awaited_never_lends_the_pipes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trialrun.conversation import session
+
+    def refuse(*_: Any) -> None:
+        raise AssertionError("lent the pipes for a backend without answer_now")
+
+    monkeypatch.setattr(session, "run_on_thread", refuse)
+    run = run_case(agent("echo_agent.py", "search_docs", "2"), tools=FakeTools(delay_s=0.01))
+    assert run.failure is None, run.failure
+    assert len(run.tool_calls) == 2

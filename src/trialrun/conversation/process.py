@@ -31,8 +31,24 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.conversation.lines import LineReader, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.protocol import encode
+from trialrun.conversation.pump import LentPipes
 from trialrun.errors import TrialrunError
+
+__all__ = [
+    "CHANNEL_FD_ENV",
+    "STDERR_TAIL_BYTES",
+    "STDERR_TAIL_LINES",
+    "AgentProcess",
+    "AgentStartError",
+    "Channel",
+    "ChannelLostError",
+    "MessageTooLargeError",
+    "StderrRing",
+    "UnterminatedLine",
+    "resolve_command",
+]
 
 STDERR_TAIL_LINES = 200
 STDERR_TAIL_BYTES = 64 * 1024
@@ -52,17 +68,6 @@ class AgentStartError(TrialrunError):
     """The agent command could not be started (the case fails as ``agent_error``)."""
 
 
-class MessageTooLargeError(TrialrunError):
-    """A stdout line is longer than ``max_message_bytes``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        super().__init__(
-            f"agent sent a stdout line longer than max_message_bytes={limit} bytes; "
-            "raise max_message_bytes in suite.yaml or send smaller messages"
-        )
-
-
 class ChannelLostError(TrialrunError):
     """The agent reset its end of the channel: it closed it with bytes of ours still unread.
 
@@ -72,10 +77,6 @@ class ChannelLostError(TrialrunError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"the agent closed its channel with messages unread ({reason})")
-
-
-class UnterminatedLine(bytes):
-    """The last bytes of a stream that ended without a newline: a whole message, or half of one."""
 
 
 class StderrRing:
@@ -175,15 +176,21 @@ class AgentProcess:
         protocol: _AgentProtocol,
         process: asyncio.subprocess.Process,
         max_message_bytes: int,
+        stdout: tuple[asyncio.ReadTransport, LineReader] | None = None,
         channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None,
     ) -> None:
         self._transport = transport
         self._protocol = protocol
         self._process = process
         self.pid = process.pid
+        self._stdout: asyncio.ReadTransport | None = None
+        self._lines: LineReader | None = None
+        """stdio: the agent's stdout, read without the subprocess transport's extra hop."""
+        self._reader: asyncio.StreamReader | None = None
+        """fd channel: the socket's stream."""
         if channel is None:
-            assert process.stdout is not None and process.stdin is not None
-            self._reader: asyncio.StreamReader = process.stdout
+            assert stdout is not None and process.stdin is not None
+            self._stdout, self._lines = stdout
             self._writer: asyncio.StreamWriter = process.stdin
         else:
             self._reader, self._writer = channel
@@ -222,7 +229,12 @@ class AgentProcess:
         }
         ours: socket.socket | None = None
         theirs: socket.socket | None = None
-        if channel == "fd":
+        stdout_r, stdout_w = -1, -1
+        if channel == "stdio":
+            # stdout on a pipe of our own, read by LineReader (see conversation/lines.py).
+            stdout_r, stdout_w = os.pipe()
+            pipes["stdout"] = stdout_w
+        else:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
             pipes = {
@@ -245,6 +257,8 @@ class AgentProcess:
         except BaseException as exc:
             if ours is not None:
                 ours.close()
+            if stdout_r >= 0:
+                os.close(stdout_r)
             if isinstance(exc, OSError):
                 raise AgentStartError(_start_problem(command[0], exc)) from None
             raise
@@ -252,11 +266,22 @@ class AgentProcess:
             # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
             if theirs is not None:
                 theirs.close()
+            if stdout_w >= 0:
+                os.close(stdout_w)
         process = asyncio.subprocess.Process(transport, protocol, loop)
         if ours is None:
-            return cls(transport, protocol, process, max_message_bytes)
+            stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
+            try:
+                stdout = await loop.connect_read_pipe(
+                    lambda: LineReader(max_message_bytes), stdout_pipe
+                )
+            except BaseException:
+                stdout_pipe.close()
+                transport.close()
+                raise
+            return cls(transport, protocol, process, max_message_bytes, stdout=stdout)
         streams = await asyncio.open_unix_connection(sock=ours, limit=max_message_bytes)
-        return cls(transport, protocol, process, max_message_bytes, streams)
+        return cls(transport, protocol, process, max_message_bytes, channel=streams)
 
     @property
     def returncode(self) -> int | None:
@@ -291,10 +316,14 @@ class AgentProcess:
         The agent's inbox (a pipe or socket buffer) nearly always takes a whole message at once,
         and then there is nothing to wait for: a caller need not arm a timeout for it.
         """
+        return self.write_nowait(encode(message))
+
+    def write_nowait(self, line: bytes) -> bool | None:
+        """``send_nowait`` for a message already encoded (``protocol.encode``)."""
         writer = self._writer
         if writer.is_closing():
             return False
-        writer.write(encode(message))
+        writer.write(line)
         if self._must_drain():
             return None
         return True
@@ -314,7 +343,7 @@ class AgentProcess:
             return True
         # On the fd channel the writer shares the socket with our reader, whose error drain
         # raises; on stdio the writer has no reader.
-        return self.channel == "fd" and self._reader.exception() is not None
+        return self._reader is not None and self._reader.exception() is not None
 
     async def read_line(self) -> bytes | None:
         """The next protocol line without its newline; None at end of stream.
@@ -324,6 +353,9 @@ class AgentProcess:
         line longer than ``max_message_bytes`` (the stream reader's limit: no quadratic
         buffering) and ``ChannelLostError`` when the agent reset the channel.
         """
+        if self._lines is not None:
+            return await self._lines.readline()
+        assert self._reader is not None
         try:
             line = await self._reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
@@ -335,6 +367,31 @@ class AgentProcess:
             # EOF does; the caller reports how the agent ended, not our socket's errno.
             raise ChannelLostError(exc.strerror or type(exc).__name__) from None
         return line[:-1]
+
+    def lend_stdio(self) -> LentPipes | None:
+        """The stdio pipes for a thread's blocking reads and writes, or None when they cannot be
+        lent now (fd channel, closed, a write still buffered). ``give_back`` when done."""
+        if self._lines is None or self._stdout is None or self._closed:
+            return None
+        writer = self._writer
+        if writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
+            return None
+        stdin = writer.transport.get_extra_info("pipe")
+        if stdin is None:
+            return None
+        self._lines.lend()
+        try:
+            stdout = self._stdout.get_extra_info("pipe")
+            return LentPipes(self._lines, stdout.fileno(), stdin.fileno())
+        except BaseException:
+            self._lines.give_back()
+            raise
+
+    def give_back(self, pipes: LentPipes) -> None:
+        """The lending thread is done: the loop reads stdout again."""
+        pipes.close()
+        assert self._lines is not None
+        self._lines.give_back()
 
     def close_stdin(self) -> None:
         """Tell the agent no more messages come: stdin closes, or the socket's write side."""
@@ -385,6 +442,8 @@ class AgentProcess:
         self._closed = True
         if self.channel == "fd":
             self._writer.close()
+        if self._stdout is not None:
+            self._stdout.close()
         self._transport.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:

@@ -32,14 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from trialrun.base.results import AgentRun, Failure, Status, ToolCall
+from trialrun.base.results import AgentRun, Failure, JsonObject, Status, ToolCall
 from trialrun.conversation import protocol
-from trialrun.conversation.process import (
-    AgentProcess,
-    ChannelLostError,
-    MessageTooLargeError,
-    UnterminatedLine,
-)
+from trialrun.conversation.lines import MessageTooLargeError, UnterminatedLine
+from trialrun.conversation.process import AgentProcess, ChannelLostError
 from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
@@ -50,10 +46,11 @@ from trialrun.conversation.protocol import (
     ToolReportMsg,
     UsageMsg,
 )
+from trialrun.conversation.pump import LentPipes, run_on_thread
 from trialrun.conversation.read_alarm import ReadAlarm
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
-from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
+from trialrun.tools.base import ImmediateToolBackend, LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
 
 _EXIT_DRAIN_S = 0.5
@@ -61,6 +58,9 @@ _EXIT_DRAIN_S = 0.5
 wait for its exit status once its stdout closed."""
 
 _T = TypeVar("_T")
+
+_REFUSALS = (CassetteMismatch, MissingToolError, CassetteError)
+"""What a tool backend raises for a call it cannot answer: the call fails the case."""
 
 
 class Teardowns:
@@ -143,6 +143,10 @@ class _Session:
         """What trialrun sent last, named for a failure message."""
         self._unsent: str | None = None
         """What could not be sent because the agent had closed its inbox: it can only end now."""
+        self._immediate = tools if isinstance(tools, ImmediateToolBackend) else None
+        """Set when the calls can be answered on a thread of blocking pipes (``_answer_lent``)."""
+        self._lent: LentPipes | None = None
+        """The pipes that thread is using, while it runs."""
 
     async def run(
         self, started: StartedAgent, task_input: Any, teardowns: Teardowns | None
@@ -218,7 +222,12 @@ class _Session:
     async def _handle(self, agent: AgentProcess, message: AgentMessage) -> None:
         if isinstance(message, ToolCallMsg):
             await self._tool_call(agent, message)
-        elif isinstance(message, LogMsg):
+        else:
+            self._note(message)
+
+    def _note(self, message: AgentMessage) -> None:
+        """Handle any message but a tool call or the final output: nothing to wait for."""
+        if isinstance(message, LogMsg):
             self._event("log", level=message.level, message=message.message, data=message.data)
         elif isinstance(message, UsageMsg):
             self._run.usage.add(message.tokens_in, message.tokens_out, message.cost_usd)
@@ -243,7 +252,35 @@ class _Session:
             )
 
     async def _tool_call(self, agent: AgentProcess, call: ToolCallMsg) -> None:
-        # The timeline in report.html places each call from here (the case's clock, as wall_ms).
+        start_ms = self._call_received(call)
+        local: LocalTool | None = None
+        if call.local:
+
+            async def local() -> ToolOutcome:
+                return await self._run_locally(agent, call)
+
+        started = time.monotonic()
+        try:
+            outcome = await self._call_tool(call, local)
+        except _REFUSALS as exc:
+            self._refuse_for(call, exc, start_ms)
+        reply = self._call_answered(call, outcome, start_ms, started)
+        await self._send(agent, reply, _answer_of(call))
+
+    def _answer_now(self, call: ToolCallMsg) -> JsonObject:
+        """``_tool_call`` for an immediate backend, up to the reply to send."""
+        assert self._immediate is not None
+        start_ms = self._call_received(call)
+        started = time.monotonic()
+        try:
+            outcome = self._immediate.answer_now(call.name, call.args)
+        except _REFUSALS as exc:
+            self._refuse_for(call, exc, start_ms)
+        return self._call_answered(call, outcome, start_ms, started)
+
+    def _call_received(self, call: ToolCallMsg) -> float:
+        """Record the call and refuse a tool the suite does not allow; its start on the case's
+        clock (the timeline in report.html places each call from there)."""
         start_ms = (time.monotonic() - self._started) * 1000
         self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
         if call.name not in self._allowed:
@@ -255,21 +292,19 @@ class _Session:
                 "fail",
                 start_ms,
             )
-        local: LocalTool | None = None
-        if call.local:
+        return start_ms
 
-            async def local() -> ToolOutcome:
-                return await self._run_locally(agent, call)
-
-        started = time.monotonic()
-        try:
-            outcome = await self._call_tool(call, local)
-        except CassetteMismatch as exc:
+    def _refuse_for(self, call: ToolCallMsg, exc: Exception, start_ms: float) -> NoReturn:
+        if isinstance(exc, CassetteMismatch):
             self._refuse(call, "cassette_mismatch", str(exc), "fail", start_ms)
-        except MissingToolError as exc:
+        if isinstance(exc, MissingToolError):
             self._refuse(call, "tool_registry_error", str(exc), "error", start_ms)
-        except CassetteError as exc:
-            self._refuse(call, "cassette_error", str(exc), "error", start_ms)
+        self._refuse(call, "cassette_error", str(exc), "error", start_ms)
+
+    def _call_answered(
+        self, call: ToolCallMsg, outcome: ToolOutcome, start_ms: float, started: float
+    ) -> JsonObject:
+        """Record the outcome of the call; the ``tool_result`` to send."""
         duration_ms = (time.monotonic() - started) * 1000
         self._run.tool_calls.append(
             ToolCall(
@@ -283,7 +318,6 @@ class _Session:
                 start_ms,
             )
         )
-        reply = protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
         self._event(
             "tool_result",
             call_id=call.call_id,
@@ -291,7 +325,7 @@ class _Session:
             result=outcome.result,
             error=outcome.error,
         )
-        await self._send(agent, reply, f"the tool_result of call {call.call_id!r} ({call.name})")
+        return protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
 
     async def _call_tool(self, call: ToolCallMsg, local: LocalTool | None) -> ToolOutcome:
         if self._deadline is None:
@@ -344,15 +378,21 @@ class _Session:
         self._fail(kind, message, status)
 
     async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
+        line = self._encoded(message, what)
+        sent = agent.write_nowait(line)
+        if sent is None:  # the agent's inbox is full: it has idle_ms to read it
+            sent = await self._bounded(agent.drain(), f"to read {what} on its {_inbox(agent)}")
+        # False (the agent closed its stdin) fails nothing yet: its last lines may still be
+        # on the way, and the next read reports how it exited (or that it went deaf).
+        if not sent:
+            self._unsent = what
+
+    def _encoded(self, message: Mapping[str, Any], what: str) -> bytes:
+        """``message`` as a protocol line, now the last thing sent; fails the case if it cannot be
+        (a case input or a tool result that is not JSON data)."""
         self._last_sent = what
         try:
-            sent = agent.send_nowait(message)
-            if sent is None:  # the agent's inbox is full: it has idle_ms to read it
-                sent = await self._bounded(agent.drain(), f"to read {what} on its {_inbox(agent)}")
-            # False (the agent closed its stdin) fails nothing yet: its last lines may still be
-            # on the way, and the next read reports how it exited (or that it went deaf).
-            if not sent:
-                self._unsent = what
+            return protocol.encode(message)
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
                 self._fail(
@@ -377,6 +417,8 @@ class _Session:
             self._idle_exceeded(activity)
 
     async def _next_message(self, agent: AgentProcess) -> AgentMessage:
+        if self._immediate is not None and not self._ending():
+            await self._answer_on_thread(agent)
         while True:
             try:
                 raw = await self._next_line(agent)
@@ -401,10 +443,78 @@ class _Session:
             if message is not None:
                 return message
 
+    async def _answer_on_thread(self, agent: AgentProcess) -> None:
+        """Lend the agent's pipes to a thread that answers what it can (``_answer_lent``)."""
+        pipes = agent.lend_stdio()
+        if pipes is None:
+            return
+        self._lent = pipes
+        try:
+            await run_on_thread(lambda: self._answer_lent(agent, pipes), pipes.stop)
+        finally:
+            self._lent = None
+            agent.give_back(pipes)
+
+    def _answer_lent(self, agent: AgentProcess, pipes: LentPipes) -> None:
+        """On the lending thread: answer the agent until a message needs the event loop.
+
+        The same steps as the loop's, on blocking pipes: tool calls, logs and usage are handled
+        here, failures end the case here (``_CaseOver`` reaches the session's task). Anything
+        else (the final output, a line that is not a valid message, the end of stdout, the
+        agent's exit) is left unread in the buffer, and the loop reads it as usual.
+        """
+        reader = pipes.reader
+        line_deadline: tuple[float, bool] | None = None
+        """When the line being read is overdue, and whether by the wall deadline."""
+        while not (pipes.stopping or self._ending()):
+            try:
+                end = reader.find_line()
+            except MessageTooLargeError:
+                return
+            if end < 0:
+                if reader.eof:
+                    return
+                if line_deadline is None:
+                    timeout, is_wall = self._budget()
+                    line_deadline = (time.monotonic() + timeout, is_wall)
+                if pipes.fill(line_deadline[0] - time.monotonic()) == "timeout":
+                    self._read_timed_out(agent, line_deadline[1])
+                continue
+            line_deadline = None
+            try:
+                message = protocol.parse_line(bytes(reader.buffer[:end]), self._line_no + 1)
+            except ProtocolError:
+                return
+            if isinstance(message, FinalOutputMsg):
+                return
+            reader.consume(end + 1)
+            self._line_no += 1
+            if isinstance(message, ToolCallMsg):
+                self._send_lent(agent, pipes, self._answer_now(message), _answer_of(message))
+            elif message is not None:
+                self._note(message)
+
+    def _send_lent(
+        self, agent: AgentProcess, pipes: LentPipes, message: Mapping[str, Any], what: str
+    ) -> None:
+        """``_send`` on the lending thread."""
+        line = self._encoded(message, what)
+        timeout, is_wall = self._budget()
+        written = pipes.write(line, timeout)
+        if written == "closed":
+            self._unsent = what
+        elif written == "timeout":
+            if is_wall:
+                self._wall_exceeded()
+            self._idle_exceeded(f"to read {what} on its {_inbox(agent)}")
+
+    def _ending(self) -> bool:
+        """The agent exited or stopped reading: wait only for what it left in the pipe."""
+        return self._draining or self._unsent is not None
+
     async def _next_line(self, agent: AgentProcess) -> bytes | None:
         """The next stdout line, racing the deadlines and the agent's own exit."""
-        ending = self._draining or self._unsent is not None
-        timeout, is_wall = (_EXIT_DRAIN_S, False) if ending else self._budget()
+        timeout, is_wall = (_EXIT_DRAIN_S, False) if self._ending() else self._budget()
         # The read runs in this task (no task per line); _agent_exited shortens its deadline.
         if self._alarm is None:
             self._alarm = ReadAlarm()
@@ -442,6 +552,8 @@ class _Session:
         self._draining = True
         if self._alarm is not None:
             self._alarm.reschedule(_EXIT_DRAIN_S)
+        if self._lent is not None:
+            self._lent.wake()
 
     def _unread(self, agent: AgentProcess) -> str | None:
         if self._unsent is None:
@@ -512,6 +624,11 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
+
+
+def _answer_of(call: ToolCallMsg) -> str:
+    """The tool_result of ``call``, as a failure message names what trialrun sent last."""
+    return f"the tool_result of call {call.call_id!r} ({call.name})"
 
 
 def _source(agent: AgentProcess) -> str:

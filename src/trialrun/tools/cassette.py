@@ -183,6 +183,9 @@ class ReplayBackend:
     async def call(
         self, name: str, args: JsonObject, local: LocalTool | None = None
     ) -> ToolOutcome:
+        return self.answer_now(name, args)
+
+    def answer_now(self, name: str, args: JsonObject) -> ToolOutcome:
         entry = self.cassette.take(name, args)
         return normalized_outcome(entry.ok, entry.result, entry.error, self._normalization)
 

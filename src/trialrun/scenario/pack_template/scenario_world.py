@@ -259,6 +259,12 @@ def run_scenario(
             problem = f"agent exited without a final_output (timeout {timeout_s}s or crash)"
     except (BrokenPipeError, OSError) as exc:
         problem = f"agent stopped talking: {exc}"
+        try:
+            # An agent that crashed before reading what we sent shows up as a broken pipe.
+            code = process.wait(timeout=1)
+            problem = f"agent exited with code {code} without a final_output"
+        except subprocess.TimeoutExpired:
+            pass
     finally:
         watchdog.cancel()
         _close(process)

@@ -1,0 +1,148 @@
+"""The agent's stdout as protocol lines: read by the event loop, or lent to a blocking reader.
+
+``LineReader`` is the protocol of the stdout pipe's read transport. Unlike the subprocess
+transport's stream, which hands every chunk to the loop once more before a reader sees it, its
+``data_received`` runs straight from the pipe's readiness callback: one loop iteration per
+message instead of three.
+
+While a session answers the agent from a thread of blocking pipes (``conversation/pump.py``),
+the transport is paused and that thread reads the same pipe into the same buffer; whatever it
+leaves there is the loop's again afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from trialrun.errors import TrialrunError
+
+__all__ = ["LineReader", "MessageTooLargeError", "UnterminatedLine"]
+
+
+class MessageTooLargeError(TrialrunError):
+    """A stdout line is longer than ``max_message_bytes``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"agent sent a stdout line longer than max_message_bytes={limit} bytes; "
+            "raise max_message_bytes in suite.yaml or send smaller messages"
+        )
+
+
+class UnterminatedLine(bytes):
+    """The last bytes of a stream that ended without a newline: a whole message, or half of one."""
+
+
+class LineReader(asyncio.Protocol):
+    """Newline-terminated lines of at most ``limit`` bytes (the newline not counted)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.buffer = bytearray()
+        self.eof = False
+        self._scanned = 0
+        """Leading bytes of ``buffer`` known to hold no newline: a long line is scanned once."""
+        self._transport: asyncio.ReadTransport | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._full = False
+        """Reading paused because the buffer holds more than a whole line may: the agent waits."""
+        self._lent = False
+
+    # --- the transport's side ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.ReadTransport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > 2 * self.limit and not self._full:
+            # Whatever the session reads next fails as too large; no need to hold more of it.
+            self._full = True
+            self._pause()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self._wake()
+
+    # --- the reader's side ------------------------------------------------------------------
+
+    async def readline(self) -> bytes | None:
+        """The next line without its newline; None at end of stream.
+
+        A last line without a newline comes as an ``UnterminatedLine``. Raises
+        ``MessageTooLargeError`` for a line longer than ``limit``.
+        """
+        while True:
+            line = self.take_line()
+            if line is not None:
+                return line
+            if self.eof:
+                rest = bytes(self.buffer)
+                self.buffer.clear()
+                self._scanned = 0
+                return UnterminatedLine(rest) if rest else None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def take_line(self) -> bytes | None:
+        """The next whole line if the buffer holds one (consumed), else None."""
+        end = self.find_line()
+        if end < 0:
+            return None
+        line = bytes(self.buffer[:end])
+        self.consume(end + 1)
+        return line
+
+    def find_line(self) -> int:
+        """Where the next line's newline is, or -1. Raises ``MessageTooLargeError``."""
+        end = self.buffer.find(b"\n", self._scanned)
+        if end < 0:
+            self._scanned = len(self.buffer)
+            if self._scanned > self.limit:
+                raise MessageTooLargeError(self.limit)
+        elif end > self.limit:
+            raise MessageTooLargeError(self.limit)
+        return end
+
+    def consume(self, size: int) -> None:
+        del self.buffer[:size]
+        self._scanned = 0
+        if self._full and len(self.buffer) <= self.limit:
+            self._full = False
+            self._resume()
+
+    # --- lending the pipe to a blocking reader ----------------------------------------------
+
+    def lend(self) -> None:
+        """Stop reading on the loop: another thread reads the pipe into ``buffer`` now."""
+        self._lent = True
+        self._pause()
+
+    def give_back(self) -> None:
+        self._lent = False
+        self._resume()
+
+    def _pause(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def _resume(self) -> None:
+        if self._full or self._lent or self.eof:
+            return
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
