@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway_fake_upstream import FakeUpstream
+
+# What trialrun keeps between runs (compiled report templates) stays out of the user's home.
+_CACHE = tempfile.mkdtemp(prefix="trialrun-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

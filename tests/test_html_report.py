@@ -238,3 +238,61 @@ def test_unused_recordings_name_their_tools(peer_fixtures: Path) -> None:
     text = " ".join(" ".join(parse(page).text).split())
     assert f"Unused recordings 2 (search_docs, fetch{PAYLOADS[0]})" in text
     assert PAYLOADS[0] not in page  # shown as text, never as markup
+
+
+# -- compiled templates kept between runs ------------------------------------------------------
+
+
+def _fresh_environment(directory: Path) -> Any:
+    from trialrun.report.html import template_environment
+
+    template_environment.cache_clear()  # as a new process would
+    return template_environment(directory)
+
+
+def test_compiled_templates_are_kept_in_the_cache_folder_and_follow_their_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "page.j2").write_text("<p>{{ text }}</p>")
+    first = _fresh_environment(templates).get_template("page.j2").render(text="<b>")
+    assert first == "<p>&lt;b&gt;</p>"
+    kept = list((tmp_path / "cache" / "trialrun" / "templates").iterdir())
+    assert len(kept) == 1
+    # A later run uses the compiled code instead of compiling again...
+    import jinja2
+
+    def no_compiling(*_: Any, **__: Any) -> None:
+        raise AssertionError("compiled a template the cache holds")
+
+    monkeypatch.setattr(jinja2.Environment, "compile", no_compiling)
+    assert _fresh_environment(templates).get_template("page.j2").render(text="<b>") == first
+    monkeypatch.undo()
+    # ...but never once its source changed.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (templates / "page.j2").write_text("<div>{{ text }}</div>")
+    fresh = _fresh_environment(templates).get_template("page.j2").render(text="x")
+    assert fresh == "<div>x</div>"
+
+
+def test_a_cache_folder_that_cannot_be_written_only_means_compiling_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "page.j2").write_text("{{ 1 + 1 }}")
+    assert _fresh_environment(templates).get_template("page.j2").render() == "2"
+    # A full disk (or a read-only home) when the compiled code is written.
+    import jinja2
+
+    def disk_full(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(jinja2.FileSystemBytecodeCache, "dump_bytecode", disk_full)
+    assert _fresh_environment(templates).get_template("page.j2").render() == "2"
