@@ -637,3 +637,42 @@ def test_a_backend_that_must_be_awaited_never_lends_the_pipes(
     run = run_case(agent("echo_agent.py", "search_docs", "2"), tools=FakeTools(delay_s=0.01))
     assert run.failure is None, run.failure
     assert len(run.tool_calls) == 2
+
+
+def test_messages_split_across_writes_or_sharing_one_are_read_whole() -> None:
+    # Each call arrives in three pieces a little apart, and the log line shares the write of
+    # the final output: neither the loop nor the lent thread may see half a message.
+    code = (
+        "import json, sys, time\nsys.stdin.readline()\n"
+        "for i in range(5):\n"
+        "    line = json.dumps({'type': 'tool_call', 'name': 'search_docs', 'call_id': f'c{i}',"
+        " 'args': {'i': i, 'pad': 'x' * 300_000}}) + '\\n'\n"
+        "    third = len(line) // 3\n"
+        "    for piece in (line[:third], line[third:2 * third], line[2 * third:]):\n"
+        "        sys.stdout.write(piece); sys.stdout.flush(); time.sleep(0.05)\n"
+        "    sys.stdin.readline()\n"
+        "sys.stdout.write(json.dumps({'type': 'log', 'message': 'done'}) + '\\n'"
+        " + json.dumps({'type': 'final_output', 'output': {'n': 5}}) + '\\n')\n"
+        "sys.stdout.flush()\n"
+    )
+    limits = Limits(wall_ms=None, idle_ms=1000, max_message_bytes=1 << 20, kill_grace_ms=300)
+    run = run_case([sys.executable, "-c", code], limits=limits)
+    assert run.failure is None, run.failure
+    assert [call.args["i"] for call in run.tool_calls] == [0, 1, 2, 3, 4]
+    assert event_types(run)[-2:] == ["log", "final_output"]
+    assert run.output == {"n": 5}
+
+
+def test_a_line_that_trickles_in_longer_than_the_idle_timeout_is_idle() -> None:
+    # The idle timeout is per message: bytes that keep coming do not make a message on time.
+    code = (
+        "import sys, time\nsys.stdin.readline()\n"
+        "for _ in range(40):\n"
+        "    sys.stdout.write('{ '); sys.stdout.flush(); time.sleep(0.05)\n"
+    )
+    limits = Limits(wall_ms=None, idle_ms=600, max_message_bytes=1 << 20, kill_grace_ms=300)
+    started = time.monotonic()
+    run = run_case([sys.executable, "-c", code], limits=limits)
+    assert time.monotonic() - started < 1.8
+    assert run.failure is not None
+    assert run.failure.kind == "idle_timeout"
