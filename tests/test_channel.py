@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,3 +239,57 @@ def test_a_suite_with_agent_channel_fd_records_then_replays_through_the_cli(
     assert json.loads((suite / "cassettes/t1.jsonl").read_text())["result"]["source"] == "real"
     summary = trialrun("replay")
     assert summary["cases"][0]["status"] == "pass"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        (
+            "unread",
+            "Agent exited with code 1 before sending final_output; it closed its channel "
+            "without reading the task_start message",
+        ),
+        (
+            "partial",
+            "Agent exited with code 1 before sending final_output; it closed its channel in the "
+            "middle of a message (channel line 1 ends without a newline and is not whole JSON: "
+            '{"type": "tool_call", "name": "look)',
+        ),
+    ],
+)
+def test_in_replay_the_thread_answering_on_the_socket_sees_a_hang_up_as_the_loop_does(
+    tmp_path: Path, behaviour: str, message: str
+) -> None:
+    # A cassette answers at once, so the socket is lent to a thread of blocking reads: the
+    # reset (ECONNRESET) or the half message must come out as it does on the event loop.
+    cassette = tmp_path / "c.jsonl"
+    cassette.write_text("")
+    result = run(
+        behaviour, ReplayBackend(Cassette.load(cassette), None), "replay", agent=HANGUP_AGENT
+    )
+    assert result.failure is not None
+    assert (result.failure.kind, result.failure.message) == ("agent_crashed", message)
+
+
+def test_in_replay_every_call_on_the_socket_is_answered_from_one_lent_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trialrun.conversation import session
+
+    lendings: list[str] = []
+    original = session.run_on_thread
+
+    async def counting(work: Any, stop: Any) -> None:
+        lendings.append("lent")
+        await original(work, stop)
+
+    monkeypatch.setattr(session, "run_on_thread", counting)
+    cassette = tmp_path / "c.jsonl"
+    cassette.write_text(
+        json.dumps({"tool": "lookup", "args": {"q": "refund"}, "ok": True, "result": "recorded"})
+        + "\n"
+    )
+    result = run("local", ReplayBackend(Cassette.load(cassette), None), mode="replay")
+    assert result.failure is None, result.failure
+    assert result.output == {"seen": "recorded", "mode": "replay"}
+    assert lendings == ["lent"]

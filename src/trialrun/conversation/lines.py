@@ -1,9 +1,10 @@
-"""The agent's stdout as protocol lines: read by the event loop, or lent to a blocking reader.
+"""The agent's messages as protocol lines: read by the event loop, or lent to a blocking reader.
 
-``LineReader`` is the protocol of the stdout pipe's read transport. Unlike the subprocess
-transport's stream, which hands every chunk to the loop once more before a reader sees it, its
-``data_received`` runs straight from the pipe's readiness callback: one loop iteration per
-message instead of three.
+``LineReader`` is the protocol of the agent's stdout pipe (``stdio`` channel) and
+``SocketLineReader`` that of its socket (``fd`` channel). Unlike the subprocess transport's
+stream, which hands every chunk to the loop once more before a reader sees it, their
+``data_received`` runs straight from the readiness callback: one loop iteration per message
+instead of three.
 
 While a session answers the agent from a thread of blocking pipes (``conversation/pump.py``),
 the transport is paused and that thread reads the same pipe into the same buffer; whatever it
@@ -17,7 +18,13 @@ from typing import cast
 
 from trialrun.errors import TrialrunError
 
-__all__ = ["LineReader", "MessageTooLargeError", "UnterminatedLine"]
+__all__ = [
+    "ChannelLostError",
+    "LineReader",
+    "MessageTooLargeError",
+    "SocketLineReader",
+    "UnterminatedLine",
+]
 
 
 class MessageTooLargeError(TrialrunError):
@@ -31,6 +38,17 @@ class MessageTooLargeError(TrialrunError):
         )
 
 
+class ChannelLostError(TrialrunError):
+    """The agent reset its end of the channel: it closed it with bytes of ours still unread.
+
+    A Unix or TCP socket whose owner exits before reading what was sent to it resets the
+    connection, so the runner's next read fails instead of seeing the end of the stream.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the agent closed its channel with messages unread ({reason})")
+
+
 class UnterminatedLine(bytes):
     """The last bytes of a stream that ended without a newline: a whole message, or half of one."""
 
@@ -42,6 +60,8 @@ class LineReader(asyncio.Protocol):
         self.limit = limit
         self.buffer = bytearray()
         self.eof = False
+        self.lost: ConnectionError | None = None
+        """Why the stream ended, when the agent reset it rather than closing it."""
         self._scanned = 0
         """Leading bytes of ``buffer`` known to hold no newline: a long line is scanned once."""
         self._transport: asyncio.ReadTransport | None = None
@@ -66,9 +86,11 @@ class LineReader(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.eof = True
         self._wake()
-        return False
+        return True  # a socket stays open for our side's messages (pipes ignore this)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(exc, ConnectionError):
+            self.lost = exc
         self.eof = True
         self._wake()
 
@@ -78,12 +100,15 @@ class LineReader(asyncio.Protocol):
         """The next line without its newline; None at end of stream.
 
         A last line without a newline comes as an ``UnterminatedLine``. Raises
-        ``MessageTooLargeError`` for a line longer than ``limit``.
+        ``MessageTooLargeError`` for a line longer than ``limit`` and, once the lines that
+        came before it are read, ``ChannelLostError`` for a reset channel.
         """
         while True:
             line = self.take_line()
             if line is not None:
                 return line
+            if self.lost is not None:
+                raise ChannelLostError(self.lost.strerror or type(self.lost).__name__)
             if self.eof:
                 rest = bytes(self.buffer)
                 self.buffer.clear()
@@ -146,3 +171,23 @@ class LineReader(asyncio.Protocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+class SocketLineReader(LineReader, asyncio.streams.FlowControlMixin):
+    """``LineReader`` for a socket, which also carries our messages: a ``StreamWriter`` can
+    write to it and wait for the agent to take them (``drain``)."""
+
+    def __init__(self, limit: int) -> None:
+        loop = asyncio.get_running_loop()
+        LineReader.__init__(self, limit)
+        asyncio.streams.FlowControlMixin.__init__(self, loop)
+        self._closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        LineReader.connection_lost(self, exc)
+        asyncio.streams.FlowControlMixin.connection_lost(self, exc)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
+        return self._closed

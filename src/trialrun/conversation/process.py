@@ -31,7 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from trialrun.conversation.lines import LineReader, MessageTooLargeError, UnterminatedLine
+from trialrun.conversation.lines import (
+    ChannelLostError,
+    LineReader,
+    MessageTooLargeError,
+    SocketLineReader,
+    UnterminatedLine,
+)
 from trialrun.conversation.protocol import encode
 from trialrun.conversation.pump import LentPipes
 from trialrun.errors import TrialrunError
@@ -66,17 +72,6 @@ CHANNEL_FD_ENV = "TRIALRUN_FD"
 
 class AgentStartError(TrialrunError):
     """The agent command could not be started (the case fails as ``agent_error``)."""
-
-
-class ChannelLostError(TrialrunError):
-    """The agent reset its end of the channel: it closed it with bytes of ours still unread.
-
-    A Unix or TCP socket whose owner exits before reading what was sent to it resets the
-    connection, so the runner's next read fails instead of seeing the end of the stream.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"the agent closed its channel with messages unread ({reason})")
 
 
 class StderrRing:
@@ -176,27 +171,23 @@ class AgentProcess:
         protocol: _AgentProtocol,
         process: asyncio.subprocess.Process,
         max_message_bytes: int,
-        stdout: tuple[asyncio.ReadTransport, LineReader] | None = None,
-        channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None,
+        messages: tuple[asyncio.ReadTransport, LineReader],
+        socket_writer: asyncio.StreamWriter | None = None,
     ) -> None:
         self._transport = transport
         self._protocol = protocol
         self._process = process
         self.pid = process.pid
-        self._stdout: asyncio.ReadTransport | None = None
-        self._lines: LineReader | None = None
-        """stdio: the agent's stdout, read without the subprocess transport's extra hop."""
-        self._reader: asyncio.StreamReader | None = None
-        """fd channel: the socket's stream."""
-        if channel is None:
-            assert stdout is not None and process.stdin is not None
-            self._stdout, self._lines = stdout
+        self._messages, self._lines = messages
+        """The agent's stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
+        if socket_writer is None:
+            assert process.stdin is not None
             self._writer: asyncio.StreamWriter = process.stdin
         else:
-            self._reader, self._writer = channel
+            self._writer = socket_writer
         self._closed = False
         self.max_message_bytes = max_message_bytes
-        self.channel: Channel = "stdio" if channel is None else "fd"
+        self.channel: Channel = "stdio" if socket_writer is None else "fd"
 
     @classmethod
     async def start(
@@ -279,9 +270,17 @@ class AgentProcess:
                 stdout_pipe.close()
                 transport.close()
                 raise
-            return cls(transport, protocol, process, max_message_bytes, stdout=stdout)
-        streams = await asyncio.open_unix_connection(sock=ours, limit=max_message_bytes)
-        return cls(transport, protocol, process, max_message_bytes, channel=streams)
+            return cls(transport, protocol, process, max_message_bytes, stdout)
+        try:
+            sock_transport, lines = await loop.create_unix_connection(
+                lambda: SocketLineReader(max_message_bytes), sock=ours
+            )
+        except BaseException:
+            ours.close()
+            transport.close()
+            raise
+        writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
+        return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
 
     @property
     def returncode(self) -> int | None:
@@ -341,9 +340,9 @@ class AgentProcess:
         writer = self._writer
         if writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
             return True
-        # On the fd channel the writer shares the socket with our reader, whose error drain
-        # raises; on stdio the writer has no reader.
-        return self._reader is not None and self._reader.exception() is not None
+        # On the fd channel the writer shares the socket with our reader: once the agent reset
+        # it, drain raises. On stdio the pipes are apart.
+        return self.channel == "fd" and self._lines.lost is not None
 
     async def read_line(self) -> bytes | None:
         """The next protocol line without its newline; None at end of stream.
@@ -353,44 +352,33 @@ class AgentProcess:
         line longer than ``max_message_bytes`` (the stream reader's limit: no quadratic
         buffering) and ``ChannelLostError`` when the agent reset the channel.
         """
-        if self._lines is not None:
-            return await self._lines.readline()
-        assert self._reader is not None
-        try:
-            line = await self._reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            return UnterminatedLine(exc.partial) if exc.partial else None
-        except asyncio.LimitOverrunError:
-            raise MessageTooLargeError(self.max_message_bytes) from None
-        except ConnectionError as exc:
-            # A reset (or a write that failed on the same socket) ends the stream as surely as
-            # EOF does; the caller reports how the agent ended, not our socket's errno.
-            raise ChannelLostError(exc.strerror or type(exc).__name__) from None
-        return line[:-1]
+        return await self._lines.readline()
 
-    def lend_stdio(self) -> LentPipes | None:
-        """The stdio pipes for a thread's blocking reads and writes, or None when they cannot be
-        lent now (fd channel, closed, a write still buffered). ``give_back`` when done."""
-        if self._lines is None or self._stdout is None or self._closed:
-            return None
+    def lend(self) -> LentPipes | None:
+        """The channel for a thread's blocking reads and writes, or None when it cannot be lent
+        now (closed, a write still buffered). ``give_back`` when done."""
         writer = self._writer
-        if writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
+        if self._closed or writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
             return None
-        stdin = writer.transport.get_extra_info("pipe")
-        if stdin is None:
+        if self.channel == "fd":
+            inbox = outbox = self._messages.get_extra_info("socket")
+        else:
+            inbox, outbox = (
+                writer.transport.get_extra_info("pipe"),
+                self._messages.get_extra_info("pipe"),
+            )
+        if inbox is None or outbox is None:
             return None
         self._lines.lend()
         try:
-            stdout = self._stdout.get_extra_info("pipe")
-            return LentPipes(self._lines, stdout.fileno(), stdin.fileno())
+            return LentPipes(self._lines, outbox.fileno(), inbox.fileno())
         except BaseException:
             self._lines.give_back()
             raise
 
     def give_back(self, pipes: LentPipes) -> None:
-        """The lending thread is done: the loop reads stdout again."""
+        """The lending thread is done: the loop reads the agent's messages again."""
         pipes.close()
-        assert self._lines is not None
         self._lines.give_back()
 
     def close_stdin(self) -> None:
@@ -442,8 +430,7 @@ class AgentProcess:
         self._closed = True
         if self.channel == "fd":
             self._writer.close()
-        if self._stdout is not None:
-            self._stdout.close()
+        self._messages.close()
         self._transport.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:

@@ -1,4 +1,4 @@
-"""An agent's stdio pipes lent to a thread of blocking reads and writes.
+"""An agent's channel (stdio pipes or socket) lent to a thread of blocking reads and writes.
 
 Measured on the 5,000-call replay case: a round trip through the event loop (wake from epoll,
 read, answer, write) costs about twice the CPU and wall time of the same round trip on a thread
@@ -36,14 +36,15 @@ Written = Literal["sent", "closed", "woken", "timeout"]
 
 
 class LentPipes:
-    """The agent's stdout (through ``reader``) and stdin, for one thread at a time."""
+    """The agent's messages (through ``reader``) and its inbox, for one thread at a time: its
+    stdout and stdin pipes, or twice its socket."""
 
-    def __init__(self, reader: LineReader, stdout_fd: int, stdin_fd: int) -> None:
+    def __init__(self, reader: LineReader, messages_fd: int, inbox_fd: int) -> None:
         self.reader = reader
         self.stopping = False
         """Set by ``stop``: the thread must return as soon as it can (the case is cancelled)."""
-        self._out = os.dup(stdout_fd)
-        self._in = os.dup(stdin_fd)
+        self._out = os.dup(messages_fd)
+        self._in = os.dup(inbox_fd)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -75,6 +76,9 @@ class LentPipes:
             data = os.read(self._out, _READ_SIZE)
         except BlockingIOError:
             return "ready"
+        except ConnectionError as exc:  # the agent reset its socket: the loop reports it
+            self.reader.lost = exc
+            data = b""
         if not data:
             self.reader.eof = True
             return "eof"

@@ -34,8 +34,8 @@ from typing import Any, NoReturn, TypeVar
 
 from trialrun.base.results import AgentRun, Failure, JsonObject, Status, ToolCall
 from trialrun.conversation import protocol
-from trialrun.conversation.lines import MessageTooLargeError, UnterminatedLine
-from trialrun.conversation.process import AgentProcess, ChannelLostError
+from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
+from trialrun.conversation.process import AgentProcess
 from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
@@ -445,7 +445,7 @@ class _Session:
 
     async def _answer_on_thread(self, agent: AgentProcess) -> None:
         """Lend the agent's pipes to a thread that answers what it can (``_answer_lent``)."""
-        pipes = agent.lend_stdio()
+        pipes = agent.lend()
         if pipes is None:
             return
         self._lent = pipes
