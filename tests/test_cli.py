@@ -462,3 +462,4 @@ def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
     loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay", "--no-baseline"])
     assert "trialrun.checks.builtin" in loaded  # the suite's assertions were compiled
     assert sorted(loaded & {"importlib.metadata", "email.message"}) == []
+    assert "trialrun.artifacts.baseline" not in loaded  # --no-baseline: nothing to load
