@@ -17,8 +17,9 @@ which do not move with the machine's load; the agent itself executes ~385 M inst
   =================================================  ===============  ===============
   phase                                              before           after
   =================================================  ===============  ===============
-  start-up: imports                                  ~200 ms CPU      ~200 ms (untouched)
-  load suite + preflight (cassette parsed once)        ~95 ms            ~95 ms
+  start-up: imports (session 7, see below)           ~200 ms, 703 M   ~185 ms, 655 M
+  load suite + preflight (cassette parsed once;       ~95 ms, 215 M    ~60 ms, 129 M
+    session 7, see below)
   conversation: 5,000 x (read, parse, canonical       ~890 ms           ~650 ms
     args, look up, answer, 2 events)
       asyncio.timeout per wait (2 -> 0 per message)    ~35 k instr/wait   a lazy alarm
@@ -30,6 +31,20 @@ which do not move with the machine's load; the agent itself executes ~385 M inst
   summary, junit, report                               ~15 ms            ~15 ms
   whole process, instructions                         5,393 M            4,162 M
   =================================================  ===============  ===============
+
+Session 7, until the first agent starts (instructions of the trialrun process, valgrind, its
+report warm-up thread left out; CPU: median of 11 alternating runs of both trees): 957 M -> 823 M
+instructions, 258 -> 230 ms of CPU. Imports are what importing the modules loaded by then costs
+(the interpreter's own 39 M included); load is the rest. The assertion compiler no longer lists
+the ``trialrun.assertions`` entry points for built-in types (``importlib.metadata``, ``email``,
+``zipfile`` and a scan of every installed distribution: 35 fewer modules); a well-formed cassette
+line is one scan of the JSON decoder (5,000 lines: 240 M -> 170 M instructions). What is left:
+asyncio (~100 M, ssl included), PyYAML (~90 M: its pure-Python reader compiles a large regex at
+import although the C loader is used), click (~45 M), ~56 frozen dataclasses created at import
+(~3-5 M each: models, results, checks.builtin, conversation.protocol), the regexes of
+base.redact and conversation.protocol, the ``tools`` package importing its record-mode modules,
+5,000 ``CassetteEntry`` (frozen, slotted dataclass: ~55 M to build), and ``git rev-parse``
+(receipt) run just before the agent.
 
 The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
 5,000 answers, start-up included: an asyncio round trip alone costs about what the whole

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from trialrun.base import canonjson
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import CassetteError, CassetteMismatch
+from trialrun.tools import cassette as cassette_module
 from trialrun.tools.cassette import MAX_NEAREST, Cassette, ReplayBackend, _best_matches
 
 
@@ -118,6 +119,100 @@ def test_each_load_problem_names_file_and_line(
     assert (caught.value.file, caught.value.line) == (str(path), line)
     assert message in caught.value.message
     assert str(caught.value).startswith(f"{path}:{line}: ")
+
+
+def read_line_by_line(path: Path) -> tuple[list[Any], list[str]]:
+    """What ``Cassette.read`` gave before its fast path: ``_parse_entry`` on every line."""
+    entries: list[Any] = []
+    problems: list[str] = []
+    for line_no, text in cassette_module._lines(path.read_bytes(), path, []):
+        try:
+            entries.append(cassette_module._parse_entry(text, path, line_no))
+        except CassetteError as exc:
+            problems.append(str(exc))
+    return entries, problems
+
+
+def read_now(path: Path) -> tuple[list[Any], list[str]]:
+    cassette, problems = Cassette.read(path)
+    assert cassette is not None
+    return cassette.entries, [str(problem) for problem in problems]
+
+
+GOOD = '{"tool": "a", "args": {"q": 1}, "ok": true, "result": {"r": [1, 2.5, null]}}'
+EDGE_LINES = [
+    GOOD,
+    '{"args":{"q":1},"ok":false,"tool":"a","error":"boom"}',  # compact, any key order
+    " " + GOOD,  # leading blank: the scanner does not skip it
+    GOOD + "  \t",
+    GOOD + "\r",  # a CRLF file
+    GOOD + " x",
+    GOOD + "," + GOOD,
+    GOOD + " " + GOOD,
+    '{"tool": "a", "args": {}, "ok": true, "error": null}',
+    '{"tool": "a", "args": {}, "ok": true, "error": {"code": 7, "why": "x"}}',
+    '{"tool": "a", "args": {}, "ok": true, "error": ["x"]}',
+    '{"tool": "a", "args": {}, "ok": 1}',
+    '{"tool": "a", "args": {}, "ok": null}',
+    '{"tool": null, "args": {}, "ok": true}',
+    '{"tool": "a", "args": {"x": NaN}, "ok": true}',
+    '{"tool": "a", "args": {"x": -Infinity}, "ok": true}',
+    '{"tool": "a", "args": {"x": 123456789012345678901234567890}, "ok": true}',
+    '{"tool": "a", "args": {"x": "\\ud800 lone"}, "ok": true}',
+    '{"tool": "a", "args": {"x": "tab\tinside"}, "ok": true}',
+    '{"tool": "a", "tool": "b", "args": {}, "ok": true}',
+    '{"tool": "a", "args": {}, "ok": true, "unknown": 1}',
+    '{"tool": "a", "args": ' + "[" * 100_000 + "]" * 100_000 + ', "ok": true}',
+    "[1, 2]",
+    "{",
+    "\ufeff" + GOOD,
+]
+
+
+@pytest.mark.parametrize("line", EDGE_LINES, ids=range(len(EDGE_LINES)))
+def test_every_line_loads_as_it_did_line_by_line(tmp_path: Path, line: str) -> None:
+    # Well-formed lines take a shorter path than _parse_entry: same entries, same problems.
+    path = write_cassette(tmp_path / "c.jsonl", [GOOD, line, GOOD])
+    assert read_now(path) == read_line_by_line(path)
+
+
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["tool", "args", "ok", "result", "error", "other"]),
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                lambda inner: (
+                    st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+                ),
+                max_leaves=6,
+            ),
+        ),
+        max_size=8,
+    ),
+    st.sampled_from(["", " ", "\r", "\t"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_any_lines_load_as_they_did_line_by_line(
+    tmp_path_factory: pytest.TempPathFactory, objects: list[dict[str, Any]], padding: str
+) -> None:
+    path = tmp_path_factory.mktemp("c") / "c.jsonl"
+    write_cassette(path, [json.dumps(obj) + padding for obj in objects])
+    assert read_now(path) == read_line_by_line(path)
+
+
+def test_well_formed_lines_do_not_go_through_the_slow_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 5,000-line cassette is parsed before the first agent starts: one scan per line.
+    def slow(*args: Any) -> None:
+        raise AssertionError("the slow path parsed a well-formed line")
+
+    path = write_cassette(tmp_path / "c.jsonl", [entry("a", {"q": i}) for i in range(50)])
+    monkeypatch.setattr(cassette_module, "_parse_entry", slow)
+    cassette = Cassette.load(path)
+    assert [e.args for e in cassette.entries] == [{"q": i} for i in range(50)]
 
 
 def test_a_missing_file_is_named_absolutely(tmp_path: Path) -> None:

@@ -430,22 +430,38 @@ main()
 """
 
 
-def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
-    project: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert call(["init"], capsys)[0] == 0
+def modules_at_first_agent(args: list[str]) -> set[str]:
+    """What ``trialrun ARGS`` has imported when it starts its first agent."""
     proc = subprocess.run(
-        [sys.executable, "-c", FIRST_AGENT_PROBE, "run", "evals/demo", "--mode", "replay"],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", FIRST_AGENT_PROBE, *args], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS" in proc.stdout
     [line] = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
     loaded = set(line.split()[1:])
     assert "trialrun.running.runner" in loaded  # the probe saw the run's own imports
+    return loaded
+
+
+def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay"])
     # JUnit and its XML writer are only needed once every case is done. (The console text is
     # not in this list: report.html imports it, and the recorder's warm-up thread loads that
     # while the first agents start, so whether it is there yet is a race.)
     after_the_run = {"trialrun.report.junit", "xml.etree.ElementTree"}
     assert sorted(loaded & after_the_run) == []
+
+
+def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Listing the trialrun.assertions entry points reads every installed distribution's metadata.
+    assert call(["init"], capsys)[0] == 0
+    assert "type: json_schema" in (project / "evals" / "demo" / "suite.yaml").read_text()
+    loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay", "--no-baseline"])
+    assert "trialrun.checks.builtin" in loaded  # the suite's assertions were compiled
+    assert sorted(loaded & {"importlib.metadata", "email.message"}) == []
+    assert "trialrun.artifacts.baseline" not in loaded  # --no-baseline: nothing to load

@@ -87,6 +87,50 @@ def test_builtins_are_found_through_the_installed_entry_points() -> None:
     assert fresh.get("tool_args") is builtin.TOOL_ARGS
 
 
+def test_the_builtin_table_is_what_pyproject_declares() -> None:
+    declared = {ep.name: ep.value for ep in registry.discover_entry_points()}
+    assert dict(registry.BUILTIN_TYPES) == declared
+
+
+def test_builtins_load_without_listing_the_entry_points() -> None:
+    # Listing reads every installed distribution's metadata: a suite of built-in types must not.
+    listed = 0
+
+    def discover() -> list[FakeEntryPoint]:
+        nonlocal listed
+        listed += 1
+        return [FakeEntryPoint("output_equals", "acme:T", OutputEqualsType())]
+
+    reg = AssertionRegistry(discover, builtins=registry.BUILTIN_TYPES)
+    for name in BUILTIN_NAMES:
+        assert reg.get(name) is getattr(builtin, name.upper())
+    assert listed == 0
+    assert isinstance(reg.get("output_equals"), OutputEqualsType)  # not built in: listed
+    assert reg.get("contains") is None
+    assert listed == 1
+    assert reg.names() == sorted([*BUILTIN_NAMES, "output_equals"])
+
+
+def test_a_builtin_name_is_reserved_for_the_builtin() -> None:
+    rival = FakeEntryPoint("must_call", "rival:MUST_CALL", OutputEqualsType())
+    reg = AssertionRegistry(lambda: [rival], builtins=registry.BUILTIN_TYPES)
+    assert reg.get("must_call") is builtin.MUST_CALL
+    assert rival.loads == 0
+    with pytest.raises(ValueError, match="'must_call' is already registered"):
+        AssertionRegistry(list, builtins=registry.BUILTIN_TYPES).register(builtin.MUST_CALL)
+
+
+def test_a_builtin_that_fails_to_load_names_its_entry_point() -> None:
+    reg = AssertionRegistry(list, builtins={"must_call": "trialrun.checks.builtin:NOT_THERE"})
+    with pytest.raises(AssertionPluginError) as info:
+        reg.get("must_call")
+    assert str(info.value) == (
+        "cannot load assertion type 'must_call' from entry point "
+        "'must_call = trialrun.checks.builtin:NOT_THERE' (group trialrun.assertions): "
+        "AttributeError: module 'trialrun.checks.builtin' has no attribute 'NOT_THERE'"
+    )
+
+
 def test_module_level_functions_use_the_default_registry() -> None:
     assert set(BUILTIN_NAMES) <= set(registry.assertion_type_names())
     assert registry.get_assertion_type("must_call") is builtin.MUST_CALL

@@ -6,9 +6,15 @@ validates its parameters once, at load time, and returns a ``CompiledAssertion``
 ``trialrun.assertions``; the built-in ones are declared there too, so they use exactly the
 extension API a third-party package gets. ``register()`` adds a type programmatically.
 
-Entry points are listed on the first lookup and each one is imported only when its type is
-first asked for, then cached: a broken plugin fails the suites that use it, with an error naming
-the entry point, and nothing else.
+Listing entry points reads the metadata of every installed distribution (~15 ms of CPU with
+this project's dev environment, ``importlib.metadata`` included; more with more packages), which
+a suite that only uses built-in types should not pay before its first agent starts. So the
+built-ins are also named in ``BUILTIN_TYPES`` and loaded from there; entry points are listed only
+for a name that is not built in (or to list every name, as an "unknown type" error does). A
+built-in name is therefore reserved: a plugin's entry point of the same name is never used.
+
+Each entry point is imported only when its type is first asked for, then cached: a broken plugin
+fails the suites that use it, with an error naming the entry point, and nothing else.
 """
 
 from __future__ import annotations
@@ -24,6 +30,17 @@ from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
 
 ENTRY_POINT_GROUP = "trialrun.assertions"
+
+BUILTIN_TYPES: Mapping[str, str] = {
+    "call_order": "trialrun.checks.builtin:CALL_ORDER",
+    "json_schema": "trialrun.checks.builtin:JSON_SCHEMA",
+    "must_call": "trialrun.checks.builtin:MUST_CALL",
+    "must_not_call": "trialrun.checks.builtin:MUST_NOT_CALL",
+    "required_fields": "trialrun.checks.builtin:REQUIRED_FIELDS",
+    "tool_args": "trialrun.checks.builtin:TOOL_ARGS",
+}
+"""The built-in types, exactly as pyproject.toml declares them in ``trialrun.assertions``
+(a test holds the two equal). A string, not an import: ``checks`` is a higher layer."""
 
 
 class AssertionParamError(ValueError):
@@ -147,6 +164,23 @@ class EntryPointLike(Protocol):
     def load(self) -> Any: ...
 
 
+class BuiltinEntryPoint:
+    """A ``BUILTIN_TYPES`` entry, loaded as its entry point would be but without metadata."""
+
+    # A plain class: a dataclass costs start-up ~1 ms to create.
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name = name
+        self.value = value
+
+    def load(self) -> Any:
+        import importlib
+
+        module, _, attribute = self.value.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
 def discover_entry_points() -> list[EntryPointLike]:
     """Every entry point of the ``trialrun.assertions`` group in the installed distributions."""
     import importlib.metadata  # costs milliseconds at start-up; only needed on first lookup
@@ -155,10 +189,19 @@ def discover_entry_points() -> list[EntryPointLike]:
 
 
 class AssertionRegistry:
-    """Assertion types by name: programmatic registrations, then entry points (lazily)."""
+    """Assertion types by name: programmatic registrations, built-ins, then entry points.
 
-    def __init__(self, discover: Callable[[], Iterable[EntryPointLike]] = discover_entry_points):
+    ``builtins`` (name -> ``module:attribute``) are loaded without listing the entry points;
+    the process-wide registry gets ``BUILTIN_TYPES``, a bare one (tests) none.
+    """
+
+    def __init__(
+        self,
+        discover: Callable[[], Iterable[EntryPointLike]] = discover_entry_points,
+        builtins: Mapping[str, str] | None = None,
+    ) -> None:
         self._discover = discover
+        self._builtins: Mapping[str, str] = builtins or {}
         self._lock = threading.RLock()
         self._registered: dict[str, AssertionType] = {}
         self._entry_points: dict[str, list[EntryPointLike]] | None = None
@@ -169,7 +212,8 @@ class AssertionRegistry:
         _require_assertion_type(assertion_type, where=f"register({assertion_type!r})")
         name = assertion_type.name
         with self._lock:
-            if not replace and (name in self._registered or name in self._entry_point_map()):
+            taken = name in self._registered or name in self._builtins
+            if not replace and (taken or name in self._entry_point_map()):
                 raise ValueError(
                     f"assertion type '{name}' is already registered; pass replace=True to "
                     "override it"
@@ -186,7 +230,7 @@ class AssertionRegistry:
                 return self._registered[name]
             if name in self._loaded:
                 return self._loaded[name]
-            candidates = self._entry_point_map().get(name)
+            candidates = self._candidates(name)
             if not candidates:
                 return None
             loaded = _load_entry_point(name, candidates)
@@ -196,7 +240,13 @@ class AssertionRegistry:
     def names(self) -> list[str]:
         """Every known type name, sorted (entry points are listed, not imported)."""
         with self._lock:
-            return sorted({*self._registered, *self._entry_point_map()})
+            return sorted({*self._registered, *self._builtins, *self._entry_point_map()})
+
+    def _candidates(self, name: str) -> Sequence[EntryPointLike]:
+        builtin = self._builtins.get(name)
+        if builtin is not None:
+            return [BuiltinEntryPoint(name, builtin)]
+        return self._entry_point_map().get(name, [])
 
     def _entry_point_map(self) -> dict[str, list[EntryPointLike]]:
         if self._entry_points is None:
@@ -253,7 +303,7 @@ def _require_assertion_type(candidate: object, *, where: str) -> AssertionType:
     return cast(AssertionType, candidate)
 
 
-_DEFAULT_REGISTRY = AssertionRegistry()
+_DEFAULT_REGISTRY = AssertionRegistry(builtins=BUILTIN_TYPES)
 
 
 def default_registry() -> AssertionRegistry:

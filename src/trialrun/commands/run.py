@@ -37,6 +37,8 @@ class PreparedRun:
 
 @dataclass(frozen=True)
 class FinishedRun:
+    """A run that was recorded, and whether it was interrupted."""
+
     recorded: RecordedRun
     interrupted: bool
 
@@ -164,8 +166,6 @@ def _baseline_for(
     configured: Path | None, explicit: Path | None, disabled: bool, warn: Callable[[str], None]
 ) -> Baseline | None:
     """Load the baseline before any case runs, so a bad file costs nothing."""
-    from trialrun.artifacts.baseline import load_baseline
-    from trialrun.artifacts.recording import Baseline
     from trialrun.errors import ConfigError
 
     if disabled:
@@ -180,7 +180,7 @@ def _baseline_for(
                 "or pass --no-baseline)",
                 file=explicit,
             )
-        return Baseline(load_baseline(explicit), explicit)
+        return _load_baseline(explicit)
     if configured is None:
         return None
     if not configured.is_file():
@@ -189,4 +189,12 @@ def _baseline_for(
             "(create it with `trialrun baseline promote`)."
         )
         return None
-    return Baseline(load_baseline(configured), configured)
+    return _load_baseline(configured)
+
+
+def _load_baseline(path: Path) -> Baseline:
+    # Imported only when there is a baseline to read: a run without one starts its agents sooner.
+    from trialrun.artifacts.baseline import load_baseline
+    from trialrun.artifacts.recording import Baseline
+
+    return Baseline(load_baseline(path), path)

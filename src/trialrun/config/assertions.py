@@ -53,13 +53,14 @@ class AssertionCompiler:
     def _compile_one(
         self, doc: LoadedYaml, at: tuple[PathElement, ...], entry: Any
     ) -> CompiledAssertion:
-        names = self._registry.assertion_type_names()
         if not isinstance(entry, dict):
             found = describe_value(entry)
             raise doc.error(f"each assertion must be a mapping with a 'type', found {found}", at)
         kind = entry.get("type")
         if not isinstance(kind, str):
             problem = "has no 'type'" if kind is None else f"'type' is {describe_value(kind)}"
+            # Listing every name lists the plugins' entry points: only for this message.
+            names = self._registry.assertion_type_names()
             message = f"assertion {problem}; expected one of: {', '.join(names)}"
             raise doc.error(message, (*at, "type") if kind is not None else at, "type")
         try:
@@ -67,6 +68,7 @@ class AssertionCompiler:
         except ConfigError as exc:  # a plugin providing this type failed to load
             raise doc.error(exc.message, (*at, "type"), "type") from None
         if assertion_type is None:
+            names = self._registry.assertion_type_names()
             message = (
                 f"unknown assertion type '{kind}'{did_you_mean(kind, names)}; "
                 f"known types: {', '.join(names)}"

@@ -101,6 +101,8 @@ def find_suite_file(path: Path) -> Path:
 
 @dataclass
 class _CaseDraft:
+    """One case file on its way to a ``Case``: what has loaded so far."""
+
     doc: LoadedYaml
     file: Path
     config: CaseConfig | None = None

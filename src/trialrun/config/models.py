@@ -44,6 +44,8 @@ _STRINGS = ListOf(Str())
 
 @dataclass(frozen=True, kw_only=True)
 class Budgets(Record):
+    """Limits a case must stay within (suite-wide, overridden key by key per case)."""
+
     max_wall_ms: int | None = field(default=None, metadata=key(_COUNT))
     max_tool_calls: int | None = field(default=None, metadata=key(_COUNT))
     max_tool_errors: int | None = field(default=None, metadata=key(_COUNT))
@@ -59,6 +61,8 @@ class Budgets(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Regression(Record):
+    """The gates a run must pass against its baseline."""
+
     min_pass_rate: float | None = field(
         default=None, metadata=key(Optional(Float(ge=0, le=1)), "min_success_rate")
     )
@@ -70,6 +74,8 @@ class Regression(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class ReplaceText(Record):
+    """One regex replacement applied to text before outputs and tool args are compared."""
+
     pattern: str = field(metadata=key(Str()))
     replacement: str = field(default="", metadata=key(Str()))
     flags: str = field(default="", metadata=key(Str()))
@@ -77,6 +83,8 @@ class ReplaceText(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Normalization(Record):
+    """What is stripped or replaced before outputs and tool args are compared."""
+
     strip_keys: list[str] = field(default_factory=list, metadata=key(_STRINGS))
     strip_paths: list[str] = field(default_factory=list, metadata=key(_STRINGS))
     replace_paths: dict[str, Any] = field(default_factory=dict, metadata=key(MapOf(AnyValue())))
@@ -132,6 +140,8 @@ class ModelGateway(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class SuiteConfig(Record):
+    """suite.yaml: RunLedger's keys, then trialrun's extensions."""
+
     suite_name: str = field(metadata=key(Str()))
     agent_command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
     mode: Mode = field(metadata=key(OneOf("replay", "record", "live")))
@@ -168,6 +178,8 @@ class SuiteConfig(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class CaseConfig(Record):
+    """One case file."""
+
     id: str = field(metadata=key(Str()))
     description: str | None = field(default=None, metadata=key(Optional(Str())))
     input: dict[str, Any] = field(metadata=key(MapOf(AnyValue())))

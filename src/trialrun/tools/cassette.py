@@ -21,7 +21,7 @@ import difflib
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -109,10 +109,14 @@ class Cassette:
         entries: list[CassetteEntry] = []
         problems: list[CassetteError] = []
         for line_no, text in _lines(data, path, problems):
-            try:
-                entries.append(_parse_entry(text, path, line_no))
-            except CassetteError as exc:
-                problems.append(exc)
+            entry = _well_formed_entry(text, line_no)
+            if entry is None:
+                try:
+                    entry = _parse_entry(text, path, line_no)
+                except CassetteError as exc:
+                    problems.append(exc)
+                    continue
+            entries.append(entry)
         return cls(path, entries, hashlib.sha256(data).hexdigest()), problems
 
     def fresh(self) -> Cassette:
@@ -261,7 +265,38 @@ def _reject_constant(name: str) -> Any:
 
 
 # One decoder for every line: json.loads with an option builds a new one per call.
-_decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_decode_json = _DECODER.decode
+# What _DECODER.decode runs on the text (an attribute of the instance typeshed does not declare).
+_scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
+_JSON_SPACE = " \t\n\r"
+
+
+def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
+    """The entry of a line that is exactly one well-formed recording, else None.
+
+    The common case, taken in a few steps: the decoder's scanner straight from column 0 (no
+    whitespace skipping, no second pass for trailing data) and exact type checks. Anything else
+    (leading blanks, a structured ``error``, any problem) returns None, and ``_parse_entry`` then
+    gives the same entry or the error message it always gave.
+    """
+    try:
+        raw, end = _scan_json(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    tool = raw.get("tool")
+    args = raw.get("args")
+    ok = raw.get("ok")
+    error = raw.get("error")
+    if not (isinstance(tool, str) and isinstance(args, dict) and isinstance(ok, bool)):
+        return None
+    if error is not None and not isinstance(error, str):
+        return None
+    return CassetteEntry(tool, args, ok, raw.get("result"), error, line_no)
 
 
 def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
