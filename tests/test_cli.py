@@ -448,10 +448,10 @@ def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
 ) -> None:
     assert call(["init"], capsys)[0] == 0
     loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay"])
-    # JUnit and its XML writer are only needed once every case is done. (The console text is
-    # not in this list: report.html imports it, and the recorder's warm-up thread loads that
-    # while the first agents start, so whether it is there yet is a race.)
-    after_the_run = {"trialrun.report.junit", "xml.etree.ElementTree"}
+    # The console text, JUnit and their XML writer are only needed once every case is done (the
+    # recorder's warm-up thread loads report.html, and the console text with it, only once the
+    # first agent is starting).
+    after_the_run = {"trialrun.report.console", "trialrun.report.junit", "xml.etree.ElementTree"}
     assert sorted(loaded & after_the_run) == []
 
 

@@ -278,3 +278,38 @@ def test_cases_are_announced_as_decided_and_recorded_in_case_order(tmp_path: Pat
     assert [r.case_id for r in results] == recorded == ["a_slow", "b_fast"]
     assert decided == ["b_fast", "a_slow"]
     assert processes_left(state) == []
+
+
+def test_the_first_agent_is_announced_once_as_soon_as_it_is_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import subprocess
+
+    from trialrun.config import load_suite
+    from trialrun.running.runner import RunOptions, RunProgress, run_suite
+
+    suite_dir, state = make_suite(tmp_path, {"a": {}, "b": {}, "c": {}})
+    events: list[str] = []
+    spawn = subprocess.Popen.__init__
+
+    def noting(self: Any, args: Any, *rest: Any, **options: Any) -> None:
+        events.append("spawn")
+        spawn(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", noting)
+    asyncio.run(
+        run_suite(
+            load_suite(suite_dir),
+            RunOptions(mode="replay", jobs=2),
+            RunProgress(),
+            on_case_done=lambda _i, _result: events.append("done"),
+            on_first_agent=lambda: events.append("first agent"),
+        )
+    )
+    assert events.count("first agent") == 1
+    announced = events.index("first agent")
+    # After the first spawn (the cases prepared meanwhile started theirs), before any case ends.
+    assert events[:announced] == ["spawn"] * announced and 1 <= announced <= 3
+    assert events.count("done") == 3
+    assert processes_left(state) == []

@@ -75,10 +75,18 @@ class RunRecorder:
             signer=signer,
         )
         self._case_views: list[tuple[str, dict[str, Any]]] = []
-        # jinja2 and the report template cost ~70 ms of CPU: a thread pays for them while the
-        # first agents start, instead of the event loop stalling on them (or the run's tail).
-        self._warmup = threading.Thread(target=_warm_report, name="trialrun-report", daemon=True)
-        self._warmup.start()
+        self._warming = False
+
+    def warm_up(self) -> None:
+        """Load jinja2 and the report template on a thread; call once the first agents start.
+
+        They cost ~50 ms of CPU: the thread pays for them while the agents load their own
+        imports, instead of the event loop stalling on them (or the run's tail). Started any
+        earlier, it would only compete with getting the first agent started.
+        """
+        if not self._warming:
+            self._warming = True
+            threading.Thread(target=_warm_report, name="trialrun-report", daemon=True).start()
 
     @property
     def run_dir(self) -> Path:

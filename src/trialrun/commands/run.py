@@ -107,6 +107,7 @@ def execute_run(
                     progress,
                     on_case_done=lambda _index, result: recorder.record(result),
                     on_case_decided=decided,
+                    on_first_agent=recorder.warm_up,
                 )
             )
         )

@@ -67,11 +67,14 @@ async def run_suite(
     progress: RunProgress,
     on_case_done: CaseCallback | None = None,
     on_case_decided: CaseCallback | None = None,
+    on_first_agent: Callable[[], None] | None = None,
 ) -> list[CaseResult]:
     """Run every case of ``suite``; ``on_case_done`` is called in case order.
 
     ``on_case_decided`` hears of each case as soon as its verdict is known, in whatever order
     the cases finish (a progress display: with ``-j``, a fast case need not wait for a slow one).
+    ``on_first_agent`` is called once the first case is ready to run (with pre-started agents:
+    its agent is starting), the moment for work that may overlap the agents' start-up.
     """
     tools = _ToolModuleCache(suite, options.preflight)
     teardowns = Teardowns()
@@ -85,6 +88,7 @@ async def run_suite(
     agents = asyncio.Semaphore(jobs + 1 if options.prestart else jobs)
     reported = 0
     done: dict[int, CaseResult] = {}
+    first_agent = on_first_agent
 
     def report_in_order() -> None:
         nonlocal reported
@@ -96,8 +100,12 @@ async def run_suite(
 
     async def one(index: int, case: Case) -> None:
         # Both semaphores are fair, so cases are prepared, and their agents started, in order.
+        nonlocal first_agent
         async with agents:
             prepared = await _prepare(suite, case, options, tools, services)
+            if first_agent is not None:
+                first_agent, started = None, first_agent
+                started()
             try:
                 async with gate:
                     done[index] = await prepared.run(teardowns)
