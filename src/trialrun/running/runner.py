@@ -88,7 +88,7 @@ async def run_suite(
     agents = asyncio.Semaphore(jobs + 1 if options.prestart else jobs)
     reported = 0
     done: dict[int, CaseResult] = {}
-    first_agent = on_first_agent
+    first_agent: Callable[[], None] | None = on_first_agent
 
     def report_in_order() -> None:
         nonlocal reported
@@ -104,8 +104,8 @@ async def run_suite(
         async with agents:
             prepared = await _prepare(suite, case, options, tools, services)
             if first_agent is not None:
-                first_agent, started = None, first_agent
-                started()
+                announce, first_agent = first_agent, None
+                announce()
             try:
                 async with gate:
                     done[index] = await prepared.run(teardowns)
