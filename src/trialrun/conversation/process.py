@@ -349,8 +349,8 @@ class AgentProcess:
 
         A final line without a newline still counts; it comes as an ``UnterminatedLine``, so a
         caller can tell an agent that died mid-message. Raises ``MessageTooLargeError`` for a
-        line longer than ``max_message_bytes`` (the stream reader's limit: no quadratic
-        buffering) and ``ChannelLostError`` when the agent reset the channel.
+        line longer than ``max_message_bytes`` and ``ChannelLostError`` when the agent reset
+        the channel (see ``lines.LineReader.readline``).
         """
         return await self._lines.readline()
 
