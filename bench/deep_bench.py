@@ -4,11 +4,14 @@
 
 Runs, alternately and in one process tree, the whole ``trialrun run SUITE --mode replay``
 process and the bare driver of ``bench/deep_bare_driver.py`` on the same suite and agent (the
-suite of ``bench/replay_bench.py``), in its asyncio form (trialrun's own architecture: one event
-loop driving agents) and in its blocking-pipes form (the absolute floor). It prints the median
-wall time of each and the ratios trialrun / bare driver. The machines are shared and noisy: only
-ratios taken in the same run mean anything, and instruction counts (valgrind) are steadier than
-seconds.
+suite of ``bench/replay_bench.py``), in its asyncio form (one event loop driving agents, what
+trialrun did until session 7) and in its blocking-pipes form (the floor; since session 7 trialrun
+answers a replayed case from a thread of blocking pipes too, see ``conversation/pump.py``). It
+prints the median wall time of each and the ratios trialrun / bare driver; issue 17's bound is
+against the blocking driver. The machines are shared and noisy: only ratios taken in the same
+run mean anything, and instruction counts (valgrind) are steadier than seconds. On a quiet
+machine the wall time of this case is about the CPU time of the two processes added up: the
+agent and trialrun take turns.
 
 Where the time goes (session 6, before -> after the per-message work). CPU of the trialrun
 process by phase (median of runs on a shared 2-core machine), and valgrind instruction counts,
