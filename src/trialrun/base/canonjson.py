@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -55,7 +55,7 @@ def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` with object keys in UTF-16 code-unit order."""
     if _fast_path_exact(value):
         text = _compact(value)
-        if not _SURROGATE.search(text):
+        if text.isascii() or not _SURROGATE.search(text):  # isascii is a flag, no scan
             return text
     return _write(value, _utf16_units)
 
@@ -64,7 +64,7 @@ def dumps_codepoint(value: Any) -> str:
     """Like ``dumps`` with keys in code-point order (what the receipt spec text says)."""
     if _fast_path_exact(value):
         text = _compact(value)
-        if not _SURROGATE.search(text):
+        if text.isascii() or not _SURROGATE.search(text):
             return text
     return _write(value, None)
 
@@ -83,21 +83,35 @@ def _fast_path_exact(value: Any) -> bool:
         return bool(-_EXACT_INT_LIMIT < value < _EXACT_INT_LIMIT)
     if kind is float:
         return not value.is_integer() and 1e-4 <= abs(value) < 1e16
-    # Plain loops, strings tested inline: this runs on every tool call's arguments and on every
-    # receipt event, and generator expressions cost more than the checks themselves.
     if kind is dict:
-        for key, item in value.items():
+        for key in value:
             if type(key) is not str or not key.isascii():
                 return False
-            if type(item) is not str and not _fast_path_exact(item):
-                return False
-        return True
+        return _members_exact(value.values())
     if kind is list or kind is tuple:
-        for item in value:  # noqa: SIM110 (all() over a generator is what this loop avoids)
-            if type(item) is not str and not _fast_path_exact(item):
-                return False
-        return True
+        return _members_exact(value)
     return False
+
+
+def _members_exact(items: Iterable[Any]) -> bool:
+    """``_fast_path_exact`` of every item, the scalars tested inline.
+
+    This runs on every tool call's arguments and on every receipt event: a call per member (or
+    a generator) costs more than the checks themselves.
+    """
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_EXACT_INT_LIMIT < item < _EXACT_INT_LIMIT:
+                return False
+        elif kind is float:
+            if item.is_integer() or not 1e-4 <= abs(item) < 1e16:
+                return False
+        elif not _fast_path_exact(item):
+            return False
+    return True
 
 
 def _write(value: Any, sort_key: _SortKey | None) -> str:
