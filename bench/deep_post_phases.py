@@ -63,6 +63,8 @@ def clear_caches() -> None:
 
     redact._redact_short_text.cache_clear()
     redact.is_sensitive_key.cache_clear()
+    for cache in ("_CLEAN_TEXTS", "_CLEAN_KEYS"):  # trialrun after session 7
+        getattr(redact, cache, set()).clear()
     envelope._utc_second.cache_clear()
 
 

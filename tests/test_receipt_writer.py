@@ -504,3 +504,75 @@ def test_thousands_of_events_stay_cheap(tmp_path: Path) -> None:
         writer.close({})
     result = verify_receipt(target)
     assert (result.ok, result.event_count) == (True, 2002)
+
+
+# ---- the shortcut for data with nothing to redact ----------------------------------------
+
+_data_text = st.lists(
+    st.sampled_from(
+        ["sk-abcdefghijklmnopqrstu", "password=x", "Bearer abcdefghijklmnop", "q", "é", "\ud800"]
+    )
+    | st.text(max_size=4),
+    max_size=4,
+).map("".join)
+_data_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_infinity=False)  # NaN: not JSON, unless under a secret's name
+    | _data_text,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["token", "name", "q"]) | _data_text, inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_event_data = st.dictionaries(
+    st.sampled_from(["apiKey", "argsSummary", "case", "redacted", "durationMs"]) | _data_text,
+    _data_values,
+    max_size=5,
+)
+
+
+def _redacted_the_long_way(type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What the writer did before the shortcut: always a redacted deep copy."""
+    from trialrun.base.redact import redact_changed
+
+    clean, changed = redact_changed(data)
+    if type == "tool_call":
+        clean["redacted"] = changed or clean.get("redacted") is True
+    return clean, canonjson.dumps(clean)
+
+
+@given(st.sampled_from(["tool_call", "log"]), _event_data)
+def test_event_data_is_what_a_full_redaction_gives(event: str, data: dict[str, Any]) -> None:
+    try:
+        expected = _redacted_the_long_way(event, data)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            writer_module._redacted(event, data)
+        return
+    clean, text = writer_module._redacted(event, data)
+    assert text == expected[1]
+    assert canonjson.dumps(clean) == canonjson.dumps(expected[0])
+
+
+def test_a_nan_is_refused_unless_redacted() -> None:
+    with pytest.raises(ValueError):
+        writer_module._redacted("log", {"x": math.nan})
+    assert writer_module._redacted("log", {"token": math.nan})[1] == '{"token":"[REDACTED]"}'
+
+
+@given(_data_values)
+def test_the_args_summary_is_what_a_full_redaction_gives(args: Any) -> None:
+    from trialrun.base.redact import redact_changed
+    from trialrun.receipt.args_summary import SUMMARY_LIMIT, summarize_args
+
+    clean, redacted = redact_changed({} if args is None else args)
+    try:
+        text = canonjson.dumps(clean)
+    except (TypeError, ValueError):
+        text = json.dumps(clean, ensure_ascii=False, sort_keys=True, default=repr)
+    if len(text) > SUMMARY_LIMIT:
+        text = text[: SUMMARY_LIMIT - 1] + "…"
+    assert summarize_args(args) == (text, redacted)

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
-from trialrun.base.redact import redact_changed
+from trialrun.base.redact import holds_nothing_to_redact, redact_changed
 from trialrun.errors import ReceiptError
 from trialrun.receipt.envelope import SPEC_VERSION, ZERO_HASH, EventText, format_ts
 
@@ -137,11 +137,7 @@ class ReceiptWriter:
         if self._seq == 0 and type != "run_start":
             raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
         try:
-            # redact_changed copies a dict; another Mapping is made a dict first.
-            clean, changed = redact_changed(data if isinstance(data, dict) else dict(data))
-            if type == "tool_call":
-                clean["redacted"] = changed or clean.get("redacted") is True
-            data_json = canonjson.dumps(clean)
+            clean, data_json = _redacted(type, data if isinstance(data, dict) else dict(data))
         except (TypeError, ValueError, RecursionError) as exc:
             raise ReceiptError(
                 f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
@@ -236,6 +232,21 @@ class ReceiptWriter:
             ) from exc
         finally:
             os.close(fd)
+
+
+def _redacted(type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A redacted copy of ``data`` (``tool_call``: with ``redacted`` set) and its canonical JSON.
+
+    Most events hold no secret: when that is proven the copy is shallow. Raises what
+    ``canonjson.dumps`` raises on data that is not JSON.
+    """
+    if holds_nothing_to_redact(data):
+        clean, changed = dict(data), False
+    else:
+        clean, changed = redact_changed(data)  # a deep copy
+    if type == "tool_call":
+        clean["redacted"] = changed or clean.get("redacted") is True
+    return clean, canonjson.dumps(clean)
 
 
 def _type_name(value: object) -> str:
