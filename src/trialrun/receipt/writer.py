@@ -146,7 +146,11 @@ class ReceiptWriter:
         text = EventText(seq=self._seq, ts=ts, type=type, data_json=data_json, prev=self._last_hash)
         hash_hex = text.digest()
         signature = self._signer.sign(hash_hex) if sign and self._signer is not None else None
-        self._write_line(text.line(hash_hex, signature).encode("utf-8"))
+        line = text.line(hash_hex, signature).encode("utf-8")
+        if self._batched is not None:
+            self._batched.append(line)
+        else:
+            self._write(line, self._seq)
         event: dict[str, Any] = {
             "v": SPEC_VERSION,
             "seq": self._seq,
@@ -196,12 +200,6 @@ class ReceiptWriter:
             lines, self._batched = self._batched, None
             if lines and self._fd is not None:
                 self._write(b"".join(lines), first_seq)
-
-    def _write_line(self, line: bytes) -> None:
-        if self._batched is not None:
-            self._batched.append(line)
-        else:
-            self._write(line, self._seq)
 
     def _write(self, payload: bytes, seq: int) -> None:
         """Write ``payload``, the line(s) of the events from ``seq`` on."""
