@@ -47,6 +47,12 @@ def _stdlib_compact() -> Callable[[Any], str]:
 
 
 _compact = _stdlib_compact()
+# The same C encoder, called from dumps without the lambda's frame (None: use _compact).
+_compact_c = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, True)
+)
 
 _SortKey = Callable[[str], Any]
 
@@ -54,7 +60,7 @@ _SortKey = Callable[[str], Any]
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` with object keys in UTF-16 code-unit order."""
     if _fast_path_exact(value):
-        text = _compact(value)
+        text = _compact(value) if _compact_c is None else "".join(_compact_c(value, 0))
         if text.isascii() or not _SURROGATE.search(text):  # isascii is a flag, no scan
             return text
     return _write(value, _utf16_units)
@@ -84,10 +90,22 @@ def _fast_path_exact(value: Any) -> bool:
     if kind is float:
         return not value.is_integer() and 1e-4 <= abs(value) < 1e16
     if kind is dict:
-        for key in value:
+        # Written out rather than a call to _members_exact: objects are the common case.
+        for key, item in value.items():
             if type(key) is not str or not key.isascii():
                 return False
-        return _members_exact(value.values())
+            member = type(item)
+            if member is str or member is bool or item is None:
+                continue
+            if member is int:
+                if not -_EXACT_INT_LIMIT < item < _EXACT_INT_LIMIT:
+                    return False
+            elif member is float:
+                if item.is_integer() or not 1e-4 <= abs(item) < 1e16:
+                    return False
+            elif not _fast_path_exact(item):
+                return False
+        return True
     if kind is list or kind is tuple:
         return _members_exact(value)
     return False

@@ -130,14 +130,14 @@ class ReceiptWriter:
             raise ReceiptError(
                 f"{self._path}: event type must be a non-empty string, found {type!r}"
             )
-        if not isinstance(data, Mapping):
+        if data.__class__ is not dict and not isinstance(data, Mapping):  # ABC checks are slow
             raise ReceiptError(
                 f"{self._path}: data of a {type} event must be a mapping, found {_type_name(data)}"
             )
         if self._seq == 0 and type != "run_start":
             raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
         try:
-            clean, data_json = _redacted(type, data if isinstance(data, dict) else dict(data))
+            clean, data_json = _redacted(type, data if data.__class__ is dict else dict(data))
         except (TypeError, ValueError, RecursionError) as exc:
             raise ReceiptError(
                 f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
