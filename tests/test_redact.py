@@ -21,6 +21,7 @@ from trialrun.base.redact import (
     is_sensitive_key,
     redact,
     redact_changed,
+    redact_each,
     redact_shared,
     redact_text,
 )
@@ -453,6 +454,7 @@ def test_a_value_proven_clean_is_what_redact_returns(value: Any) -> None:
         assert redact_shared(value) is value
     else:
         assert redact_shared(value) == expected
+    assert redact_each([value, value]) == [expected, expected]
     assert value == before
 
 

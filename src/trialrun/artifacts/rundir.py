@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
@@ -117,23 +117,23 @@ def _explained(failure: CheckFailure) -> dict[str, Any]:
     }
 
 
-def _line_encoder() -> Callable[[Any], str]:
-    """``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode``.
+def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
+    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8.
 
-    Its C encoder is built here once for a case's events: ``JSONEncoder.encode`` builds one
-    for every event, which costs as much as encoding a small event. Fresh per case, so the
-    circular-reference markers a failed encode may leave behind never reach another case.
+    What ``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode``
+    writes, through its C encoder built here once for the case's events (``encode`` builds one
+    for every event, which costs as much as encoding a small event) and called without a Python
+    frame per event. Fresh per case, so the circular-reference markers a failed encode may leave
+    behind never reach another case.
     """
     if c_make_encoder is None:  # an interpreter without the _json accelerator
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-    encode_c = c_make_encoder({}, str, encode_basestring, None, ":", ",", False, False, True)
-    return lambda event: "".join(encode_c(event, 0))
-
-
-def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
-    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8."""
-    encode = _line_encoder()
-    text = "".join([encode(event) + "\n" for event in events])
+        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+        lines = [encode(event) for event in events]
+    else:
+        encode_c = c_make_encoder({}, str, encode_basestring, None, ":", ",", False, False, True)
+        join = "".join
+        lines = [join(encode_c(event, 0)) for event in events]
+    text = "\n".join(lines) + "\n" if lines else ""
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;
     # json only writes them inside strings, where the escape reads back as the same value.
     return text.encode("utf-8", "backslashreplace")

@@ -40,7 +40,7 @@ false positives (``MONKEY=banana``, ``{"monkey": ..}``, ``{"keyboard": ..}`` sta
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -51,6 +51,7 @@ __all__ = [
     "is_sensitive_key",
     "redact",
     "redact_changed",
+    "redact_each",
     "redact_shared",
     "redact_text",
 ]
@@ -498,8 +499,9 @@ def redact_shared(value: Any, *, data_keys: Collection[str] = DATA_KEYS) -> Any:
     For values nobody mutates afterwards (a finished run's events): a walk that looks up the
     strings and keys it has seen before, instead of a walk that copies everything.
     """
-    try:
-        clean = holds_nothing_to_redact(value)
-    except RecursionError:
-        clean = False  # redact raises it too, as it always did
-    return value if clean else redact(value, data_keys=data_keys)
+    return value if holds_nothing_to_redact(value) else redact(value, data_keys=data_keys)
+
+
+def redact_each(values: Iterable[Any]) -> list[Any]:
+    """``[redact_shared(value) for value in values]``, without a call to it per value."""
+    return [value if holds_nothing_to_redact(value) else redact(value) for value in values]

@@ -125,7 +125,8 @@ class ReceiptWriter:
         self._release(sync=False)
 
     def _append(self, type: str, data: Mapping[str, Any], *, sign: bool) -> dict[str, Any]:
-        self._check_writable(type)
+        if self._ended or self._broken is not None or self._fd is None:
+            self._check_writable(type)  # raises
         if not isinstance(type, str) or not type:
             raise ReceiptError(
                 f"{self._path}: event type must be a non-empty string, found {type!r}"
