@@ -576,3 +576,76 @@ def test_the_args_summary_is_what_a_full_redaction_gives(args: Any) -> None:
     if len(text) > SUMMARY_LIMIT:
         text = text[: SUMMARY_LIMIT - 1] + "…"
     assert summarize_args(args) == (text, redacted)
+
+
+@settings(max_examples=200)
+@given(
+    data=st.dictionaries(st.text(), JSON_VALUES, max_size=5),
+    type=st.text(min_size=1),
+    seq=st.integers(min_value=0, max_value=2**40),
+    prev=st.text("0123456789abcdef", min_size=64, max_size=64),
+)
+def test_an_unsigned_event_is_what_event_text_gives(
+    data: dict[str, Any], type: str, seq: int, prev: str
+) -> None:
+    from trialrun.receipt.envelope import unsigned_event
+
+    ts = "2026-01-01T00:00:00.000Z"
+    fields: dict[str, Any] = {"seq": seq, "ts": ts, "type": type, "prev": prev}
+    text = EventText(data_json=canonjson.dumps(data), **fields)
+    hash_hex, line = unsigned_event(data_json=canonjson.dumps(data), **fields)
+    assert hash_hex == text.digest()
+    assert line == text.line(hash_hex).encode("utf-8")
+
+
+def _ticking_clock() -> Callable[[], float]:
+    ticks = itertools.count()
+    return lambda: 1_800_000_000 + next(ticks) * 0.0004
+
+
+class _Mapping(dict[str, Any]):
+    pass
+
+
+def test_emit_each_writes_what_emit_writes_one_by_one(tmp_path: Path) -> None:
+    datas: list[Any] = [
+        {"name": "a", "argsSummary": "{}", "durationMs": 1.5, "ok": True},
+        {"name": "b", "argsSummary": '{"api_key":"sk-abcdefghijklmnopqrstu"}', "redacted": 1},
+        _Mapping(name="c", nested={"token": [1, 2]}),
+        {"name": "d", "bad": math.nan},  # not JSON: stops here, the events before written
+        {"name": "e"},
+    ]
+    written = []
+    for mode in ("one by one", "each"):
+        writer = ReceiptWriter(tmp_path / f"{mode}.jsonl", clock=_ticking_clock())
+        with writer:
+            writer.emit("run_start", RUN_START)
+            with (
+                pytest.raises(ReceiptError, match="at seq 4 is not JSON") as raised,
+                writer.batch(),
+            ):
+                if mode == "each":
+                    writer.emit_each("tool_call", iter(datas))
+                else:
+                    for data in datas:
+                        writer.emit("tool_call", data)
+            message = str(raised.value).split(".jsonl: ", 1)[1]
+            written.append(((tmp_path / f"{mode}.jsonl").read_bytes(), message))
+            assert writer.seq == 4
+    assert written[0] == written[1]
+    assert written[0][0].count(b"\n") == 4
+
+
+def test_emit_each_refuses_what_emit_refuses(tmp_path: Path) -> None:
+    writer = ReceiptWriter(tmp_path / "r.jsonl")
+    with writer:
+        with pytest.raises(ReceiptError, match="first event must be run_start"):
+            writer.emit_each("tool_call", [{"name": "a"}])
+        writer.emit("run_start", RUN_START)
+        with pytest.raises(ReceiptError, match="run_end is written by close"):
+            writer.emit_each("run_end", [{}])
+        with pytest.raises(ReceiptError, match="must be a mapping"):
+            writer.emit_each("tool_call", [{"name": "a"}, ["not", "a", "mapping"]])  # type: ignore[list-item]
+        assert writer.seq == 2
+        writer.emit_each("tool_call", [])
+        assert writer.seq == 2
