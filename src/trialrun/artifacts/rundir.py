@@ -133,7 +133,8 @@ def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
         encode_c = c_make_encoder({}, str, encode_basestring, None, ":", ",", False, False, True)
         join = "".join
         lines = [join(encode_c(event, 0)) for event in events]
-    text = "\n".join(lines) + "\n" if lines else ""
+    lines.append("")  # the newline after the last line, without copying the text again
+    text = "\n".join(lines)
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;
     # json only writes them inside strings, where the escape reads back as the same value.
     return text.encode("utf-8", "backslashreplace")

@@ -99,7 +99,11 @@ class ReceiptWriter:
         return self._ended
 
     def emit(self, type: str, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Append one event and return it as written (with its redacted data and hash)."""
+        """Append one event and return it as written (with its redacted data and hash).
+
+        The returned data is a copy; where redaction had nothing to change, the values inside it
+        may be the caller's own objects.
+        """
         if type == "run_end":
             raise ReceiptError(
                 f"{self._path}: run_end is written by close(), which also signs it; "
