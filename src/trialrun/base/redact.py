@@ -427,7 +427,7 @@ def _holds_no_needed_literal(text: str) -> bool:
 # tool names and often its results thousands of times. Bounded: cleared when full.
 _CLEAN_TEXTS: dict[str, bool] = {}
 _CLEAN_KEYS: set[Any] = set()
-_CACHED_TEXT_CHARS = 1024
+_CACHED_TEXT_CHARS = 256  # with _CACHE_ENTRIES: at most ~8 M characters held
 _SCALARS = frozenset({int, float, bool, type(None)})
 _CACHE_ENTRIES = 32768
 
