@@ -34,6 +34,10 @@ which do not move with the machine's load; the agent itself executes ~385 M inst
   whole process, instructions                         5,393 M            4,162 M
   =================================================  ===============  ===============
 
+The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
+5,000 answers, start-up included: an asyncio round trip alone costs about what the whole
+blocking driver spends per message.
+
 The session 7 rows (issue 17) measure the phases after the conversation with
 ``bench/deep_post_phases.py`` (median process CPU of 5 x 5 alternating runs against main, on a
 loaded machine, so higher than session 6's; instructions of one pass under callgrind): together
@@ -41,10 +45,6 @@ loaded machine, so higher than session 6's; instructions of one pass under callg
 C JSON encoder (about 20 k instructions per event on Python 3.11), SHA-256 over the run.jsonl
 lines and over each receipt event, and the Python of one receipt event (canonical JSON of its
 data, a redaction walk, the timestamp).
-
-The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
-5,000 answers, start-up included: an asyncio round trip alone costs about what the whole
-blocking driver spends per message.
 
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
