@@ -28,9 +28,12 @@ which do not move with the machine's load; the agent itself executes ~385 M inst
       asyncio.timeout per wait (2 -> 0 per message)    ~35 k instr/wait   a lazy alarm
       canonical args of a call                         22.6 k instr       10.2 k instr
   judge: redact 10,002 events                         ~150 ms, 681 M     ~100 ms, 438 M
+    session 7: a walk proves events clean, no copy    ~117 ms, 444 M      ~39 ms, 162 M
   run.jsonl: encode 10,004 events                      ~78 ms, 406 M      ~78 ms, 405 M
+    session 7: one C encoder per case, no frames       ~82 ms, 400 M      ~61 ms, 322 M
   receipt: 5,000 tool_call events (redact,            ~400 ms, 1,337 M   ~215 ms, 882 M
     canonical JSON, SHA-256, write)
+    session 7: no redacted copies, emit_each          ~246 ms, 873 M     ~116 ms, 485 M
   summary, junit, report                               ~15 ms            ~15 ms
   whole process, instructions                         5,393 M            4,162 M
   =================================================  ===============  ===============
@@ -52,6 +55,14 @@ base.redact and conversation.protocol, the ``tools`` package importing its recor
 The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
 5,000 answers, start-up included: an asyncio round trip alone costs about what the whole
 blocking driver spends per message.
+
+The session 7 rows (issue 17) measure the phases after the conversation with
+``bench/deep_post_phases.py`` (median process CPU of 5 x 5 alternating runs against main, on a
+loaded machine, so higher than session 6's; instructions of one pass under callgrind): together
+~447 ms -> ~219 ms of CPU, 1,717 M -> 969 M instructions. What is left is mostly the stdlib's
+C JSON encoder (about 20 k instructions per event on Python 3.11), SHA-256 over the run.jsonl
+lines and over each receipt event, and the Python of one receipt event (canonical JSON of its
+data, a redaction walk, the timestamp).
 
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,3 +53,47 @@ def test_each_event_is_one_line_that_reads_back(events: list[dict[str, Any]]) ->
         # A lone surrogate reads back as itself; two adjacent ones read back as their pair.
         text = json.dumps(event, ensure_ascii=False).encode("utf-16", "surrogatepass")
         assert json.loads(line) == json.loads(text.decode("utf-16", "surrogatepass"))
+
+
+# Values JSON has no form for: run.jsonl writes their str() (the encoder's default=str).
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque \u00e9"
+
+
+_line_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats()  # NaN and infinities too: json writes them as NaN / Infinity
+    | texts
+    | st.builds(_Opaque),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(texts | st.integers() | st.none() | st.booleans(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.lists(st.dictionaries(texts, _line_values, max_size=5), max_size=4))
+def test_the_line_encoder_built_once_writes_what_json_encoder_writes(
+    events: list[dict[str, Any]],
+) -> None:
+    from trialrun.artifacts.rundir import _event_lines
+
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+    expected = "".join(encode(event) + "\n" for event in events)
+    assert _event_lines(events) == expected.encode("utf-8", "backslashreplace")
+
+
+def test_a_circular_event_fails_as_json_encoder_fails_and_spoils_no_later_case() -> None:
+    from trialrun.artifacts.rundir import _event_lines
+
+    looped: dict[str, Any] = {"type": "log"}
+    looped["self"] = looped
+    with pytest.raises(ValueError, match="Circular reference"):
+        _event_lines([looped])
+    shared = {"k": 1}
+    assert _event_lines([{"a": shared, "b": shared}]) == b'{"a":{"k":1},"b":{"k":1}}\n'

@@ -224,3 +224,23 @@ def test_insertion_order_never_changes_the_output(mapping: dict[str, int], rnd: 
 def test_keys_come_out_in_utf16_code_unit_order(mapping: dict[str, None]) -> None:
     keys = list(json.loads(dumps(mapping)))
     assert keys == sorted(mapping, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+
+
+# Scalars at the edges of the fast path's checks, as members of flat objects and arrays
+# (where the fast path tests them inline) and nested one level down.
+_edge_scalars = (
+    st.sampled_from([1e-4, 1e-4 - 1e-20, 9.999999999999998e15, 1e16, 0.0, -0.0, 2.0, 2**53 - 1.5])
+    | st.integers(min_value=-(2**54), max_value=2**54)
+    | st.sampled_from([2**53 - 1, 2**53, -(2**53) + 1, -(2**53), 10**21, True, False, None])
+    | _finite_floats
+    | st.text(max_size=4)
+)
+
+
+@given(
+    st.dictionaries(st.text(max_size=3), _edge_scalars | st.lists(_edge_scalars, max_size=3))
+    | st.lists(_edge_scalars | st.dictionaries(st.text(max_size=3), _edge_scalars, max_size=3))
+)
+def test_flat_values_take_the_fast_path_only_when_it_is_exact(value: Any) -> None:
+    assert dumps(value) == canonjson._write(value, canonjson._utf16_units)
+    assert dumps_codepoint(value) == canonjson._write(value, None)

@@ -504,3 +504,148 @@ def test_thousands_of_events_stay_cheap(tmp_path: Path) -> None:
         writer.close({})
     result = verify_receipt(target)
     assert (result.ok, result.event_count) == (True, 2002)
+
+
+# ---- the shortcut for data with nothing to redact ----------------------------------------
+
+_data_text = st.lists(
+    st.sampled_from(
+        ["sk-abcdefghijklmnopqrstu", "password=x", "Bearer abcdefghijklmnop", "q", "é", "\ud800"]
+    )
+    | st.text(max_size=4),
+    max_size=4,
+).map("".join)
+_data_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_infinity=False)  # NaN: not JSON, unless under a secret's name
+    | _data_text,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["token", "name", "q"]) | _data_text, inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_event_data = st.dictionaries(
+    st.sampled_from(["apiKey", "argsSummary", "case", "redacted", "durationMs"]) | _data_text,
+    _data_values,
+    max_size=5,
+)
+
+
+def _redacted_the_long_way(type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What the writer did before the shortcut: always a redacted deep copy."""
+    from trialrun.base.redact import redact_changed
+
+    clean, changed = redact_changed(data)
+    if type == "tool_call":
+        clean["redacted"] = changed or clean.get("redacted") is True
+    return clean, canonjson.dumps(clean)
+
+
+@given(st.sampled_from(["tool_call", "log"]), _event_data)
+def test_event_data_is_what_a_full_redaction_gives(event: str, data: dict[str, Any]) -> None:
+    try:
+        expected = _redacted_the_long_way(event, data)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            writer_module._redacted(event, data)
+        return
+    clean, text = writer_module._redacted(event, data)
+    assert text == expected[1]
+    assert canonjson.dumps(clean) == canonjson.dumps(expected[0])
+
+
+def test_a_nan_is_refused_unless_redacted() -> None:
+    with pytest.raises(ValueError):
+        writer_module._redacted("log", {"x": math.nan})
+    assert writer_module._redacted("log", {"token": math.nan})[1] == '{"token":"[REDACTED]"}'
+
+
+@given(_data_values)
+def test_the_args_summary_is_what_a_full_redaction_gives(args: Any) -> None:
+    from trialrun.base.redact import redact_changed
+    from trialrun.receipt.args_summary import SUMMARY_LIMIT, summarize_args
+
+    clean, redacted = redact_changed({} if args is None else args)
+    try:
+        text = canonjson.dumps(clean)
+    except (TypeError, ValueError):
+        text = json.dumps(clean, ensure_ascii=False, sort_keys=True, default=repr)
+    if len(text) > SUMMARY_LIMIT:
+        text = text[: SUMMARY_LIMIT - 1] + "…"
+    assert summarize_args(args) == (text, redacted)
+
+
+@settings(max_examples=200)
+@given(
+    data=st.dictionaries(st.text(), JSON_VALUES, max_size=5),
+    type=st.text(min_size=1),
+    seq=st.integers(min_value=0, max_value=2**40),
+    prev=st.text("0123456789abcdef", min_size=64, max_size=64),
+)
+def test_an_unsigned_event_is_what_event_text_gives(
+    data: dict[str, Any], type: str, seq: int, prev: str
+) -> None:
+    from trialrun.receipt.envelope import unsigned_event
+
+    ts = "2026-01-01T00:00:00.000Z"
+    fields: dict[str, Any] = {"seq": seq, "ts": ts, "type": type, "prev": prev}
+    text = EventText(data_json=canonjson.dumps(data), **fields)
+    hash_hex, line = unsigned_event(data_json=canonjson.dumps(data), **fields)
+    assert hash_hex == text.digest()
+    assert line == text.line(hash_hex).encode("utf-8")
+
+
+def _ticking_clock() -> Callable[[], float]:
+    ticks = itertools.count()
+    return lambda: 1_800_000_000 + next(ticks) * 0.0004
+
+
+class _Mapping(dict[str, Any]):
+    pass
+
+
+def test_emit_each_writes_what_emit_writes_one_by_one(tmp_path: Path) -> None:
+    datas: list[Any] = [
+        {"name": "a", "argsSummary": "{}", "durationMs": 1.5, "ok": True},
+        {"name": "b", "argsSummary": '{"api_key":"sk-abcdefghijklmnopqrstu"}', "redacted": 1},
+        _Mapping(name="c", nested={"token": [1, 2]}),
+        {"name": "d", "bad": math.nan},  # not JSON: stops here, the events before written
+        {"name": "e"},
+    ]
+    written = []
+    for mode in ("one by one", "each"):
+        writer = ReceiptWriter(tmp_path / f"{mode}.jsonl", clock=_ticking_clock())
+        with writer:
+            writer.emit("run_start", RUN_START)
+            with (
+                pytest.raises(ReceiptError, match="at seq 4 is not JSON") as raised,
+                writer.batch(),
+            ):
+                if mode == "each":
+                    writer.emit_each("tool_call", iter(datas))
+                else:
+                    for data in datas:
+                        writer.emit("tool_call", data)
+            message = str(raised.value).split(".jsonl: ", 1)[1]
+            written.append(((tmp_path / f"{mode}.jsonl").read_bytes(), message))
+            assert writer.seq == 4
+    assert written[0] == written[1]
+    assert written[0][0].count(b"\n") == 4
+
+
+def test_emit_each_refuses_what_emit_refuses(tmp_path: Path) -> None:
+    writer = ReceiptWriter(tmp_path / "r.jsonl")
+    with writer:
+        with pytest.raises(ReceiptError, match="first event must be run_start"):
+            writer.emit_each("tool_call", [{"name": "a"}])
+        writer.emit("run_start", RUN_START)
+        with pytest.raises(ReceiptError, match="run_end is written by close"):
+            writer.emit_each("run_end", [{}])
+        with pytest.raises(ReceiptError, match="must be a mapping"):
+            writer.emit_each("tool_call", [{"name": "a"}, ["not", "a", "mapping"]])  # type: ignore[list-item]
+        assert writer.seq == 2
+        writer.emit_each("tool_call", [])
+        assert writer.seq == 2

@@ -17,9 +17,12 @@ from hypothesis import strategies as st
 from trialrun.base import redact as redact_module
 from trialrun.base.redact import (
     REDACTED,
+    holds_nothing_to_redact,
     is_sensitive_key,
     redact,
     redact_changed,
+    redact_each,
+    redact_shared,
     redact_text,
 )
 
@@ -366,6 +369,140 @@ def test_redact_is_idempotent_and_never_raises(value: Any) -> None:
     once, changed = redact_changed(value)
     assert redact_changed(once) == (once, False)
     assert changed == (once != value)
+
+
+# ---- proving a value clean without redacting it (holds_nothing_to_redact, redact_shared) ------
+
+_LITERAL_PIECES = [
+    *redact_module._NEEDED_LITERALS, "ghp_", "gho_", "ghx_", "github_pat_", "gh", "tok", "en",
+    "coo", "kie", "np", "m_", "authori", "z", "ai", "za", "ey", "j", "-----", "begin", ":/", "/",
+    "as", "ia", "se", "ssion", "cret", "s", "k", "-", "p",
+]  # fmt: skip
+_scan_text = st.lists(
+    st.sampled_from(_LITERAL_PIECES).map(lambda piece: piece.upper())
+    | st.sampled_from(_LITERAL_PIECES)
+    | st.sampled_from(["\u0130", "\u212a", "\u017f", "\u03a3", "\ud800", "é", "☕"])
+    | st.text(max_size=3),
+    max_size=10,
+).map("".join)
+
+
+def _holds_a_literal(text: str) -> bool:
+    lowered = text.lower()
+    return any(literal in lowered for literal in redact_module._NEEDED_LITERALS) or bool(
+        re.search(redact_module._GITHUB, lowered)
+    )
+
+
+@given(_scan_text)
+def test_the_one_pass_scan_finds_exactly_the_needed_literals(text: str) -> None:
+    assert redact_module._holds_no_needed_literal(text) == (not _holds_a_literal(text))
+
+
+@pytest.mark.parametrize("literal", [*redact_module._NEEDED_LITERALS, "ghs_", "github_pat_"])
+def test_every_needed_literal_is_found_in_any_case_and_place(literal: str) -> None:
+    for text in (literal, "x" + literal.upper() + "y", "a b " + literal.title() + " c"):
+        assert not redact_module._holds_no_needed_literal(text), text
+
+
+def test_every_secret_name_holds_a_needed_literal() -> None:
+    # A sensitive key must never pass the scan: every word that makes a name sensitive holds a
+    # literal the scan looks for (this fails when a secret word is added without one).
+    words = {*redact_module._SECRET_WORDS, *redact_module._SECRET_SUFFIXES, "key", "session"}
+    for word in words:
+        assert _holds_a_literal(word), word
+
+
+@given(_scan_text | _secretish_text)
+def test_text_the_scan_clears_is_never_changed(text: str) -> None:
+    if redact_module._holds_no_needed_literal(text):
+        assert redact_text(text) == text
+        long_text = text + " padding" * (redact_module._SHORT // 8 + 1)  # the long-text path
+        assert redact_text(long_text) == long_text
+
+
+_clean_or_not_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False)
+    | _scan_text
+    | _secretish_text,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(
+            st.sampled_from(["password", "token_count", "n", "apiKey", "q", "TOKEN"])
+            | st.integers()
+            | _scan_text,
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=15,
+)
+
+
+@given(_clean_or_not_values)
+def test_a_value_proven_clean_is_what_redact_returns(value: Any) -> None:
+    before = copy.deepcopy(value)
+    clean = holds_nothing_to_redact(value)
+    assert holds_nothing_to_redact(value) == clean  # the second time from the caches
+    expected, changed = redact_changed(value)
+    if clean:
+        assert (expected, changed) == (value, False)
+        assert redact_shared(value) is value
+    else:
+        assert redact_shared(value) == expected
+    assert redact_each([value, value]) == [expected, expected]
+    assert value == before
+
+
+def test_secrets_deep_inside_values_are_never_proven_clean() -> None:
+    nested = {"a": [1, 2.5, 10**30, {"b": ("café", {"note": "Bearer abcdefghijklmnop"})}]}
+    assert not holds_nothing_to_redact(nested)
+    assert redact_shared(nested)["a"][3]["b"][1]["note"] == "Bearer " + REDACTED
+    keyed = {"outer": [{"inner": {"PASSWORD": 5}}]}
+    assert not holds_nothing_to_redact(keyed)
+    assert redact_shared(keyed) == {"outer": [{"inner": {"PASSWORD": REDACTED}}]}
+    clean = {"q": "café ☕ \U0001d11e", "n": 1e300, "big": 2**70, "xs": [None, True, -0.0]}
+    assert holds_nothing_to_redact(clean)
+    assert redact_shared(clean) is clean
+
+
+def test_subclasses_take_the_general_path() -> None:
+    class Text(str):
+        pass
+
+    class Mapping(dict[str, Any]):
+        pass
+
+    secret = Text("sk-abcdefghijklmnopqrstu")
+    assert not holds_nothing_to_redact({"v": secret})
+    assert redact_shared({"v": secret}) == {"v": REDACTED}
+    mapping = Mapping(q="x")
+    assert not holds_nothing_to_redact(mapping)
+    assert type(redact_shared(mapping)) is dict  # as redact returns it
+
+
+def test_the_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redact_module, "_CACHE_ENTRIES", 8)
+    monkeypatch.setattr(redact_module, "_CLEAN_TEXTS", {})
+    monkeypatch.setattr(redact_module, "_CLEAN_KEYS", set())
+    for i in range(50):
+        assert holds_nothing_to_redact({f"k{i}": f"value {i}"})
+        assert not holds_nothing_to_redact({f"k{i}": f"password={i}"})
+    assert len(redact_module._CLEAN_TEXTS) <= 8
+    assert len(redact_module._CLEAN_KEYS) <= 8
+
+
+def test_a_cycle_raises_as_redact_raises() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(RecursionError):
+        redact(looped)
+    with pytest.raises(RecursionError):
+        redact_shared(looped)
 
 
 # ---- speed -------------------------------------------------------------------------------

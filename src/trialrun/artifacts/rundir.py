@@ -15,6 +15,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,8 +24,6 @@ from trialrun.base.redact import redact
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-# Built once: json.dumps would build an encoder for every event.
-_ENCODE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -119,8 +118,23 @@ def _explained(failure: CheckFailure) -> dict[str, Any]:
 
 
 def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
-    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8."""
-    text = "".join(_ENCODE_LINE(event) + "\n" for event in events)
+    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8.
+
+    What ``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode``
+    writes, through its C encoder built here once for the case's events (``encode`` builds one
+    for every event, which costs as much as encoding a small event) and called without a Python
+    frame per event. Fresh per case, so the circular-reference markers a failed encode may leave
+    behind never reach another case.
+    """
+    if c_make_encoder is None:  # an interpreter without the _json accelerator
+        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+        lines = [encode(event) for event in events]
+    else:
+        encode_c = c_make_encoder({}, str, encode_basestring, None, ":", ",", False, False, True)
+        join = "".join
+        lines = [join(encode_c(event, 0)) for event in events]
+    lines.append("")  # the newline after the last line, without copying the text again
+    text = "\n".join(lines)
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;
     # json only writes them inside strings, where the escape reads back as the same value.
     return text.encode("utf-8", "backslashreplace")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -47,6 +47,12 @@ def _stdlib_compact() -> Callable[[Any], str]:
 
 
 _compact = _stdlib_compact()
+# The same C encoder, called from dumps without the lambda's frame (None: use _compact).
+_compact_c = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, True)
+)
 
 _SortKey = Callable[[str], Any]
 
@@ -54,8 +60,8 @@ _SortKey = Callable[[str], Any]
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` with object keys in UTF-16 code-unit order."""
     if _fast_path_exact(value):
-        text = _compact(value)
-        if not _SURROGATE.search(text):
+        text = _compact(value) if _compact_c is None else "".join(_compact_c(value, 0))
+        if text.isascii() or not _SURROGATE.search(text):  # isascii is a flag, no scan
             return text
     return _write(value, _utf16_units)
 
@@ -64,7 +70,7 @@ def dumps_codepoint(value: Any) -> str:
     """Like ``dumps`` with keys in code-point order (what the receipt spec text says)."""
     if _fast_path_exact(value):
         text = _compact(value)
-        if not _SURROGATE.search(text):
+        if text.isascii() or not _SURROGATE.search(text):
             return text
     return _write(value, None)
 
@@ -83,21 +89,47 @@ def _fast_path_exact(value: Any) -> bool:
         return bool(-_EXACT_INT_LIMIT < value < _EXACT_INT_LIMIT)
     if kind is float:
         return not value.is_integer() and 1e-4 <= abs(value) < 1e16
-    # Plain loops, strings tested inline: this runs on every tool call's arguments and on every
-    # receipt event, and generator expressions cost more than the checks themselves.
     if kind is dict:
+        # Written out rather than a call to _members_exact: objects are the common case.
         for key, item in value.items():
             if type(key) is not str or not key.isascii():
                 return False
-            if type(item) is not str and not _fast_path_exact(item):
+            member = type(item)
+            if member is str or member is bool or item is None:
+                continue
+            if member is int:
+                if not -_EXACT_INT_LIMIT < item < _EXACT_INT_LIMIT:
+                    return False
+            elif member is float:
+                if item.is_integer() or not 1e-4 <= abs(item) < 1e16:
+                    return False
+            elif not _fast_path_exact(item):
                 return False
         return True
     if kind is list or kind is tuple:
-        for item in value:  # noqa: SIM110 (all() over a generator is what this loop avoids)
-            if type(item) is not str and not _fast_path_exact(item):
-                return False
-        return True
+        return _members_exact(value)
     return False
+
+
+def _members_exact(items: Iterable[Any]) -> bool:
+    """``_fast_path_exact`` of every item, the scalars tested inline.
+
+    This runs on every tool call's arguments and on every receipt event: a call per member (or
+    a generator) costs more than the checks themselves.
+    """
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_EXACT_INT_LIMIT < item < _EXACT_INT_LIMIT:
+                return False
+        elif kind is float:
+            if item.is_integer() or not 1e-4 <= abs(item) < 1e16:
+                return False
+        elif not _fast_path_exact(item):
+            return False
+    return True
 
 
 def _write(value: Any, sort_key: _SortKey | None) -> str:

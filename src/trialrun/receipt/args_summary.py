@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from trialrun.base import canonjson
-from trialrun.base.redact import redact_changed
+from trialrun.base.redact import holds_nothing_to_redact, redact_changed
 
 SUMMARY_LIMIT = 200
 _ELLIPSIS = "…"
@@ -19,7 +19,9 @@ _ELLIPSIS = "…"
 def summarize_args(args: Any) -> tuple[str, bool]:
     """Canonical JSON of ``args``, redacted, cut to ``SUMMARY_LIMIT`` characters; and whether
     redaction changed anything (the receipt's ``tool_call.redacted``)."""
-    clean, redacted = redact_changed({} if args is None else args)
+    value = {} if args is None else args
+    # Most arguments hold no secret: proven so, they need no redacted copy.
+    clean, redacted = (value, False) if holds_nothing_to_redact(value) else redact_changed(value)
     try:
         text = canonjson.dumps(clean)
     except (TypeError, ValueError, RecursionError):

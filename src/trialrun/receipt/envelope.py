@@ -27,6 +27,7 @@ __all__ = [
     "EventText",
     "event_hash",
     "format_ts",
+    "unsigned_event",
 ]
 
 SPEC_VERSION: Final = "0"
@@ -51,14 +52,21 @@ def format_ts(epoch: float) -> str:
     nearest = round(exact)
     noise = 4 * math.ulp(epoch) * 1000
     millis = nearest if abs(exact - nearest) <= noise else math.floor(exact)
-    seconds, ms = divmod(millis, 1000)
     try:
-        second = _utc_second(seconds)
+        text = _format_millis(millis)
     except (OverflowError, OSError, ValueError) as exc:
         raise ValueError(f"timestamp {epoch!r} is outside the representable dates") from exc
-    if second is None:
+    if text is None:
         raise ValueError(f"timestamp {epoch!r} is outside years 0000-9999")
-    return f"{second}.{ms:03d}Z"
+    return text
+
+
+@lru_cache(maxsize=64)
+def _format_millis(millis: int) -> str | None:
+    """``format_ts`` of a whole millisecond. Cached: a case's events share their milliseconds."""
+    seconds, ms = divmod(millis, 1000)
+    second = _utc_second(seconds)
+    return None if second is None else f"{second}.{ms:03d}Z"
 
 
 @lru_cache(maxsize=16)
@@ -102,21 +110,39 @@ class EventText:
     ``signature``; the line adds them at their sorted places, reusing the same pieces.
     """
 
-    __slots__ = ("_head", "_middle", "_tail")
+    __slots__ = ("_data_json", "_middle", "_tail")
 
+    # f-strings: each text is built in one allocation, not one per ``+``.
     def __init__(self, *, seq: int, ts: str, type: str, data_json: str, prev: str) -> None:
-        self._head = '{"data":' + data_json + ","
-        self._middle = '"prev":"' + prev + '","seq":' + str(seq) + ","
-        self._tail = '"ts":"' + ts + '","type":' + _type_json(type) + ',"v":"0"}'
+        self._data_json = data_json
+        self._middle = f'"prev":"{prev}","seq":{seq!s},'
+        self._tail = f'"ts":"{ts}","type":{_type_json(type)},"v":"0"}}'
 
     def hashed_text(self) -> str:
         """The canonical JSON of the event without ``hash`` and ``signature``."""
-        return self._head + self._middle + self._tail
+        return f'{{"data":{self._data_json},{self._middle}{self._tail}'
 
     def digest(self) -> str:
-        return hashlib.sha256(self.hashed_text().encode("utf-8")).hexdigest()
+        text = f'{{"data":{self._data_json},{self._middle}{self._tail}'
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def line(self, hash_hex: str, signature: Mapping[str, Any] | None = None) -> str:
         """The file line: canonical JSON of the whole event, newline-terminated."""
-        signed = "" if signature is None else '"signature":' + canonjson.dumps(signature) + ","
-        return self._head + '"hash":"' + hash_hex + '",' + self._middle + signed + self._tail + "\n"
+        signed = "" if signature is None else f'"signature":{canonjson.dumps(signature)},'
+        return (
+            f'{{"data":{self._data_json},"hash":"{hash_hex}",{self._middle}{signed}{self._tail}\n'
+        )
+
+
+def unsigned_event(*, seq: int, ts: str, type: str, data_json: str, prev: str) -> tuple[str, bytes]:
+    """``(hash, line)`` of an event without ``signature``, the line UTF-8 encoded.
+
+    What ``EventText``'s ``digest()`` and ``line(hash)`` give, in one call: the writer makes
+    one of these per tool call, thousands per case.
+    """
+    middle = f'"prev":"{prev}","seq":{seq!s},'
+    tail = f'"ts":"{ts}","type":{_type_json(type)},"v":"0"}}'
+    hashed = f'{{"data":{data_json},{middle}{tail}'
+    hash_hex = hashlib.sha256(hashed.encode("utf-8")).hexdigest()
+    line = f'{{"data":{data_json},"hash":"{hash_hex}",{middle}{tail}\n'
+    return hash_hex, line.encode("utf-8")

@@ -10,18 +10,32 @@ custom event types.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
 from trialrun.base.gitinfo import git_state
-from trialrun.base.results import CaseResult
+from trialrun.base.results import CaseResult, ToolCall
 from trialrun.receipt.args_summary import summarize_args
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
     from trialrun.receipt.writer import ReceiptWriter
+
+
+def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[dict[str, Any]]:
+    for call in calls:
+        summary, redacted = summarize_args(call.args)
+        yield {
+            "attempt": 1,
+            "case": case,
+            "name": call.name,
+            "argsSummary": summary,
+            "redacted": redacted,
+            "durationMs": round(call.duration_ms, 3),
+            "ok": call.ok,
+        }
 
 
 class SuiteReceipt:
@@ -86,20 +100,7 @@ class SuiteReceipt:
         run = result.run
         case = result.case_id
         self._writer.emit("case_start", {"case": case})
-        for call in run.tool_calls:
-            summary, redacted = summarize_args(call.args)
-            self._writer.emit(
-                "tool_call",
-                {
-                    "attempt": 1,
-                    "case": case,
-                    "name": call.name,
-                    "argsSummary": summary,
-                    "redacted": redacted,
-                    "durationMs": round(call.duration_ms, 3),
-                    "ok": call.ok,
-                },
-            )
+        self._writer.emit_each("tool_call", _tool_call_data(case, run.tool_calls))
         for model_call in run.model_calls:
             self._emit_usage(
                 case,

@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
-from trialrun.base.redact import redact_changed
+from trialrun.base.redact import holds_nothing_to_redact, redact_changed
 from trialrun.errors import ReceiptError
-from trialrun.receipt.envelope import SPEC_VERSION, ZERO_HASH, EventText, format_ts
+from trialrun.receipt.envelope import (
+    SPEC_VERSION,
+    ZERO_HASH,
+    EventText,
+    format_ts,
+    unsigned_event,
+)
 
 if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
@@ -93,13 +99,56 @@ class ReceiptWriter:
         return self._ended
 
     def emit(self, type: str, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Append one event and return it as written (with its redacted data and hash)."""
+        """Append one event and return it as written (with its redacted data and hash).
+
+        The returned data is a copy; where redaction had nothing to change, the values inside it
+        may be the caller's own objects.
+        """
         if type == "run_end":
             raise ReceiptError(
                 f"{self._path}: run_end is written by close(), which also signs it; "
                 "emit() takes the other event types"
             )
         return self._append(type, data, sign=False)
+
+    def emit_each(self, type: str, datas: Iterable[Mapping[str, Any]]) -> None:
+        """``emit(type, data)`` for each of ``datas`` in turn, without returning the events.
+
+        For the thousands of tool calls of a case: the checks that do not depend on the data
+        are made once, and each event costs no more calls than its text needs. A failure
+        stops where ``emit`` would have stopped, with the events before it written.
+        """
+        if type == "run_end" or not isinstance(type, str) or not type:
+            for data in datas:
+                self.emit(type, data)  # raises as emit does
+            return
+        for data in datas:
+            if self._seq == 0 or self._ended or self._broken is not None or self._fd is None:
+                self._append(type, data, sign=False)  # the first event, or raises
+                continue
+            if data.__class__ is not dict:
+                if not isinstance(data, Mapping):
+                    self._append(type, data, sign=False)  # raises
+                data = dict(data)
+            try:
+                _, data_json = _redacted(type, data)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise ReceiptError(
+                    f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
+                ) from exc
+            hash_hex, line = unsigned_event(
+                seq=self._seq,
+                ts=format_ts(self._clock()),
+                type=type,
+                data_json=data_json,
+                prev=self._last_hash,
+            )
+            if self._batched is not None:
+                self._batched.append(line)
+            else:
+                self._write(line, self._seq)
+            self._seq += 1
+            self._last_hash = hash_hex
 
     def close(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Write ``run_end`` (signed when the writer has a signer) and close the file."""
@@ -125,23 +174,20 @@ class ReceiptWriter:
         self._release(sync=False)
 
     def _append(self, type: str, data: Mapping[str, Any], *, sign: bool) -> dict[str, Any]:
-        self._check_writable(type)
+        if self._ended or self._broken is not None or self._fd is None:
+            self._check_writable(type)  # raises
         if not isinstance(type, str) or not type:
             raise ReceiptError(
                 f"{self._path}: event type must be a non-empty string, found {type!r}"
             )
-        if not isinstance(data, Mapping):
+        if data.__class__ is not dict and not isinstance(data, Mapping):  # ABC checks are slow
             raise ReceiptError(
                 f"{self._path}: data of a {type} event must be a mapping, found {_type_name(data)}"
             )
         if self._seq == 0 and type != "run_start":
             raise ReceiptError(f"{self._path}: the first event must be run_start, found {type}")
         try:
-            # redact_changed copies a dict; another Mapping is made a dict first.
-            clean, changed = redact_changed(data if isinstance(data, dict) else dict(data))
-            if type == "tool_call":
-                clean["redacted"] = changed or clean.get("redacted") is True
-            data_json = canonjson.dumps(clean)
+            clean, data_json = _redacted(type, data if data.__class__ is dict else dict(data))
         except (TypeError, ValueError, RecursionError) as exc:
             raise ReceiptError(
                 f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
@@ -150,7 +196,11 @@ class ReceiptWriter:
         text = EventText(seq=self._seq, ts=ts, type=type, data_json=data_json, prev=self._last_hash)
         hash_hex = text.digest()
         signature = self._signer.sign(hash_hex) if sign and self._signer is not None else None
-        self._write_line(text.line(hash_hex, signature).encode("utf-8"))
+        line = text.line(hash_hex, signature).encode("utf-8")
+        if self._batched is not None:
+            self._batched.append(line)
+        else:
+            self._write(line, self._seq)
         event: dict[str, Any] = {
             "v": SPEC_VERSION,
             "seq": self._seq,
@@ -201,12 +251,6 @@ class ReceiptWriter:
             if lines and self._fd is not None:
                 self._write(b"".join(lines), first_seq)
 
-    def _write_line(self, line: bytes) -> None:
-        if self._batched is not None:
-            self._batched.append(line)
-        else:
-            self._write(line, self._seq)
-
     def _write(self, payload: bytes, seq: int) -> None:
         """Write ``payload``, the line(s) of the events from ``seq`` on."""
         assert self._fd is not None  # _check_writable ran first
@@ -236,6 +280,21 @@ class ReceiptWriter:
             ) from exc
         finally:
             os.close(fd)
+
+
+def _redacted(type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A redacted copy of ``data`` (``tool_call``: with ``redacted`` set) and its canonical JSON.
+
+    Most events hold no secret: when that is proven the copy is shallow. Raises what
+    ``canonjson.dumps`` raises on data that is not JSON.
+    """
+    if holds_nothing_to_redact(data):
+        clean, changed = dict(data), False
+    else:
+        clean, changed = redact_changed(data)  # a deep copy
+    if type == "tool_call":
+        clean["redacted"] = changed or clean.get("redacted") is True
+    return clean, canonjson.dumps(clean)
 
 
 def _type_name(value: object) -> str:

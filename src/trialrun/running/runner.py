@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.redact import redact
+from trialrun.base.redact import redact, redact_each
 from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
@@ -332,7 +332,8 @@ async def _close_services(case_services: CaseServices, run: AgentRun) -> None:
 def _judge(case: Case, run: AgentRun, mode: Mode, backend: ToolBackend) -> CaseResult:
     """The case's verdict from its redacted trace, with the cassette it used."""
     # The trace goes to run.jsonl and report.html: redact it once, here, for every consumer.
-    run.events = [redact(event) for event in run.events]
+    # Events with nothing to redact stay as they are: nothing changes them from here on.
+    run.events = redact_each(run.events)
     run.events_redacted = True
     result = judge_case(case, run)
     _describe_cassette(result, case, mode, backend)
