@@ -27,6 +27,8 @@ which do not move with the machine's load; the agent itself executes ~385 M inst
     args, look up, answer, 2 events)
       asyncio.timeout per wait (2 -> 0 per message)    ~35 k instr/wait   a lazy alarm
       canonical args of a call                         22.6 k instr       10.2 k instr
+    session 7: answered on a thread of blocking       ~650 ms            ~370 ms
+      pipes (3 loop iterations -> 0 per message)
   judge: redact 10,002 events                         ~150 ms, 681 M     ~100 ms, 438 M
     session 7: a walk proves events clean, no copy    ~117 ms, 444 M      ~39 ms, 162 M
   run.jsonl: encode 10,004 events                      ~78 ms, 406 M      ~78 ms, 405 M
@@ -63,6 +65,15 @@ loaded machine, so higher than session 6's; instructions of one pass under callg
 C JSON encoder (about 20 k instructions per event on Python 3.11), SHA-256 over the run.jsonl
 lines and over each receipt event, and the Python of one receipt event (canonical JSON of its
 data, a redaction walk, the timestamp).
+
+The session 7 conversation row: trialrun's process CPU while the case runs (``run_agent``,
+its answering thread included), medians of runs at quiet moments. The wall time of the
+conversation went from ~1.3 s to ~0.55-0.75 s: an asyncio round trip on subprocess pipes took
+three loop iterations (the subprocess transport hands each chunk to the loop once more before
+the stream reader sees it, then the reading task wakes), and each wake-up from ``epoll`` costs
+more than the message's own handling. What is left per message is ~30-40 us of Python (parse,
+canonical args, look up, two events, encode: ``bench/answer_micro.py``) against ~20 us in the
+blocking driver.
 
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the

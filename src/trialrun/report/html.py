@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
-from trialrun.base.redact import redact
+from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.report.console import clean, failure_details, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
@@ -190,7 +190,7 @@ def pretty_json(
     Lone surrogates are written as ``\\udxxx`` escapes (as ``fsutil.dumps_json`` does).
     ``redacted``: the value is known to be redacted already (the runner's events).
     """
-    shown = value if redacted else redact(value)
+    shown = value if redacted else redact_shared(value)  # only read: no copy when clean
     text = _ONE_LINE(shown)
     if len(text) > ONE_LINE_CHARS_MAX:
         text = _INDENTED(shown)
