@@ -240,3 +240,12 @@ def test_cancelling_run_on_thread_stops_the_thread_before_the_cancellation_goes_
 
     cancelled_at = asyncio.run(scenario())
     assert finished and finished[0] <= cancelled_at
+
+
+def test_a_wait_longer_than_poll_can_take_is_no_error(pipes: Any) -> None:
+    # poll takes a C int of milliseconds; an idle_timeout_ms of months must not overflow it.
+    lent, _, _ = pipes
+    threading.Timer(0.1, lent.wake).start()
+    assert lent.fill(90 * 24 * 3600.0) == "woken"
+    threading.Timer(0.1, lent.stop).start()
+    assert lent.write(b"x" * (4 << 20), 90 * 24 * 3600.0) == "woken"

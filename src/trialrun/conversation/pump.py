@@ -118,8 +118,12 @@ class LentPipes:
                 pass
 
 
+_POLL_MS_MAX = 2**31 - 1
+"""``poll`` takes a C int of milliseconds (~24 days): a longer wait is waited again."""
+
+
 def _poll_ms(timeout_s: float) -> int:
-    return max(0, math.ceil(timeout_s * 1000))
+    return min(_POLL_MS_MAX, max(0, math.ceil(timeout_s * 1000)))
 
 
 async def run_on_thread(work: Callable[[], None], stop: Callable[[], None]) -> None:

@@ -477,7 +477,8 @@ class _Session:
                 if line_deadline is None:
                     timeout, is_wall = self._budget()
                     line_deadline = (time.monotonic() + timeout, is_wall)
-                if pipes.fill(line_deadline[0] - time.monotonic()) == "timeout":
+                waited = pipes.fill(line_deadline[0] - time.monotonic())
+                if waited == "timeout" and time.monotonic() >= line_deadline[0]:
                     self._read_timed_out(agent, line_deadline[1])
                 continue
             line_deadline = None
