@@ -263,3 +263,55 @@ def test_github_actions_gets_annotations_at_the_case_file_and_a_step_summary(
     markdown = step_summary.read_text(encoding="utf-8")
     assert "g\\_disallowed" in markdown or "g_disallowed" in markdown
     assert "tool_not_allowed" in markdown.replace("\\_", "_")
+
+
+# The recorder's last writes, slowed down and announced, so a signal can land in the middle.
+SLOW_FINISH = """\
+import sys, time
+from pathlib import Path
+from trialrun.artifacts import recording
+finish = recording.RunRecorder.finish
+flag = Path(sys.argv.pop(1))
+def slow_finish(self, *args, **kwargs):
+    flag.write_text("finishing")
+    time.sleep(1.0)
+    return finish(self, *args, **kwargs)
+recording.RunRecorder.finish = slow_finish
+from trialrun.cli import main
+sys.argv[0] = "trialrun"
+main()
+"""
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_signal_while_the_last_artifacts_are_written_waits_for_them(
+    tmp_path: Path, signals: int
+) -> None:
+    suite = make_suite(tmp_path)
+    for case in (suite / "cases").iterdir():
+        if case.name != "a_ok.yaml":
+            case.unlink()
+    flag = tmp_path / "finishing"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_FINISH, str(flag), "run", str(suite), "--no-baseline",
+         "--out", str(tmp_path / "out")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for _ in range(signals):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+    out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+    written = sorted(path.name for path in only_run_dir(tmp_path / "out").iterdir())
+    if signals == 1:  # every case was over: the run finishes as it would have
+        assert proc.returncode == 0, out + err
+        assert written == ["junit.xml", "receipt.jsonl", "report.html", "run.jsonl", "summary.json"]
+    else:  # a second signal insists
+        assert proc.returncode == 130, out + err
+        assert "summary.json" not in written

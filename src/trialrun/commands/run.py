@@ -2,7 +2,9 @@
 
 ``prepare_run`` loads the suite and checks every file the run reads before any agent starts;
 ``execute_run`` runs the cases (a SIGTERM stops the run like Ctrl-C, so the artifacts of the
-cases that finished are still written) and records the run. The CLI prints the outcome.
+cases that finished are still written) and records the run; a Ctrl-C or SIGTERM that comes
+while the last artifacts are written waits for them (a second one does not). The CLI prints
+the outcome.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,13 +117,43 @@ def execute_run(
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
-    recorded = recorder.finish(
-        progress.ordered(),
-        interrupted=interrupted,
-        baseline=prepared.baseline,
-        shard=prepared.shard,
-    )
+    with _last_artifacts_first():
+        recorded = recorder.finish(
+            progress.ordered(),
+            interrupted=interrupted,
+            baseline=prepared.baseline,
+            shard=prepared.shard,
+        )
     return FinishedRun(recorded, interrupted)
+
+
+@contextmanager
+def _last_artifacts_first() -> Iterator[None]:
+    """Let a Ctrl-C or a CI job's SIGTERM wait while the run's last artifacts are written.
+
+    Every case is over by then and the writes take a moment: stopping halfway would leave a
+    run folder without its summary or report. A second signal stops at once (Ctrl-C).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; a caller elsewhere has its own
+        return
+    pending: list[int] = []
+
+    def later(signum: int, _frame: object) -> None:
+        if pending:
+            raise KeyboardInterrupt
+        pending.append(signum)
+
+    previous = {
+        signum: signal.signal(signum, later)
+        for signum in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(signum) is not signal.SIG_IGN  # a background job's Ctrl-C stays off
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
