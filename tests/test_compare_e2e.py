@@ -295,9 +295,11 @@ def test_rescore_redecides_a_stored_run_without_running_an_arm(
     assert receipt["content_digest"] == json.loads(first.read_text())["content_digest"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_a_partial_receipt_with_named_holes(
-    home: Path, subject: Path, tmp_path: Path
+    home: Path, subject: Path, tmp_path: Path, signum: signal.Signals
 ) -> None:
+    # SIGTERM: a cancelled CI job, which must stop the run like Ctrl-C.
     release = tmp_path / "release"
     env = dict(os.environ, TRIALRUN_HOME=str(home), SCRIPTED_WAIT_FOR=str(release))
     command = [
@@ -316,7 +318,7 @@ def test_interrupted_run_leaves_a_partial_receipt_with_named_holes(
         while _finished_arms(home) < 12 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _finished_arms(home) == 12
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         out, err = process.communicate(timeout=30)
     finally:
         release.touch()

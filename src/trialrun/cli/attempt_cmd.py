@@ -7,15 +7,12 @@ stopReason ``interrupted``). docs/attempt.md describes the loop and the receipt.
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from trialrun.cli.interrupts import sigterm_as_ctrl_c
 from trialrun.cli.pathparam import PathParam
 from trialrun.cli.signing_option import load_signer, sign_key_option
 
@@ -107,7 +104,7 @@ def attempt(
         verify_timeout_s=verify_timeout,
         signer=signer,
     )
-    with _sigterm_as_interrupt():
+    with sigterm_as_ctrl_c():
         report = run_attempts(options, progress=lambda line: click.echo(line, err=True))
     scores = [record.failure_score for record in report.attempts]
     click.echo(
@@ -120,17 +117,3 @@ def attempt(
     if report.stop_reason == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if report.verified else EXIT_FAILED
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI job being cancelled) ends the run like Ctrl-C: restored, receipt closed."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

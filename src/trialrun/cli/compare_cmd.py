@@ -112,6 +112,7 @@ def compare(
 
     `trialrun compare merge SHARD_DIR...` joins the shard directories of `--shard I/N` runs.
     """
+    from trialrun.cli.interrupts import sigterm_as_ctrl_c
     from trialrun.compare.engine import CompareOptions, run_compare
 
     if shard is not None:
@@ -133,8 +134,11 @@ def compare(
         triggers_k=triggers_k,
     )
     if shard is not None:
-        return _run_shard(options, shard, out or Path("trialrun_out"), as_json=as_json, quiet=quiet)
-    with _progress(quiet) as tracker:
+        with sigterm_as_ctrl_c():
+            return _run_shard(
+                options, shard, out or Path("trialrun_out"), as_json=as_json, quiet=quiet
+            )
+    with _progress(quiet) as tracker, sigterm_as_ctrl_c():
         result = run_compare(options, observer=tracker)
     _print_result(result, as_json=as_json, out=out)
 
