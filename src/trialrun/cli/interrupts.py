@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from trialrun.base.signals import routed_signals
+
 __all__ = ["sigterm_as_ctrl_c"]
 
 
@@ -18,8 +20,5 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
+    with routed_signals(interrupt, (signal.SIGTERM,)):
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
-import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,9 +133,8 @@ def _last_artifacts_first() -> Iterator[None]:
     Every case is over by then and the writes take a moment: stopping halfway would leave a
     run folder without its summary or report. A second signal stops at once (Ctrl-C).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread; a caller elsewhere has its own
-        return
+    from trialrun.base.signals import STOP_SIGNALS, routed_signals
+
     pending: list[int] = []
 
     def later(signum: int, _frame: object) -> None:
@@ -144,16 +142,10 @@ def _last_artifacts_first() -> Iterator[None]:
             raise KeyboardInterrupt
         pending.append(signum)
 
-    previous = {
-        signum: signal.signal(signum, later)
-        for signum in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(signum) is not signal.SIG_IGN  # a background job's Ctrl-C stays off
-    }
-    try:
+    # A background job's ignored Ctrl-C stays ignored.
+    heeded = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    with routed_signals(later, heeded):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:

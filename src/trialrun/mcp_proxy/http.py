@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any
 
 from trialrun.base.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
+from trialrun.base.signals import routed_signals
 from trialrun.errors import CassetteError
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
@@ -39,7 +40,6 @@ from trialrun.mcp_proxy.http_record import RecordRun
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
-from trialrun.mcp_proxy.stdio import stop_signals
 from trialrun.mcp_proxy.upstream import UpstreamError
 
 RUN_PATH = re.compile(r"^/run/(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,199})/mcp/?$")
@@ -163,11 +163,11 @@ def serve_http(
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="mcp-http", daemon=True
     )
-    with stop_signals(stop):
+    with routed_signals(stop):
         thread.start()
         while not stop_requested:
             time.sleep(0.1)
-    with stop_signals(signal.SIG_IGN):
+    with routed_signals(signal.SIG_IGN):
         server.shutdown()
         server.server_close()
         proxy.close()

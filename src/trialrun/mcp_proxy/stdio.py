@@ -20,11 +20,11 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+from trialrun.base.signals import routed_signals
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog
@@ -39,7 +39,6 @@ EXIT_FAILED = 1
 EXIT_INVALID = 2
 # After the client hangs up, how long the server gets to finish on its own before it is stopped.
 DRAIN_SECONDS = 1.0
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # Exit codes (negative: killed by that signal) of a server stopped together with the proxy.
 _STOPPED_WITH_US = frozenset({-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP})
 
@@ -97,7 +96,7 @@ def _replay(
         raise _Stop
 
     try:
-        with stop_signals(stop):
+        with routed_signals(stop):
             for _, message in _client_messages(stdin_fd, out):
                 replies: list[jsonrpc.JsonObject] | None = _guarded(session.handle, message, None)
                 if replies is None:  # a bug: the request still gets an answer, never a hang
@@ -162,10 +161,10 @@ def _record(
         done.set()
 
     threading.Thread(target=from_client, name="mcp-client", daemon=True).start()
-    with stop_signals(stop):
+    with routed_signals(stop):
         while not done.wait(0.2):
             pass
-    with stop_signals(signal.SIG_IGN):  # a second SIGTERM must not cut the cassette write short
+    with routed_signals(signal.SIG_IGN):  # a second SIGTERM must not cut the cassette write short
         try:
             return _finish(recorder, upstream, cassette_path, command, state)
         finally:
@@ -218,20 +217,3 @@ def _guarded(function: Callable[[Any], T], message: Any, fallback: T) -> T:
         print("trialrun mcp-proxy: internal error (the session goes on):", file=sys.stderr)
         traceback.print_exc()
         return fallback
-
-
-Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers
-
-
-@contextmanager
-def stop_signals(handler: Handler) -> Iterator[None]:
-    """Route SIGTERM and SIGINT to ``handler`` for the duration, then restore the old ones."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals can only be handled on the main thread (in-process embedding)
-        return
-    previous = {signum: signal.signal(signum, handler) for signum in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
