@@ -25,15 +25,14 @@ session returns at once and lets that agent exit in the background while the nex
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
-from collections.abc import Awaitable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from trialrun.base.results import AgentRun, Failure, JsonObject, Status, ToolCall
-from trialrun.conversation import protocol
+from trialrun.conversation import protocol, wording
 from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.process import AgentProcess
 from trialrun.conversation.protocol import (
@@ -49,6 +48,7 @@ from trialrun.conversation.protocol import (
 from trialrun.conversation.pump import LentPipes, run_on_thread
 from trialrun.conversation.read_alarm import ReadAlarm
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
+from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.tools.base import ImmediateToolBackend, LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
@@ -61,22 +61,6 @@ _T = TypeVar("_T")
 
 _REFUSALS = (CassetteMismatch, MissingToolError, CassetteError)
 """What a tool backend raises for a call it cannot answer: the call fails the case."""
-
-
-class Teardowns:
-    """Agents finishing their exit in the background; ``wait_all`` before reading their runs."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def start(self, teardown: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(teardown)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def wait_all(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*self._tasks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +249,7 @@ class _Session:
         except _REFUSALS as exc:
             self._refuse_for(call, exc, start_ms)
         reply = self._call_answered(call, outcome, start_ms, started)
-        await self._send(agent, reply, _answer_of(call))
+        await self._send(agent, reply, wording.answer_of(call))
 
     def _answer_now(self, call: ToolCallMsg) -> JsonObject:
         """``_tool_call`` for an immediate backend, up to the reply to send."""
@@ -381,7 +365,7 @@ class _Session:
         line = self._encoded(message, what)
         sent = agent.write_nowait(line)
         if sent is None:  # the agent's inbox is full: it has idle_ms to read it
-            sent = await self._bounded(agent.drain(), f"to read {what} on its {_inbox(agent)}")
+            sent = await self._bounded(agent.drain(), wording.to_read(agent, what))
         # False (the agent closed its stdin) fails nothing yet: its last lines may still be
         # on the way, and the next read reports how it exited (or that it went deaf).
         if not sent:
@@ -412,9 +396,7 @@ class _Session:
             async with asyncio.timeout(timeout):
                 return await work
         except TimeoutError:
-            if is_wall:
-                self._wall_exceeded()
-            self._idle_exceeded(activity)
+            self._overdue(is_wall, activity)
 
     async def _next_message(self, agent: AgentProcess) -> AgentMessage:
         if self._immediate is not None and not self._ending():
@@ -423,20 +405,20 @@ class _Session:
             try:
                 raw = await self._next_line(agent)
             except MessageTooLargeError as exc:
-                where = f"{_source(agent)} line {self._line_no + 1}"
+                where = f"{wording.source(agent)} line {self._line_no + 1}"
                 self._fail("message_too_large", f"{exc} ({where})", "error")
             except ChannelLostError:
                 await self._stdout_closed(
-                    agent, f"closed its {_source(agent)} without reading {self._last_sent}"
+                    agent, f"closed its {wording.source(agent)} without reading {self._last_sent}"
                 )
             if raw is None:
                 await self._stdout_closed(agent, self._unread(agent))
             self._line_no += 1
             try:
-                message = protocol.parse_line(raw, self._line_no, _source(agent))
+                message = protocol.parse_line(raw, self._line_no, wording.source(agent))
             except StdoutNoiseError as exc:
                 if isinstance(raw, UnterminatedLine) and raw.lstrip().startswith(b"{"):
-                    await self._stdout_closed(agent, _mid_message(agent, self._line_no, exc))
+                    await self._stdout_closed(agent, wording.mid_message(agent, self._line_no, exc))
                 self._fail("stdout_noise", str(exc), "error")
             except ProtocolError as exc:
                 self._fail("protocol_error", str(exc), "error")
@@ -491,7 +473,7 @@ class _Session:
             reader.consume(end + 1)
             self._line_no += 1
             if isinstance(message, ToolCallMsg):
-                self._send_lent(agent, pipes, self._answer_now(message), _answer_of(message))
+                self._send_lent(agent, pipes, self._answer_now(message), wording.answer_of(message))
             elif message is not None:
                 self._note(message)
 
@@ -505,9 +487,7 @@ class _Session:
         if written == "closed":
             self._unsent = what
         elif written == "timeout":
-            if is_wall:
-                self._wall_exceeded()
-            self._idle_exceeded(f"to read {what} on its {_inbox(agent)}")
+            self._overdue(is_wall, wording.to_read(agent, what))
 
     def _ending(self) -> bool:
         """The agent exited or stopped reading: wait only for what it left in the pipe."""
@@ -537,16 +517,14 @@ class _Session:
         if self._draining:
             self._fail(
                 "agent_crashed",
-                f"{_exit_description(agent.returncode)} before sending final_output "
-                f"(a process it started still holds its {_source(agent)} open)",
+                f"{wording.exit_description(agent.returncode)} before sending final_output "
+                f"(a process it started still holds its {wording.source(agent)} open)",
                 "error",
             )
         if (unread := self._unread(agent)) is not None:
             # Deaf to its inbox yet still running: it can only end, do not wait idle_ms.
-            self._fail("agent_crashed", _still_running(unread), "error")
-        if is_wall:
-            self._wall_exceeded()
-        self._idle_exceeded("to send its next message")
+            self._fail("agent_crashed", wording.still_running(unread), "error")
+        self._overdue(is_wall, "to send its next message")
 
     def _agent_exited(self) -> None:
         """Whatever the agent wrote before exiting is already in the pipe: wait only for that."""
@@ -559,17 +537,17 @@ class _Session:
     def _unread(self, agent: AgentProcess) -> str | None:
         if self._unsent is None:
             return None
-        return f"closed its {_inbox(agent)} without reading {self._unsent}"
+        return f"closed its {wording.inbox(agent)} without reading {self._unsent}"
 
     async def _stdout_closed(self, agent: AgentProcess, how: str | None = None) -> NoReturn:
         """The agent's messages ended; ``how`` ("closed its ...") says what it left undone."""
         self._decide()
         if await agent.wait_exited(_EXIT_DRAIN_S):
-            problem = f"{_exit_description(agent.returncode)} before sending final_output"
+            problem = f"{wording.exit_description(agent.returncode)} before sending final_output"
             if how is not None:
                 problem += f"; it {how}"
         else:
-            problem = _still_running(how or f"closed its {_source(agent)}")
+            problem = wording.still_running(how or f"closed its {wording.source(agent)}")
         self._fail("agent_crashed", problem, "error")
 
     def _loop_deadline(self) -> float:
@@ -585,6 +563,13 @@ class _Session:
             return idle_s, False
         remaining = max(0.0, self._deadline - time.monotonic())
         return (remaining, True) if remaining <= idle_s else (idle_s, False)
+
+    def _overdue(self, is_wall: bool, activity: str) -> NoReturn:
+        """A wait ran out: the wall deadline's, or the idle timeout while the agent was due
+        ``activity``."""
+        if is_wall:
+            self._wall_exceeded()
+        self._idle_exceeded(activity)
 
     def _wall_exceeded(self) -> NoReturn:
         self._decide()
@@ -625,42 +610,3 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
-
-
-def _answer_of(call: ToolCallMsg) -> str:
-    """The tool_result of ``call``, as a failure message names what trialrun sent last."""
-    return f"the tool_result of call {call.call_id!r} ({call.name})"
-
-
-def _source(agent: AgentProcess) -> str:
-    """Where the agent's messages come from, as the diagnostics name it."""
-    return "stdout" if agent.channel == "stdio" else "channel"
-
-
-def _mid_message(agent: AgentProcess, line_no: int, exc: StdoutNoiseError) -> str:
-    found = f": {exc.text}" if exc.text else ""
-    return (
-        f"closed its {_source(agent)} in the middle of a message ({_source(agent)} line "
-        f"{line_no} ends without a newline and is not whole JSON{found})"
-    )
-
-
-def _still_running(how: str) -> str:
-    """The failure of an agent that still runs but ``how`` (closed its ...) can no longer talk."""
-    return f"Agent {how} before sending final_output (it was still running)"
-
-
-def _inbox(agent: AgentProcess) -> str:
-    return "stdin" if agent.channel == "stdio" else "channel"
-
-
-def _exit_description(returncode: int | None) -> str:
-    if returncode is None:
-        return "Agent exited"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"Agent was killed by {name}"
-    return f"Agent exited with code {returncode}"

@@ -28,8 +28,9 @@ from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
-from trialrun.conversation.session import Limits, Teardowns, run_agent
+from trialrun.conversation.session import Limits, run_agent
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
+from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.tools.base import ToolBackend
 

@@ -1,0 +1,62 @@
+"""How the session words what an agent did wrong: the pieces of its failure messages."""
+
+from __future__ import annotations
+
+import signal
+
+from trialrun.conversation.process import AgentProcess
+from trialrun.conversation.protocol import StdoutNoiseError, ToolCallMsg
+
+__all__ = [
+    "answer_of",
+    "exit_description",
+    "inbox",
+    "mid_message",
+    "source",
+    "still_running",
+    "to_read",
+]
+
+
+def answer_of(call: ToolCallMsg) -> str:
+    """The tool_result of ``call``, as a failure message names what trialrun sent last."""
+    return f"the tool_result of call {call.call_id!r} ({call.name})"
+
+
+def to_read(agent: AgentProcess, what: str) -> str:
+    """What an agent whose inbox is full was due to do, for the idle timeout's message."""
+    return f"to read {what} on its {inbox(agent)}"
+
+
+def source(agent: AgentProcess) -> str:
+    """Where the agent's messages come from, as the diagnostics name it."""
+    return "stdout" if agent.channel == "stdio" else "channel"
+
+
+def mid_message(agent: AgentProcess, line_no: int, exc: StdoutNoiseError) -> str:
+    found = f": {exc.text}" if exc.text else ""
+    return (
+        f"closed its {source(agent)} in the middle of a message ({source(agent)} line "
+        f"{line_no} ends without a newline and is not whole JSON{found})"
+    )
+
+
+def still_running(how: str) -> str:
+    """The failure of an agent that still runs but ``how`` (closed its ...) can no longer talk."""
+    return f"Agent {how} before sending final_output (it was still running)"
+
+
+def inbox(agent: AgentProcess) -> str:
+    return "stdin" if agent.channel == "stdio" else "channel"
+
+
+def exit_description(returncode: int | None) -> str:
+    if returncode is None:
+        return "Agent exited"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"Agent was killed by {name}"
+    return f"Agent exited with code {returncode}"
