@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -272,18 +271,8 @@ def test_in_replay_the_thread_answering_on_the_socket_sees_a_hang_up_as_the_loop
 
 
 def test_in_replay_every_call_on_the_socket_is_answered_from_one_lent_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, lendings: list[str]
 ) -> None:
-    from trialrun.conversation import session
-
-    lendings: list[str] = []
-    original = session.run_on_thread
-
-    async def counting(work: Any, stop: Any) -> None:
-        lendings.append("lent")
-        await original(work, stop)
-
-    monkeypatch.setattr(session, "run_on_thread", counting)
     cassette = tmp_path / "c.jsonl"
     cassette.write_text(
         json.dumps({"tool": "lookup", "args": {"q": "refund"}, "ok": True, "result": "recorded"})

@@ -602,20 +602,10 @@ def test_agent_that_exits_before_reading_a_large_input_is_a_crash_not_a_broken_p
 
 
 def test_an_immediate_backend_answers_every_call_from_one_lent_thread(
-    answering: str, monkeypatch: pytest.MonkeyPatch
+    answering: str, lendings: list[str]
 ) -> None:
     if answering != "lent pipes":
         pytest.skip("about the lent pipes")
-    from trialrun.conversation import session
-
-    lendings: list[str] = []
-    original = session.run_on_thread
-
-    async def counting(work: Any, stop: Any) -> None:
-        lendings.append("lent")
-        await original(work, stop)
-
-    monkeypatch.setattr(session, "run_on_thread", counting)
     run = run_case(_calls_then(50, 0, "print(json.dumps({'type': 'final_output', 'output': {}}))"))
     assert run.failure is None, run.failure
     assert [call.call_id for call in run.tool_calls] == [f"c{i}" for i in range(50)]
