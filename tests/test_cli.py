@@ -465,3 +465,48 @@ def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
     assert "trialrun.checks.builtin" in loaded  # the suite's assertions were compiled
     assert sorted(loaded & {"importlib.metadata", "email.message"}) == []
     assert "trialrun.artifacts.baseline" not in loaded  # --no-baseline: nothing to load
+
+
+# The console entry point skips the interpreter's teardown (``cli._leave``): what the teardown
+# did that anyone could see must still happen.
+LEAVING = """\
+import atexit, sys, threading, time
+from pathlib import Path
+from trialrun.cli import main
+mark = Path(sys.argv.pop(1))
+atexit.register(lambda: mark.with_suffix(".atexit").write_text("ran"))
+if sys.argv.pop(1) == "thread":
+    def late() -> None:
+        time.sleep(0.3)
+        mark.with_suffix(".thread").write_text("done")
+    threading.Thread(target=late).start()
+sys.argv[0] = "trialrun"
+main()
+"""
+
+
+@pytest.mark.parametrize("thread", ["none", "thread"])
+def test_the_console_entry_runs_atexit_flushes_and_waits_for_live_threads(
+    tmp_path: Path, thread: str
+) -> None:
+    mark = tmp_path / "mark"
+    args = [sys.executable, "-c", LEAVING, str(mark), thread]
+    proc = subprocess.run([*args, "--version"], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"trialrun {__version__}"), proc.stderr
+    assert mark.with_suffix(".atexit").read_text() == "ran"
+    assert mark.with_suffix(".thread").exists() == (thread == "thread")
+    # A command's own exit code and its stderr (block-buffered into a pipe) come through too.
+    proc = subprocess.run([*args, "run", str(tmp_path / "missing")], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+
+
+def test_the_console_entry_exits_quietly_when_its_reader_is_gone(tmp_path: Path) -> None:
+    reader_gone = subprocess.Popen(
+        [sys.executable, "-c", LEAVING, str(tmp_path / "mark"), "none", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader_gone.stdout is not None and reader_gone.stderr is not None
+    reader_gone.stdout.close()
+    err = reader_gone.stderr.read().decode()
+    assert reader_gone.wait() == 1 and "Traceback" not in err and "Exception" not in err, err

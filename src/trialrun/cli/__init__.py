@@ -35,7 +35,7 @@ __getattr__ = lazy_getattr(globals(), {"cli": "trialrun.cli.group"})
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps every outcome to an exit code."""
-    sys.exit(run_cli(argv))
+    _leave(run_cli(argv))
 
 
 def run_cli(argv: list[str] | None = None) -> int:
@@ -116,6 +116,37 @@ def _show_click_error(exc: click.ClickException) -> None:
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         option = max(ctx.command.get_help_option_names(ctx), key=len)
         click.echo(f"Try '{ctx.command_path} {option}' for help.", err=True)
+
+
+def _leave(code: int) -> None:
+    """End the process with ``code``, skipping the interpreter's teardown when nothing needs it.
+
+    At exit the interpreter frees every object one by one: after a deep run (10,000 events, a
+    5,000-entry cassette) that is ~40 ms of waiting for nothing, once every artifact is written.
+    The ``atexit`` callbacks still run and stdout and stderr are flushed, which is all the
+    teardown does that anyone can see. A thread that is not a daemon and still runs would be
+    waited for by the teardown: then the process takes the ordinary way out.
+    """
+    import atexit
+    import contextlib
+    import os
+    import threading
+
+    main_thread = threading.main_thread()
+    if any(
+        thread is not main_thread and not thread.daemon and thread.is_alive()
+        for thread in threading.enumerate()
+    ):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_broken_pipe()
+        code = code or EXIT_FAILED
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _silence_broken_pipe() -> None:
