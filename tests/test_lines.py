@@ -181,6 +181,34 @@ def test_fill_times_out_and_a_wake_interrupts_it(pipes: Any) -> None:
     assert time.monotonic() - started < 2
 
 
+def test_waiting_data_is_read_first_even_past_the_deadline_and_keeps_a_wake_for_later(
+    pipes: Any,
+) -> None:
+    lent, out_w, _ = pipes
+    os.write(out_w, b'{"type": "log"}\n')
+    lent.wake()
+    assert lent.fill(0.0) == "ready"
+    assert lent.reader.take_line() == b'{"type": "log"}'
+    assert lent.fill(5.0) == "woken"  # the wake-up was not lost
+    assert lent.fill(0.0) == "timeout"
+
+
+def test_descriptors_lent_in_blocking_mode_still_time_out() -> None:
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    lent = LentPipes(LineReader(1 << 20), out_r, in_w)  # left blocking, unlike asyncio's
+    outcome: list[str] = []
+    waiting = threading.Thread(target=lambda: outcome.append(lent.fill(0.1)), daemon=True)
+    waiting.start()
+    waiting.join(5)
+    try:
+        assert outcome == ["timeout"]
+    finally:
+        lent.close()
+        for fd in (out_r, out_w, in_r, in_w):
+            os.close(fd)
+
+
 def test_write_reports_a_closed_inbox(pipes: Any) -> None:
     lent, _, in_r = pipes
     os.close(in_r)

@@ -78,6 +78,29 @@ def test_encode_refuses_values_json_cannot_hold() -> None:
         encode({"type": "task_start", "input": {1, 2}})
 
 
+def test_a_failed_encode_leaves_nothing_behind_for_the_next_message() -> None:
+    # YAML anchors can make a task input contain itself; the encoder built once must not go on
+    # taking the objects it was in the middle of for cycles.
+    # (Its markers keep the ids of the objects it was in; a new object may reuse one of them.)
+    shared: dict[str, Any] = {"k": [1, 2]}
+    looped: dict[str, Any] = {"shared": shared}
+    looped["self"] = looped
+    encoder = protocol._encode_json
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode(task_start("t", looped))
+    assert protocol._encode_json is not encoder
+    assert encode(task_start("t", [shared, shared])) == (
+        b'{"type":"task_start","task_id":"t","input":[{"k":[1,2]},{"k":[1,2]}]}\n'
+    )
+
+
+@given(json_values)
+def test_encode_writes_what_json_dumps_writes(value: Any) -> None:
+    message = {"type": "tool_result", "result": value}
+    expected = json.dumps(message, separators=(",", ":")) + "\n"
+    assert encode(message) == expected.encode("ascii")
+
+
 @given(json_values)
 def test_encode_round_trips_any_json_value_as_ascii(value: Any) -> None:
     data = encode({"type": "tool_result", "result": value})

@@ -9,17 +9,16 @@ each case's trace; the verdict events, which quote agent output, are redacted he
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
 import time
 from collections.abc import Iterable
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
 
 from trialrun.base.fsutil import atomic_write_text, make_output_dir, write_json
+from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.redact import redact
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 
@@ -121,18 +120,13 @@ def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
     """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8.
 
     What ``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode``
-    writes, through its C encoder built here once for the case's events (``encode`` builds one
-    for every event, which costs as much as encoding a small event) and called without a Python
+    writes, through one encoder built here for the case's events and called without a Python
     frame per event. Fresh per case, so the circular-reference markers a failed encode may leave
     behind never reach another case.
     """
-    if c_make_encoder is None:  # an interpreter without the _json accelerator
-        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-        lines = [encode(event) for event in events]
-    else:
-        encode_c = c_make_encoder({}, str, encode_basestring, None, ":", ",", False, False, True)
-        join = "".join
-        lines = [join(encode_c(event, 0)) for event in events]
+    encode = compact_encoder(ensure_ascii=False, default=str)
+    join = "".join
+    lines = [join(encode(event, 0)) for event in events]
     lines.append("")  # the newline after the last line, without copying the text again
     text = "\n".join(lines)
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
@@ -109,11 +110,16 @@ def encode(message: Mapping[str, Any]) -> bytes:
     Lone surrogates (PyYAML turns ``"\\ud83d"`` in a case file into one) become ``\\ud83d``
     escapes instead of failing. Raises ``TypeError`` / ``ValueError`` for values JSON cannot hold.
     """
-    return _encode_json(message).encode("ascii") + b"\n"
+    global _encode_json
+    try:
+        text = "".join(_encode_json(message, 0))
+    except BaseException:
+        _encode_json = compact_encoder(ensure_ascii=True)  # a failed encode may leave markers
+        raise
+    return text.encode("ascii") + b"\n"
 
 
-# Built once: json.dumps with options builds an encoder for every message.
-_encode_json = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_encode_json = compact_encoder(ensure_ascii=True)
 
 
 def task_start(task_id: str, task_input: Any) -> JsonObject:

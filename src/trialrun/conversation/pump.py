@@ -45,6 +45,10 @@ class LentPipes:
         """Set by ``stop``: the thread must return as soon as it can (the case is cancelled)."""
         self._out = os.dup(messages_fd)
         self._in = os.dup(inbox_fd)
+        # Non-blocking already (the loop's transports share these open files): reads and
+        # writes wait in poll, where deadlines and wake-ups count.
+        os.set_blocking(self._out, False)
+        os.set_blocking(self._in, False)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -65,25 +69,38 @@ class LentPipes:
         self.wake()
 
     def fill(self, timeout_s: float) -> Waited:
-        """Wait up to ``timeout_s`` for stdout and add what came to the reader's buffer."""
-        events = self._readable.poll(_poll_ms(timeout_s))
-        if not events:
-            return "timeout"
-        if any(fd == self._wake_r for fd, _ in events):
-            self._drain_wakes()
-            return "woken"
+        """Wait up to ``timeout_s`` for stdout and add what came to the reader's buffer.
+
+        It reads first and waits only if nothing is there: an agent that answers faster than
+        trialrun has its next message waiting, and ``poll`` would cost a system call more.
+        """
         try:
             data = os.read(self._out, _READ_SIZE)
         except BlockingIOError:
-            return "ready"
-        except ConnectionError as exc:  # the agent reset its socket: the loop reports it
-            self.reader.lost = exc
-            data = b""
+            events = self._readable.poll(_poll_ms(timeout_s))
+            if not events:
+                return "timeout"
+            if any(fd == self._wake_r for fd, _ in events):
+                self._drain_wakes()
+                return "woken"
+            try:
+                data = os.read(self._out, _READ_SIZE)
+            except BlockingIOError:
+                return "ready"
+            except ConnectionError as exc:
+                data = self._lost(exc)
+        except ConnectionError as exc:
+            data = self._lost(exc)
         if not data:
             self.reader.eof = True
             return "eof"
         self.reader.buffer += data
         return "ready"
+
+    def _lost(self, error: ConnectionError) -> bytes:
+        """The agent reset its socket: the end of its messages, which the loop reports."""
+        self.reader.lost = error
+        return b""
 
     def write(self, data: bytes, timeout_s: float) -> Written:
         """Write all of ``data`` to stdin within ``timeout_s``; only ``stop`` interrupts it."""
