@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import signal
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -101,6 +102,9 @@ def execute_run(
         if on_case_decided is not None:
             on_case_decided(result)
 
+    # The suite, its cassettes and every module are loaded and stay to the end: a full
+    # collection would walk them all again (~20 ms each time in a 5,000-call case) for nothing.
+    gc.freeze()
     try:
         asyncio.run(
             _stop_on_sigterm(
