@@ -234,6 +234,16 @@ def test_lone_surrogates_in_input_are_kept(repo: Path, probe: _ProbeType) -> Non
     assert suite.cases[0].config.input == {"q": "\ud83d", "ok": "\u00e9"}
 
 
+def test_an_input_that_contains_itself_is_one_error_line(repo: Path, probe: _ProbeType) -> None:
+    # A YAML alias inside the value it names: validating the input used to recurse forever.
+    case = "id: s\ninput: &in\n  ticket: hello\n  again: *in\ncassette: c.jsonl\n"
+    with pytest.raises(ConfigError) as caught:
+        load_suite(make_suite(repo, cases={"s.yaml": case}))
+    assert str(caught.value).startswith(
+        "suite/cases/s.yaml:4: the alias at 'input.again' names a value that contains it"
+    )
+
+
 def test_case_ids_select_cases_in_file_order(repo: Path, probe: _ProbeType) -> None:
     cases = {f"{n}.yaml": CASE.format(id=n) for n in ("a", "b", "c")}
     suite = load_suite(make_suite(repo, cases=cases), case_ids=["c", "a", "c"])

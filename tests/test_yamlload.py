@@ -154,10 +154,30 @@ def test_merge_keys_are_not_duplicates_and_explicit_keys_override() -> None:
     assert doc.line_of(("item", "y")) == 4
 
 
-def test_recursive_aliases_terminate() -> None:
-    doc = parse_yaml("a: &x [1, *x]\n", file="f")
-    assert doc.data["a"][1] is doc.data["a"]
-    assert doc.line_of(("a", 1, 1, 1, 0)) == 1
+@pytest.mark.parametrize(
+    ("text", "line", "where"),
+    [
+        ("a: &x [1, *x]\n", 1, "a.1"),
+        ("name: s\ninput: &a\n  calls: 1\n  deeper:\n    - again: *a\n", 5, "input.deeper.0.again"),
+        ("&top {a: 1, b: *top}\n", 1, "b"),
+        ("a: &m\n  <<: *m\n", 2, "a.<<"),
+    ],
+)
+def test_an_alias_inside_the_value_it_names_is_refused_at_its_line(
+    text: str, line: int, where: str
+) -> None:
+    # The value would contain itself: every walk over it (validation, JSON) would never end.
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="f.yaml")
+    assert str(caught.value) == (
+        f"f.yaml:{line}: the alias at '{where}' names a value that contains it: the value "
+        "would contain itself, which JSON cannot hold; write that part out instead"
+    )
+
+
+def test_an_alias_used_twice_side_by_side_is_no_loop() -> None:
+    doc = parse_yaml("base: &b {x: [1]}\nuse: [*b, {inner: *b}]\nagain: *b\n", file="f")
+    assert doc.data["use"][0] is doc.data["base"] is doc.data["use"][1]["inner"]
 
 
 def test_lone_surrogates_are_kept_as_is() -> None:

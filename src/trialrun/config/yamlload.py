@@ -213,6 +213,9 @@ def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.N
         duplicates = list(_duplicate_keys(node, file))
         if duplicates:
             raise ConfigErrors(duplicates)
+        loop = _self_reference(node, file)
+        if loop is not None:
+            raise loop
         return node, loader.construct_document(node)
     finally:
         loader.dispose()
@@ -247,6 +250,52 @@ def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
                     first_line[identity] = line
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+
+
+def _self_reference(root: yaml.Node, file: str) -> ConfigError | None:
+    """An alias inside the very mapping or list it names (``a: &x [1, *x]``).
+
+    YAML can build such a value, but it would contain itself: JSON cannot hold it and every
+    walk over it (validation, the agent's input, the artifacts) would never end. Reported at
+    the line of the nearest key above the alias (an alias node keeps no position of its own).
+    """
+    enclosing: set[int] = set()
+    # (node, its path, the line of the nearest key; None: leaving the node)
+    stack: list[tuple[yaml.Node, tuple[PathElement, ...], int] | yaml.Node] = [
+        (root, (), root.start_mark.line + 1)
+    ]
+    finished: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, yaml.Node):
+            enclosing.discard(id(item))
+            finished.add(id(item))
+            continue
+        node, path, line = item
+        if id(node) in enclosing:
+            where = ".".join(str(element) for element in path) or "the top level"
+            return ConfigError(
+                f"the alias at '{where}' names a value that contains it: the value would "
+                "contain itself, which JSON cannot hold; write that part out instead",
+                file=file,
+                line=line,
+            )
+        if id(node) in finished or isinstance(node, yaml.ScalarNode):
+            continue
+        enclosing.add(id(node))
+        stack.append(node)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key: PathElement = (
+                    key_node.value if isinstance(key_node, yaml.ScalarNode) else "<key>"
+                )
+                key_line = key_node.start_mark.line + 1
+                stack.append((key_node, (*path, key), key_line))
+                stack.append((value_node, (*path, key), key_line))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, child in enumerate(node.value):
+                stack.append((child, (*path, index), line))
+    return None
 
 
 def _line_of(root: yaml.Node, path: Sequence[PathElement]) -> int:
