@@ -46,13 +46,31 @@ instructions, 258 -> 230 ms of CPU. Imports are what importing the modules loade
 (the interpreter's own 39 M included); load is the rest. The assertion compiler no longer lists
 the ``trialrun.assertions`` entry points for built-in types (``importlib.metadata``, ``email``,
 ``zipfile`` and a scan of every installed distribution: 35 fewer modules); a well-formed cassette
-line is one scan of the JSON decoder (5,000 lines: 240 M -> 170 M instructions). What is left:
-asyncio (~100 M, ssl included), PyYAML (~90 M: its pure-Python reader compiles a large regex at
-import although the C loader is used), click (~45 M), ~56 frozen dataclasses created at import
-(~3-5 M each: models, results, checks.builtin, conversation.protocol), the regexes of
-base.redact and conversation.protocol, the ``tools`` package importing its record-mode modules,
-5,000 ``CassetteEntry`` (frozen, slotted dataclass: ~55 M to build), and ``git rev-parse``
-(receipt) run just before the agent.
+line is one scan of the JSON decoder (5,000 lines: 240 M -> 170 M instructions).
+
+Session 8, the same measure (``bench/first_spawn.py`` stops the process at its first agent's spawn;
+CPU: median of 25 alternating runs of both trees on a loaded machine, so higher than session 7's):
+830 M -> 778 M instructions (imports 701 M -> 688 M, load 129 M -> 90 M), 323 -> 310 ms of CPU, and
+the wall time ``git rev-parse`` (receipt) kept the agent waiting, ~4 ms -> ~0.2 ms:
+``git_state_ahead`` starts git before the recorder is built and run_start collects the answer.
+``CassetteEntry`` is a slotted dataclass, no longer a frozen one, whose ``__init__`` set each field
+through ``object.__setattr__`` (5,000 entries: 57 M -> ~1 M; the same for the per-call
+``ToolCallMsg`` and ``ToolOutcome``: 35 M fewer over the 5,000-call conversation);
+``trialrun.tools`` exports lazily, so replay does not import the recorder; ``shutil`` (with bz2 and
+lzma, ~7 M) is imported only to look up a bare ``python`` agent_command. What is left, and why:
+
+* PyYAML's pure-Python reader compiles its ``NON_PRINTABLE`` regex at import (57 M), and cannot
+  be skipped: the C extension ``yaml._yaml`` reads ``yaml.reader.ReaderError`` when it loads,
+  and the pure-Python loader is our fallback for libyaml's refusals.
+* asyncio imports ssl itself (``asyncio.base_events``: ~27 M), and concurrent.futures and
+  logging (~28 M); click costs ~43 M (imported by ``trialrun.cli``).
+* ~55 dataclass definitions: Python 3.11 compiles each generated method from source (~300 of
+  the 342 source compiles before the agent, ~160 M together); defining every one of them
+  without ``frozen`` would save 68 M.
+* reading the 5,000-line cassette (~110 M: the JSON scanner 72 M; its SHA-256 counts 20 M under
+  valgrind, which hides the CPU's SHA instructions: 0.5 ms in reality), ``base.redact``'s
+  regexes, ``secrets`` (random, hmac: ~7 M) imported by ``artifacts.rundir`` and ``base.fsutil``,
+  and ``tools.live`` imported by ``conversation.session`` for one exception.
 
 The bare drivers execute 1,294 M (asyncio) and 760 M (blocking pipes) instructions for the same
 5,000 answers, start-up included: an asyncio round trip alone costs about what the whole

@@ -467,6 +467,26 @@ def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
     assert "trialrun.artifacts.baseline" not in loaded  # --no-baseline: nothing to load
 
 
+def test_a_replay_run_loads_no_record_mode_backend_before_the_first_agent(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    suite = project / "evals" / "demo" / "suite.yaml"
+    # Only a bare "python" is looked up on PATH (shutil.which) before the agent starts; jsonschema
+    # imports shutil (through tempfile), so the suite checks its output with a lighter assertion.
+    text = suite.read_text()
+    assert 'agent_command: ["python3",' in text
+    suite.write_text(
+        text.replace(
+            "type: json_schema\n    schema_path: schema.json",
+            "type: must_call\n    tools: [search_docs]",
+        )
+    )
+    loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay", "--no-baseline"])
+    assert "trialrun.tools.cassette" in loaded
+    assert sorted(loaded & {"trialrun.tools.recorder", "shutil", "bz2", "lzma"}) == []
+
+
 # The console entry point skips the interpreter's teardown (``cli._leave``): what the teardown
 # did that anyone could see must still happen.
 LEAVING = """\

@@ -88,12 +88,20 @@ def execute_run(
     ``on_case_decided`` hears of each case as soon as its verdict is known, in the order the
     cases finish (the progress line); the artifacts record them in case order.
     """
-    from trialrun.artifacts.recording import RunRecorder
-    from trialrun.running.runner import RunOptions, RunProgress, run_suite
+    from trialrun.base.gitinfo import git_state_ahead
 
-    recorder = RunRecorder(
-        prepared.suite, mode=prepared.mode, command_line=command_line, out_dir=out, signer=signer
-    )
+    # git answers the receipt's run_start while the run's code is imported.
+    with git_state_ahead(prepared.suite.root):
+        from trialrun.artifacts.recording import RunRecorder
+        from trialrun.running.runner import RunOptions, RunProgress, run_suite
+
+        recorder = RunRecorder(
+            prepared.suite,
+            mode=prepared.mode,
+            command_line=command_line,
+            out_dir=out,
+            signer=signer,
+        )
     progress = RunProgress()
     options = RunOptions(mode=prepared.mode, jobs=jobs, preflight=prepared.preflight)
     interrupted = False

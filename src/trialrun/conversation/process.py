@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -451,7 +450,11 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
             f"your agent (for example {_EXAMPLE_COMMAND})."
         )
     command = list(argv)
-    if command[0] == "python" and shutil.which("python", path=path) is None:
+    if command[0] != "python":
+        return command
+    import shutil  # only here: it imports bz2 and lzma, ~7 M instructions before the first agent
+
+    if shutil.which("python", path=path) is None:
         python3 = shutil.which("python3", path=path)
         if python3 is not None:
             command[0] = "python3"

@@ -45,8 +45,13 @@ class StdoutNoiseError(ProtocolError):
     """A stdout line that is not JSON at all: a log line or a pretty-printed document."""
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing changes a message once parsed: a deep case parses thousands of
+# calls, and a frozen dataclass's __init__ (object.__setattr__ per field) costs ~10 k
+# instructions each.
+@dataclass(slots=True)
 class ToolCallMsg:
+    """A call the agent asks for; read-only."""
+
     name: str
     call_id: str
     args: JsonObject

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from trialrun.config.models import Normalization
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing changes an outcome once made: one is made per tool call, and a
+# frozen dataclass's __init__ (object.__setattr__ per field) costs ~10 k instructions a call.
+@dataclass(slots=True)
 class ToolOutcome:
-    """The answer to one tool call, exactly as it is sent back to the agent."""
+    """The answer to one tool call, exactly as it is sent back to the agent; read-only."""
 
     ok: bool
     result: Any = None
