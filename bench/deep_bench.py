@@ -93,6 +93,33 @@ more than the message's own handling. What is left per message is ~30-40 us of P
 canonical args, look up, two events, encode: ``bench/answer_micro.py``) against ~20 us in the
 blocking driver.
 
+Session 8, the rest of the run. The interpreter's teardown (freeing the run's objects one by
+one) took ~48 ms after the last line was written, ~7 ms with ``os._exit`` once the atexit
+callbacks ran (``cli._leave``); garbage collections took ~55-65 ms of a deep run, ~22-25 ms once
+``trialrun run`` freezes what it loaded before the first case (the one full collection is gone;
+timed with ``gc.callbacks``); the lent thread reads before it polls (its CPU over the
+conversation: user 0.36 -> 0.34 s, sys 0.072 -> 0.057 s, 9 alternating runs) and encodes the
+answers with a C encoder built once (``protocol.encode``: ~5 -> ~2.5 us). Measured and dropped:
+
+* Doing the artifacts' per-event work (the redaction proof, the run.jsonl line, the receipt's
+  ``tool_call`` data) on the answering thread between answers, while the agent takes its turn:
+  the phases after the conversation went from ~210 to ~30 ms but the conversation grew by
+  ~140-280 ms, also when the work stopped as soon as the agent's next message arrived (a
+  ``poll(0)`` between pieces); worse in 7 of 8 paired runs. On these machines the agent woken by
+  our write runs on our core (a synchronous wake-up), so nothing overlaps: the conversation's
+  wall time is trialrun's CPU per message plus the agent's. On another thread the GIL hand-back
+  (up to the switch interval after every system call) cost more still.
+* Spinning on a non-blocking read for 30 or 100 us before ``poll``: no better. The answering
+  thread seldom sleeps (~130 voluntary switches over 5,000 messages).
+* trialrun and the agent pinned to different cores (``taskset``): 1.21 -> 2.35 s; a wake-up
+  across cores costs more than sharing one.
+
+What is left per message is CPU: ~60-75 us of the answering thread in the run (user and system)
+against ~20 us for the same Python in ``bench/answer_micro.py``; the bare driver's ~20 us grow
+about alike (every switch to the agent and back leaves the caches cold). After the conversation
+~230 ms of CPU remain (receipt ~130, run.jsonl ~60, the redaction proof ~38:
+``bench/deep_post_phases.py``), and ~300 ms before the first agent (above).
+
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
 benchmark compiles them once before timing.
