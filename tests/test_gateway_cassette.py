@@ -248,3 +248,15 @@ def test_the_parser_accepts_or_raises_cassette_error_never_anything_else(lines: 
             parse_cassette(text, Path("c.jsonl"))
         except CassetteError as exc:
             assert exc.line is not None and exc.line >= 1
+
+
+def test_a_request_body_nested_too_deeply_is_matched_as_text() -> None:
+    # Walks over a parsed body recurse (matching, redaction, drift): deep JSON stays text.
+    from trialrun.gateway.exchange import parse_json
+
+    shallow = b'{"messages": [{"content": "hi"}]}'
+    assert parse_json(shallow) == {"messages": [{"content": "hi"}]}
+    deep = b'{"messages": ' + b"[" * 500 + b"]" * 500 + b"}"
+    assert parse_json(deep) == deep.decode()
+    too_deep_to_parse = b"[" * 100_000 + b"]" * 100_000
+    assert parse_json(too_deep_to_parse) == too_deep_to_parse.decode()

@@ -66,6 +66,23 @@ def test_garbage_gets_a_parse_error_and_the_proxy_keeps_going(small_cassette: Pa
     assert proxy.close()[0] == 0
 
 
+def test_arguments_nested_too_deeply_get_a_parse_error_and_the_proxy_keeps_going(
+    small_cassette: Path,
+) -> None:
+    proxy = replay_proxy(small_cassette)
+    deep = "[" * 500 + "]" * 500
+    proxy.send(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+        b'"params": {"name": "search", "arguments": {"q": ' + deep.encode() + b"}}}"
+    )
+    error = proxy.recv()
+    assert error["error"]["code"] == -32700
+    assert "nested more than 100 levels deep" in error["error"]["message"]
+    proxy.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    assert proxy.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert proxy.close()[0] == 0
+
+
 def test_unknown_methods_and_notifications_in_replay(small_cassette: Path) -> None:
     proxy = replay_proxy(small_cassette)
     proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})

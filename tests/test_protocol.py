@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.base.jsonnames import json_type
+from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.conversation import protocol
 from trialrun.conversation.protocol import (
     FinalOutputMsg,
@@ -99,6 +100,44 @@ def test_encode_writes_what_json_dumps_writes(value: Any) -> None:
     message = {"type": "tool_result", "result": value}
     expected = json.dumps(message, separators=(",", ":")) + "\n"
     assert encode(message) == expected.encode("ascii")
+
+
+def _nested(levels: int) -> str:
+    """A tool_call whose whole message nests ``levels`` objects and arrays deep."""
+    inner = levels - 2  # the message and its args are the first two levels
+    head = '{"type":"tool_call","name":"t","call_id":"c","args":{"q":'
+    return head + "[" * inner + "]" * inner + "}}"
+
+
+def test_a_message_may_nest_up_to_the_limit_and_not_one_level_more() -> None:
+    # Every walk over an agent's data recurses: deeper data used to end the run in a traceback.
+    message = parse_line(_nested(MAX_NESTING).encode(), 1)
+    assert isinstance(message, ToolCallMsg)
+    with pytest.raises(ProtocolError) as caught:
+        parse_line(_nested(MAX_NESTING + 1).encode(), 7)
+    assert caught.value.message == (
+        "agent message on stdout line 7 nests objects and arrays more than 100 levels deep; "
+        "trialrun takes at most 100"
+    )
+    # Brackets inside strings nest nothing.
+    text = json.dumps({"type": "log", "message": "[" * 500 + "{" * 500})
+    assert isinstance(parse_line(text.encode(), 1), LogMsg)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+@given(json_values, st.integers(min_value=0, max_value=6))
+def test_nests_deeper_than_agrees_with_a_plain_recursive_depth(value: Any, limit: int) -> None:
+    expected = _depth(value) > limit
+    assert nests_deeper_than(value, limit) is expected
+    assert nests_deeper_than(value, limit, text=json.dumps(value)) is expected
+    assert nests_deeper_than(value, limit, text=json.dumps(value).encode()) is expected
 
 
 @given(json_values)

@@ -34,6 +34,7 @@ EXPECTED = {
     "h_task_error": ("error", "task_error"),
     "i_non_object": ("error", "protocol_error"),
     "j_usage": ("pass", None),
+    "k_deep": ("error", "protocol_error"),
 }
 
 

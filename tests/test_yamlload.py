@@ -175,6 +175,40 @@ def test_an_alias_inside_the_value_it_names_is_refused_at_its_line(
     )
 
 
+def test_values_nest_up_to_the_limit_and_not_one_level_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The top-level mapping is the first level; walks over deeper values ran out of stack.
+    def nested(lists: int) -> str:
+        return "name: s\ninput:\n  deep: " + "[" * lists + "]" * lists + "\n"
+
+    assert parse_yaml(nested(98), file="f.yaml").data["input"]["deep"] is not None
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(nested(99), file="f.yaml")
+    assert str(caught.value) == (
+        "f.yaml:3: 'input.deep.0.0...' nests mappings and lists more than 100 levels deep; "
+        "trialrun reads at most 100"
+    )
+    # So deep that PyYAML's own composer runs out of stack (the C loader refuses it first).
+    for fast in (yamlload._FAST_LOADER, None):
+        monkeypatch.setattr(yamlload, "_FAST_LOADER", fast)
+        with pytest.raises(ConfigError, match=r"^f.yaml:3: .*more than 100 levels deep"):
+            parse_yaml(nested(5000), file="f.yaml")
+
+
+@pytest.mark.parametrize("lists", [99, 5000])
+def test_json_nested_too_deeply_is_refused_at_its_line(tmp_path: Path, lists: int) -> None:
+    target = tmp_path / "case.json"
+    target.write_text('{"id": "c",\n "input": {"deep": ' + "[" * lists + "]" * lists + "}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_file(target, display="case.json")
+    assert str(caught.value) == (
+        "case.json:2: mappings and lists nest more than 100 levels deep; trialrun reads at most 100"
+    )
+    target.write_text('{"id": "c",\n "input": {"deep": ' + "[" * 98 + "]" * 98 + "}}\n")
+    assert load_yaml_file(target).data["id"] == "c"
+
+
 def test_an_alias_used_twice_side_by_side_is_no_loop() -> None:
     doc = parse_yaml("base: &b {x: [1]}\nuse: [*b, {inner: *b}]\nagain: *b\n", file="f")
     assert doc.data["use"][0] is doc.data["base"] is doc.data["use"][1]["inner"]

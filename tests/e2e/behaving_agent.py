@@ -10,6 +10,7 @@ disallowed   calls a tool outside the registry
 task_error   reports a task_error
 non_object   final_output whose output is a list
 usage        reports usage then answers like ok
+deep         calls search_docs with arguments nested 500 levels deep
 """
 
 import json
@@ -40,6 +41,15 @@ def main():
         time.sleep(300)
     if behaviour == "disallowed":
         send({"type": "tool_call", "name": "delete_everything", "call_id": "c1", "args": {}})
+        sys.stdin.readline()
+    if behaviour == "deep":
+        sys.stdout.write(
+            '{"type": "tool_call", "name": "search_docs", "call_id": "c1", "args": {"q": '
+            + "[" * 500
+            + "]" * 500
+            + "}}\n"
+        )
+        sys.stdout.flush()
         sys.stdin.readline()
     if behaviour == "task_error":
         send({"type": "task_error", "message": "cannot triage this"})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import yaml
 
 from trialrun.base.fsutil import undecodable
+from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.errors import ConfigError, ConfigErrors
 
 PathElement = str | int
@@ -151,6 +152,10 @@ def _json_and_nodes(text: str, file: str, expected: str) -> tuple[Any, yaml.Node
         raise ConfigError(
             f"invalid JSON: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno
         ) from None
+    except RecursionError:
+        raise _too_deep(text, file) from None
+    if nests_deeper_than(data, text=text):
+        raise _too_deep(text, file)
     # Outside strings valid JSON holds tabs only as whitespace, where a space means the same.
     try:
         node, _ = _compose_and_construct(text.replace("\t", " "), file)
@@ -186,6 +191,8 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
             pass
     try:
         return _load_with(yaml.SafeLoader, text, file)
+    except RecursionError:  # PyYAML's own composer recurses once per level
+        raise _too_deep(text, file) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "syntax error"
@@ -213,9 +220,9 @@ def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.N
         duplicates = list(_duplicate_keys(node, file))
         if duplicates:
             raise ConfigErrors(duplicates)
-        loop = _self_reference(node, file)
-        if loop is not None:
-            raise loop
+        problem = _shape_problem(node, file)
+        if problem is not None:
+            raise problem
         return node, loader.construct_document(node)
     finally:
         loader.dispose()
@@ -252,12 +259,14 @@ def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
             stack.extend(node.value)
 
 
-def _self_reference(root: yaml.Node, file: str) -> ConfigError | None:
-    """An alias inside the very mapping or list it names (``a: &x [1, *x]``).
+def _shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
+    """A value no walk over it survives: an alias inside the very mapping or list it names
+    (``a: &x [1, *x]``), or mappings and lists nested more than ``MAX_NESTING`` deep.
 
-    YAML can build such a value, but it would contain itself: JSON cannot hold it and every
-    walk over it (validation, the agent's input, the artifacts) would never end. Reported at
-    the line of the nearest key above the alias (an alias node keeps no position of its own).
+    YAML can build both. The first would contain itself (JSON cannot hold it) and every walk
+    over it (validation, the agent's input, the artifacts) would never end; the second runs out
+    of Python's stack in those walks. Reported at the line of the nearest key above (an alias
+    node keeps no position of its own).
     """
     enclosing: set[int] = set()
     # (node, its path, the line of the nearest key; None: leaving the node)
@@ -282,6 +291,14 @@ def _self_reference(root: yaml.Node, file: str) -> ConfigError | None:
             )
         if id(node) in finished or isinstance(node, yaml.ScalarNode):
             continue
+        if len(path) >= MAX_NESTING:
+            where = ".".join(str(element) for element in path[:4]) + "..."
+            return ConfigError(
+                f"'{where}' nests mappings and lists more than {MAX_NESTING} levels deep; "
+                f"trialrun reads at most {MAX_NESTING}",
+                file=file,
+                line=line,
+            )
         enclosing.add(id(node))
         stack.append(node)
         if isinstance(node, yaml.MappingNode):
@@ -296,6 +313,33 @@ def _self_reference(root: yaml.Node, file: str) -> ConfigError | None:
             for index, child in enumerate(node.value):
                 stack.append((child, (*path, index), line))
     return None
+
+
+def _too_deep(text: str, file: str) -> ConfigError:
+    """Text nested too deeply to read or walk, at the line where it gets too deep."""
+    return ConfigError(
+        f"mappings and lists nest more than {MAX_NESTING} levels deep; trialrun reads at most "
+        f"{MAX_NESTING}",
+        file=file,
+        line=_first_line_deeper_than(text, MAX_NESTING),
+    )
+
+
+def _first_line_deeper_than(text: str, limit: int) -> int:
+    """The line where flow brackets (``[`` / ``{``) first open more than ``limit`` deep: text
+    nested that deeply is brackets, an indented block of a thousand levels is unheard of."""
+    depth = 0
+    line = 1
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return 1
 
 
 def _line_of(root: yaml.Node, path: Sequence[PathElement]) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 
 from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
+from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
 
@@ -194,6 +195,13 @@ def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
     if not isinstance(value, dict):
         raise _violation(
             line_no, text, f"a protocol message must be a JSON object, found {json_type(value)}"
+        )
+    if nests_deeper_than(value, text=text):
+        raise ProtocolError(
+            f"agent message on stdout line {line_no} nests objects and arrays more than "
+            f"{MAX_NESTING} levels deep; trialrun takes at most {MAX_NESTING}",
+            line_no=line_no,
+            text=_preview(text),
         )
     return _message(value, line_no, text)
 

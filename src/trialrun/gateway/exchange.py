@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.drift import describe_drift
@@ -156,12 +157,14 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
 
 
 def parse_json(body: bytes) -> Any:
-    """The body as JSON, or as text when it is not strict JSON (it is then matched as text)."""
+    """The body as JSON, or as text when it is not strict JSON (it is then matched as text), or
+    nests too deeply for the walks over it (``base.nesting``)."""
     text = body.decode("utf-8", "surrogateescape")
     try:
-        return json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
-    except ValueError:
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+    except (ValueError, RecursionError):
         return text
+    return text if nests_deeper_than(value, text=text) else value
 
 
 def _not_json(name: str) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
+from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 
 JsonObject = dict[str, Any]
 
@@ -40,13 +41,19 @@ def _reject_constant(name: str) -> Any:
 def parse(line: bytes) -> Any:
     """The JSON value on one line; ``MessageError`` when it is not JSON."""
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        value = json.loads(line, parse_constant=_reject_constant)
     except MessageError:
         raise
     except json.JSONDecodeError as exc:
         raise MessageError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:  # bad UTF-8, nesting too deep
         raise MessageError(f"invalid JSON: {exc}") from None
+    if nests_deeper_than(value, text=line):
+        raise MessageError(
+            f"objects and arrays nested more than {MAX_NESTING} levels deep; "
+            f"trialrun takes at most {MAX_NESTING}"
+        )
+    return value
 
 
 def encode(message: Any) -> bytes:
