@@ -110,32 +110,45 @@ def execute_run(
         if on_case_decided is not None:
             on_case_decided(result)
 
-    # The suite, its cassettes and every module are loaded and stay to the end: a full
-    # collection would walk them all again (~20 ms each time in a 5,000-call case) for nothing.
-    gc.freeze()
-    try:
-        asyncio.run(
-            _stop_on_sigterm(
-                run_suite(
-                    prepared.suite,
-                    options,
-                    progress,
-                    on_case_done=lambda _index, result: recorder.record(result),
-                    on_case_decided=decided,
-                    on_first_agent=recorder.warm_up,
+    with _loaded_data_frozen():
+        try:
+            asyncio.run(
+                _stop_on_sigterm(
+                    run_suite(
+                        prepared.suite,
+                        options,
+                        progress,
+                        on_case_done=lambda _index, result: recorder.record(result),
+                        on_case_decided=decided,
+                        on_first_agent=recorder.warm_up,
+                    )
                 )
             )
-        )
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupted = True
-    with _last_artifacts_first():
-        recorded = recorder.finish(
-            progress.ordered(),
-            interrupted=interrupted,
-            baseline=prepared.baseline,
-            shard=prepared.shard,
-        )
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            interrupted = True
+        with _last_artifacts_first():
+            recorded = recorder.finish(
+                progress.ordered(),
+                interrupted=interrupted,
+                baseline=prepared.baseline,
+                shard=prepared.shard,
+            )
     return FinishedRun(recorded, interrupted)
+
+
+@contextmanager
+def _loaded_data_frozen() -> Iterator[None]:
+    """Keep the garbage collector off what is loaded now, for the run.
+
+    The suite, its cassettes and every module stay until the end: a full collection would walk
+    them all again (~20 ms each time in a 5,000-call case) for nothing. Thawed afterwards, so a
+    process that runs suites one after another (the tests) still collects their leftovers.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @contextmanager
