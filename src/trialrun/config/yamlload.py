@@ -269,7 +269,7 @@ def _shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
     node keeps no position of its own).
     """
     enclosing: set[int] = set()
-    # (node, its path, the line of the nearest key; None: leaving the node)
+    # (node, its path, the line of the nearest key) to enter; a bare node: leaving it
     stack: list[tuple[yaml.Node, tuple[PathElement, ...], int] | yaml.Node] = [
         (root, (), root.start_mark.line + 1)
     ]
