@@ -105,6 +105,11 @@ LOAD_ERRORS = [
     ([{"tool": "a", "args": {}, "ok": "yes"}], 1, "'ok' must be true or false, found a string"),
     ([{"tool": "a", "args": {}, "ok": 1}], 1, "'ok' must be true or false, found a number"),
     ([entry("a", {}), '{"tool": "a", "args": {"x": NaN}, "ok": true}'], 2, "NaN is not valid JSON"),
+    (
+        [entry("a", {}), '{"tool": "a", "args": {}, "ok": true, "result": 1e400}'],
+        2,
+        "invalid JSON: 1e400 is beyond the range of a JSON number",
+    ),
     ([entry("a", {}), "\ufeff" + json.dumps(entry("a", {}))], 2, "Unexpected UTF-8 BOM"),
 ]
 

@@ -48,6 +48,7 @@ GOOD_CALL = '{"tool": "t", "args": {}, "ok": true, "result": null, "error": null
         ("[1, 2]\n", 1, "expected a JSON object per line, found a list"),
         ('{"tool": "t"\n', 1, "invalid JSON"),
         ("NaN\n", 1, "invalid JSON: NaN is not valid JSON"),
+        (GOOD_CALL + "\n-1e400\n", 2, "invalid JSON: -1e400 is beyond the range of a JSON number"),
         (GOOD_CALL + '\n{"tool": "t", "ok": true}\n', 2, "missing required key 'args'"),
         ('{"tool": "t", "args": [], "ok": true}\n', 1, "'args' must be an object, found a list"),
         ('{"tool": "t", "args": {}, "ok": "yes"}\n', 1, "'ok' must be true or false"),

@@ -80,6 +80,10 @@ def test_arguments_nested_too_deeply_get_a_parse_error_and_the_proxy_keeps_going
     assert "nested more than 100 levels deep" in error["error"]["message"]
     proxy.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
     assert proxy.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    proxy.send(b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": 1e400}}')
+    error = proxy.recv()
+    assert error["error"]["code"] == -32700
+    assert "1e400 is beyond the range of a JSON number" in error["error"]["message"]
     assert proxy.close()[0] == 0
 
 

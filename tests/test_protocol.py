@@ -251,14 +251,24 @@ def test_pretty_printed_json_is_noise() -> None:
         ({"type": "task_error", "message": ["x"]}, "task_error.message must be a string"),
         (
             {"type": "usage", "tokens_in": -1},
-            "usage.tokens_in must be a non-negative integer, found -1",
+            "usage.tokens_in must be a non-negative integer up to 2**53 - 1, found -1",
+        ),
+        (
+            # Beyond what every JSON reader holds exactly; the receipt is read by JavaScript too.
+            {"type": "usage", "tokens_in": 2**53},
+            "usage.tokens_in must be a non-negative integer up to 2**53 - 1, "
+            "found 9007199254740992",
         ),
         ({"type": "usage", "tokens_out": 1.5}, "usage.tokens_out must be a non-negative integer"),
         ({"type": "usage", "tokens_out": True}, "found boolean"),
         ({"type": "usage", "cost_usd": -0.5}, "usage.cost_usd must be a non-negative number"),
         (
             {"type": "usage", "cost_usd": "1"},
-            "usage.cost_usd must be a non-negative number, found string",
+            "usage.cost_usd must be a non-negative number up to 1e9, found string",
+        ),
+        (
+            {"type": "usage", "cost_usd": 1e300},  # sums of these would overflow to infinity
+            "usage.cost_usd must be a non-negative number up to 1e9, found 1e+300",
         ),
         ({"type": "usage", "model": 3}, "usage.model must be a string, found number"),
     ],
@@ -284,6 +294,19 @@ def test_non_finite_numbers_are_refused_anywhere(line: bytes) -> None:
     with pytest.raises(ProtocolError, match="is not a JSON number") as info:
         parse_line(line, 1)
     assert not isinstance(info.value, StdoutNoiseError)
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1.5e309"])
+def test_numbers_beyond_a_double_are_refused_not_read_as_infinity(number: str) -> None:
+    # run.jsonl would hold "Infinity" (not JSON) and the receipt could not hash it.
+    text = '{"type":"final_output","output":{"score":' + number + "}}"
+    with pytest.raises(ProtocolError) as info:
+        parse_line(text.encode(), 3)
+    assert str(info.value).startswith(
+        "agent message on stdout line 3 holds a value that cannot be read: "
+        f"{number} is beyond the range of a JSON number"
+    )
+    assert parse_line(b'{"type":"final_output","output":{"score":1e308}}', 1) is not None
 
 
 def test_invalid_utf8_in_json_names_the_line_and_byte() -> None:

@@ -23,13 +23,13 @@ its fields.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
@@ -146,7 +146,7 @@ def _refuse_non_finite(name: str) -> Any:
 
 
 # One decoder for every line: json.loads with an option builds a new one per call.
-_decode_json = json.JSONDecoder(parse_constant=_refuse_non_finite).decode
+_decode_json = json.JSONDecoder(parse_constant=_refuse_non_finite, parse_float=finite_float).decode
 
 
 def parse_line(raw: bytes, line_no: int, source: str = "stdout") -> AgentMessage | None:
@@ -331,11 +331,19 @@ def _count(value: JsonObject, key: str, line_no: int, text: str) -> int | None:
     found = value.get(key)
     if found is None:
         return None
-    if isinstance(found, bool) or not isinstance(found, int) or found < 0:
+    if isinstance(found, bool) or not isinstance(found, int) or not 0 <= found <= _MAX_COUNT:
         raise _violation(
-            line_no, text, f"usage.{key} must be a non-negative integer, found {_shown(found)}"
+            line_no,
+            text,
+            f"usage.{key} must be a non-negative integer up to 2**53 - 1, found {_shown(found)}",
         )
     return found
+
+
+_MAX_COUNT = 2**53 - 1
+"""The largest integer every JSON reader holds exactly (the receipt is read by JavaScript too)."""
+_MAX_COST_USD = 1e9
+"""Per message: the sums over a run stay finite, as the receipt's canonical JSON needs."""
 
 
 def _cost(value: JsonObject, line_no: int, text: str) -> float | None:
@@ -345,11 +353,12 @@ def _cost(value: JsonObject, line_no: int, text: str) -> float | None:
     if (
         isinstance(found, bool)
         or not isinstance(found, int | float)
-        or not math.isfinite(found)
-        or found < 0
+        or not 0 <= found <= _MAX_COST_USD
     ):
         raise _violation(
-            line_no, text, f"usage.cost_usd must be a non-negative number, found {_shown(found)}"
+            line_no,
+            text,
+            f"usage.cost_usd must be a non-negative number up to 1e9, found {_shown(found)}",
         )
     return float(found)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
@@ -252,7 +253,7 @@ def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[Cassett
 
 def _load_line(line: str, path: Path, number: int) -> Any:
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        return json.loads(line, parse_constant=_reject_constant, parse_float=finite_float)
     except ValueError as exc:
         raise CassetteError(f"not valid JSON: {exc}", file=path, line=number) from None
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact
 from trialrun.gateway.cassette import Recording
@@ -161,7 +161,7 @@ def parse_json(body: bytes) -> Any:
     nests too deeply for the walks over it (``base.nesting``)."""
     text = body.decode("utf-8", "surrogateescape")
     try:
-        value = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_not_json, parse_float=finite_float)
     except (ValueError, RecursionError):
         return text
     return text if nests_deeper_than(value, text=text) else value
@@ -169,13 +169,6 @@ def parse_json(body: bytes) -> Any:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
 
 
 def error_of(status: int, body: str) -> str | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from trialrun.base import canonjson
 from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.redact import DATA_KEYS, redact
 from trialrun.errors import CassetteError
 from trialrun.mcp_proxy.jsonrpc import JsonObject
@@ -275,7 +276,7 @@ def _reject_constant(name: str) -> Any:
 
 def _parse_line(text: str, file: Path, line_no: int) -> JsonObject:
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
+        raw = json.loads(text, parse_constant=_reject_constant, parse_float=finite_float)
     except json.JSONDecodeError as exc:
         raise CassetteError(
             f"invalid JSON: {exc.msg} at column {exc.colno}", file=file, line=line_no

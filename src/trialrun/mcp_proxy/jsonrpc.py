@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 
 JsonObject = dict[str, Any]
@@ -41,7 +42,7 @@ def _reject_constant(name: str) -> Any:
 def parse(line: bytes) -> Any:
     """The JSON value on one line; ``MessageError`` when it is not JSON."""
     try:
-        value = json.loads(line, parse_constant=_reject_constant)
+        value = json.loads(line, parse_constant=_reject_constant, parse_float=finite_float)
     except MessageError:
         raise
     except json.JSONDecodeError as exc:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnames import json_type
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
@@ -268,7 +269,7 @@ def _reject_constant(name: str) -> Any:
 
 
 # One decoder for every line: json.loads with an option builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=finite_float)
 _decode_json = _DECODER.decode
 # What _DECODER.decode runs on the text (an attribute of the instance typeshed does not declare).
 _scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
