@@ -105,6 +105,16 @@ def test_json_schema_reports_the_first_error_by_path(tmp_path: Path, ctx: Compil
     assert failure.observed == "'x' is not of type 'integer'"
 
 
+def test_json_schema_quotes_at_most_1000_characters_of_a_value(
+    tmp_path: Path, ctx: CompileContext
+) -> None:
+    schema = {"properties": {"count": {"type": "integer"}}}
+    check = compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
+    [failure] = run(check, {"count": "y" * 1_000_000})
+    assert failure.message == f"Schema validation failed at count: '{'y' * 996}..."
+    assert failure.details is not None and len(failure.details["error"]) == 1000
+
+
 def test_json_schema_ignores_format_and_schema_keyword(tmp_path: Path, ctx: CompileContext) -> None:
     schema = {"$schema": "http://json-schema.org/draft-04/schema#",
               "properties": {"when": {"format": "date"}}}  # fmt: skip

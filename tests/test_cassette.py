@@ -319,6 +319,17 @@ def test_two_different_recorded_secrets_never_collide(tmp_path: Path) -> None:
     assert 'Requested args: {"password":"[REDACTED]"}' in message
 
 
+def test_a_mismatch_quotes_at_most_2000_characters_of_the_call(tmp_path: Path) -> None:
+    # A call of a megabyte would otherwise be the whole console failure block and junit.xml.
+    cassette = Cassette.load(write_cassette(tmp_path / "c.jsonl", [entry("lookup", {"q": "a"})]))
+    with pytest.raises(CassetteMismatch) as caught:
+        cassette.take("t" * 300, {"q": "y" * 1_000_000})
+    message = str(caught.value)
+    assert f"Requested tool: {'t' * 197}...\n" in message
+    assert f'Requested args: {{"q":"{"y" * 1991}...\n' in message
+    assert len(message) < 2500
+
+
 def test_the_redacted_fallback_is_consumed_once_too(tmp_path: Path) -> None:
     path = write_cassette(tmp_path / "c.jsonl", [entry("login", {"password": "[REDACTED]"})])
     cassette = Cassette.load(path)

@@ -211,6 +211,16 @@ def test_non_json_text_is_noise_naming_the_line_and_the_fix() -> None:
     assert info.value.line_no == 7 and info.value.text == "Loading model..."
 
 
+def test_noise_of_control_characters_is_shown_as_escapes() -> None:
+    # A console strips control characters: binary garbage would read as an empty line.
+    with pytest.raises(StdoutNoiseError) as info:
+        parse_line(bytes(range(1, 9)) + b"\x1b[31m", 1)
+    assert str(info.value) == (
+        "agent printed non-protocol text on stdout (line 1): "
+        "\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08\\x1b[31m; print logs to stderr"
+    )
+
+
 def test_noise_preview_is_cut_at_200_characters() -> None:
     with pytest.raises(StdoutNoiseError) as info:
         parse_line(b"y" * 5000, 1)

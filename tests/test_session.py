@@ -335,6 +335,14 @@ def test_disallowed_tool_fails_and_lists_the_allowed_ones() -> None:
     assert event_types(run)[-2:] == ["tool_call", "agent_error"]
 
 
+def test_a_tool_name_of_any_length_is_quoted_at_200_characters() -> None:
+    # The whole name stays in the trace; every failure message quoting it would be that long.
+    run = run_case(agent("disallowed_tool.py", "x" * 100_000), allowed=("lookup",))
+    assert run.failure is not None
+    assert run.failure.message == f"Tool not allowed: {'x' * 197}.... Allowed tools: lookup"
+    assert run.tool_calls[0].name == "x" * 100_000
+
+
 def test_each_call_records_when_it_started_on_the_case_clock() -> None:
     tools = FakeTools({"search_docs": Outcome(ok=True, result={"hits": []})})
     run = run_case(agent("echo_agent.py", "search_docs", "3"), tools=tools)

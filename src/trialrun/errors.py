@@ -132,8 +132,9 @@ class CassetteMismatch(TrialrunError):
     def _render(self) -> str:
         lines = [
             "Cassette mismatch.",
-            f"Requested tool: {self.tool}",
-            f"Requested args: {self.args_json}",
+            f"Requested tool: {_preview(self.tool, 200)}",
+            # The whole call is in run.jsonl; a megabyte of it here would be the whole report.
+            f"Requested args: {_preview(self.args_json, 2000)}",
         ]
         if self.exhausted:
             lines.append(

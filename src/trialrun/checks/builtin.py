@@ -126,7 +126,16 @@ class _Schema:
             and isinstance(first.instance, dict)
         ):
             missing = [name for name in first.validator_value if name not in first.instance]
-        return _SchemaError(path=path, error=first.message, missing=missing)
+        return _SchemaError(path=_shortened(path), error=_shortened(first.message), missing=missing)
+
+
+_QUOTED_CHARS = 1000
+
+
+def _shortened(text: str) -> str:
+    """jsonschema quotes the failing value whole: an output of a megabyte would be a megabyte of
+    console, junit.xml and summary.json for one failure."""
+    return text if len(text) <= _QUOTED_CHARS else text[: _QUOTED_CHARS - 3] + "..."
 
 
 def _unresolvable_ref(schema: Any) -> str | None:

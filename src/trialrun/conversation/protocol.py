@@ -23,6 +23,7 @@ its fields.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -388,4 +389,14 @@ def _noise(text: str, line_no: int) -> StdoutNoiseError:
 
 
 def _preview(text: str) -> str:
-    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
+    """The start of a line the agent sent, control characters written as escapes: a console
+    strips them, and a line of binary garbage would then show as nothing at all."""
+    text = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
+    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return repr(found.group())[1:-1]

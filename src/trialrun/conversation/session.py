@@ -272,7 +272,7 @@ class _Session:
             self._refuse(
                 call,
                 "tool_not_allowed",
-                f"Tool not allowed: {call.name}. Allowed tools: {allowed}",
+                f"Tool not allowed: {wording.shown(call.name)}. Allowed tools: {allowed}",
                 "fail",
                 start_ms,
             )

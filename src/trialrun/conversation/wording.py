@@ -12,15 +12,25 @@ __all__ = [
     "exit_description",
     "inbox",
     "mid_message",
+    "shown",
     "source",
     "still_running",
     "to_read",
 ]
 
 
+_SHOWN_CHARS = 200
+
+
+def shown(text: str) -> str:
+    """A name or id the agent chose, as a message quotes it: at most 200 characters (a tool
+    name 100,000 characters long made every failure message that long)."""
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
 def answer_of(call: ToolCallMsg) -> str:
     """The tool_result of ``call``, as a failure message names what trialrun sent last."""
-    return f"the tool_result of call {call.call_id!r} ({call.name})"
+    return f"the tool_result of call {shown(call.call_id)!r} ({shown(call.name)})"
 
 
 def to_read(agent: AgentProcess, what: str) -> str:
