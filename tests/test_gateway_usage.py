@@ -85,6 +85,12 @@ def test_what_is_not_usage() -> None:
     assert extract_usage("openai", "/v1/embeddings", "application/json", weird) == Usage(
         None, None, 0
     )
+    huge = json.dumps({"usage": {"prompt_tokens": 10**400, "completion_tokens": 2**53}})
+    assert extract_usage("openai", "/v1/embeddings", "application/json", huge) == Usage(
+        None, None, 0
+    )
+    deep = '{"usage": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert extract_usage("openai", "/v1/chat/completions", "application/json", deep) == Usage()
 
 
 def test_sse_parsing_follows_the_event_stream_rules() -> None:

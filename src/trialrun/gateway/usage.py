@@ -144,7 +144,7 @@ def _from_raw(provider: str, raw: Mapping[str, Any], model: str | None) -> Usage
 def _json_or_none(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -157,7 +157,9 @@ def _text(value: Any) -> str | None:
 
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    # Beyond 2**53 - 1 a count is no count: JavaScript (the receipt's other readers) cannot hold
+    # it, and one of 400 digits would stop the run at the receipt.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**53 - 1:
         return None
     return value
 
