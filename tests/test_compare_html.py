@@ -633,3 +633,12 @@ def test_positions_and_bar_lengths() -> None:
     assert bar_length(None, 4.0, 100.0) == 0.0 and bar_length(1.0, 0.0, 100.0) == 0.0
     with pytest.raises(ValueError, match="low < high"):
         position(0.0, 1.0, 1.0, 10.0)
+
+
+def test_a_transcript_line_nested_too_deeply_is_shown_as_written() -> None:
+    # Read back and written out again, it would recurse past Python's stack.
+    deep = '{"type": "assistant", "message": {"content": ' + "[" * 500 + "]" * 500 + "}}"
+    past_the_stack = '{"type": "user", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    shallow = '{"type": "assistant", "message": {"content": [{"type": "text", "text": "hi"}]}}'
+    text = "\n".join([shallow, deep, past_the_stack])
+    assert transcript_view.readable(text).split("\n") == ["[assistant] hi", deep, past_the_stack]

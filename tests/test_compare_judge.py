@@ -87,6 +87,7 @@ def test_parse_answer_takes_the_last_json_line_after_logs() -> None:
         ('{"winner": "a"}', 'expected "winner" to be "A", "B" or "tie", found \'a\''),
         ('{"reason": "x"}', "found None"),
         ('{"winner": "A", "reason": 3}', 'expected "reason" to be a string, found int'),
+        ('{"winner": ' + "[" * 100_000 + "]" * 100_000 + "}", "expected a JSON object"),
     ],
 )
 def test_parse_answer_says_what_it_expected_and_found(stdout: str, message: str) -> None:

@@ -303,7 +303,12 @@ def test_the_triggers_section_is_validated(tmp_path: Path) -> None:
 def test_parse_selection_takes_the_last_line_after_logs() -> None:
     assert parse_selection('log\n{"selected": ["a", "b"]}\n') == ["a", "b"]
     assert parse_selection('{"selected": []}') == []
-    for garbage in ("", "[]", '{"selected": [1]}', '{"chosen": ["a"]}', "not json"):
+    nested_past_the_stack = '{"selected": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    five_thousand_digits = '{"selected": ' + "9" * 5000 + "}"
+    for garbage in (
+        "", "[]", '{"selected": [1]}', '{"chosen": ["a"]}', "not json",
+        nested_past_the_stack, five_thousand_digits,
+    ):  # fmt: skip
         with pytest.raises(SelectorCallError, match="expected"):
             parse_selection(garbage)
 

@@ -147,7 +147,7 @@ def _load_object(text: str) -> dict[str, object] | None:
         return None
     try:
         loaded = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past Python's stack
         return None
     return loaded if isinstance(loaded, dict) else None
 

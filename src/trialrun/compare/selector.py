@@ -172,7 +172,7 @@ def parse_selection(stdout: str) -> list[str]:
     for text in candidates:
         try:
             answer: Any = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # also an integer of 5,000 digits, or nesting
             continue
         selected = answer.get("selected") if isinstance(answer, dict) else None
         if isinstance(selected, list) and all(isinstance(item, str) for item in selected):

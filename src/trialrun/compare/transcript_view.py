@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact_text
 from trialrun.compare.arms import SESSION_RUN_NAME
 
@@ -92,7 +93,10 @@ def readable(text: str) -> str:
     for line in lines:
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            shown.append(line)
+            continue
+        if nests_deeper_than(event, text=line):  # writing it out again would recurse as deep
             shown.append(line)
             continue
         shown.extend(_event_lines(event) if isinstance(event, dict) else [line])
