@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from trialrun.base.fsutil import write_json
+from trialrun.base.nesting import unreadable_json
 from trialrun.config.models import Regression
 from trialrun.errors import ConfigError, TrialrunError
 
@@ -342,6 +343,8 @@ def _read_document(path: Path, *, what: str) -> dict[str, Any]:
         raise ConfigError(
             f"invalid JSON: {exc.msg} (column {exc.colno}); {_EXPECTED}", file=path, line=exc.lineno
         ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"invalid JSON: {unreadable_json(exc)}; {_EXPECTED}", file=path) from None
     _validate(document, text, path)
     return dict(document)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.nesting import unreadable_json
 from trialrun.errors import ConfigError
 
 DIFF_SCHEMA_VERSION = 1
@@ -359,6 +360,13 @@ def _events(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                         file=path,
                         line=line_no,
                     ) from exc
+                except (ValueError, RecursionError) as exc:
+                    raise ConfigError(
+                        "expected one JSON event per line, found JSON that cannot be read: "
+                        f"{unreadable_json(exc)}",
+                        file=path,
+                        line=line_no,
+                    ) from None
                 if not isinstance(event, dict):
                     raise ConfigError(
                         f"expected a JSON object per line, found {type(event).__name__}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["MAX_NESTING", "nests_deeper_than"]
+__all__ = ["MAX_NESTING", "nests_deeper_than", "unreadable_json"]
 
 MAX_NESTING = 100
 """Objects and arrays inside one another; the outermost counts as the first level."""
@@ -45,3 +45,12 @@ def nests_deeper_than(
             return True
         pending.extend((child, depth + 1) for child in children if type(child) in (dict, list))
     return False
+
+
+def unreadable_json(error: ValueError | RecursionError) -> str:
+    """What ``json.loads`` refused, in words: besides bad syntax (``JSONDecodeError``, which
+    callers word with its line and column) a number of more than 4,300 digits, or nesting past
+    Python's stack."""
+    if isinstance(error, RecursionError):
+        return "objects and arrays nested too deeply to read"
+    return str(error)

@@ -32,6 +32,7 @@ from trialrun.base.assertion_api import (
     is_string,
     is_string_list,
 )
+from trialrun.base.nesting import unreadable_json
 from trialrun.base.results import CheckFailure
 
 NONE = "<none>"
@@ -194,6 +195,10 @@ def _load_schema_file(path: Path, *, key: str) -> Any:
             f"schema file {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
             f"column {exc.colno}",
             key=key,
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise AssertionParamError(
+            f"schema file {path} is not valid JSON: {unreadable_json(exc)}", key=key
         ) from None
 
 

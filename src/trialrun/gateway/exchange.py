@@ -178,7 +178,7 @@ def error_of(status: int, body: str) -> str | None:
     message = None
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         found = data["error"].get("message")

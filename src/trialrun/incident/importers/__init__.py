@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.nesting import unreadable_json
 from trialrun.base.redact import REDACTED, redact
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
@@ -67,7 +68,7 @@ def read_records(path: str | Path) -> list[Any]:
         raise ConfigError(f"cannot read export: {read_problem(exc)}", file=shown) from None
     try:
         return [json.loads(text)]
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         pass
     records: list[Any] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -82,6 +83,13 @@ def read_records(path: str | Path) -> list[Any]:
                 file=display_path(path),
                 line=number,
             ) from exc
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(
+                "expected a JSON document or JSON lines, found JSON that cannot be read "
+                f"({unreadable_json(exc)})",
+                file=display_path(path),
+                line=number,
+            ) from None
     if not records:
         raise ConfigError("export is empty", file=display_path(path))
     return records

@@ -128,7 +128,7 @@ def decode_text(value: Any) -> Any:
         return value
     try:
         return json.loads(stripped)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         pass
     try:
         # OpenAI Agents SDK and old LangChain tracers store ``str(dict)``.
