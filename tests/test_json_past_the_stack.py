@@ -11,11 +11,15 @@ from typing import Any
 import pytest
 
 from trialrun.artifacts.baseline import load_baseline
-from trialrun.artifacts.diffing import _events
+from trialrun.artifacts.diffing import _events, _read_summary
+from trialrun.artifacts.shards import MergeError
+from trialrun.artifacts.shards import _event as shard_event
 from trialrun.base.assertion_api import AssertionParamError
 from trialrun.checks.builtin import _load_schema_file
-from trialrun.errors import ConfigError
+from trialrun.errors import CassetteError, ConfigError, TrialrunError
+from trialrun.gateway.cassette import parse_cassette
 from trialrun.incident.importers import read_records
+from trialrun.mcp_proxy.events import read_events
 
 NESTED = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
 LONG_NUMBER = '{"a": ' + "9" * 5000 + "}"
@@ -30,6 +34,10 @@ READERS: dict[str, tuple[Callable[[Path], Any], type[Exception]]] = {
     "run.jsonl of a diff": (lambda path: list(_events(path)), ConfigError),
     "incident export": (read_records, ConfigError),
     "JSON Schema file": (schema, AssertionParamError),
+    "run summary of a diff": (_read_summary, ConfigError),
+    "gateway cassette": (lambda path: parse_cassette(path.read_text(), path), CassetteError),
+    "MCP proxy events": (read_events, TrialrunError),
+    "run.jsonl of a shard": (lambda path: shard_event(path.read_text(), path, 1), MergeError),
 }
 
 

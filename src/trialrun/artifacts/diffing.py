@@ -284,6 +284,10 @@ def _read_summary(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"expected JSON, found invalid text: {exc.msg}", file=path, line=exc.lineno
         ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(
+            f"expected JSON, found JSON that cannot be read: {unreadable_json(exc)}", file=path
+        ) from None
     if not isinstance(document, dict) or not isinstance(document.get("cases"), list):
         raise ConfigError(
             "expected a run summary (an object with a 'cases' list), found something else",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.artifacts.baseline import read_summary
+from trialrun.base.nesting import unreadable_json
 from trialrun.base.results import (
     AgentRun,
     CaseResult,
@@ -228,8 +229,10 @@ def _event_log(
 def _event(line: str, path: Path, line_no: int) -> dict[str, Any]:
     try:
         event = json.loads(line)
-    except ValueError as exc:
-        raise MergeError(f"{path}:{line_no}: expected one JSON event per line: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise MergeError(
+            f"{path}:{line_no}: expected one JSON event per line: {unreadable_json(exc)}"
+        ) from None
     if not isinstance(event, dict):
         raise MergeError(f"{path}:{line_no}: expected a JSON object, found {line.strip()[:80]}")
     return event

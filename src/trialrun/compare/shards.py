@@ -285,7 +285,7 @@ def _load_document(path: Path) -> dict[str, Any]:
         )
     try:
         document = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"cannot read {SHARD_FILE}: {exc}", file=path) from None
     if not isinstance(document, dict) or document.get("kind") != SHARD_KIND:
         raise ConfigError(f"expected {SHARD_FILE} of kind {SHARD_KIND!r}", file=path)

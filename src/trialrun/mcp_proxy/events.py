@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
+from trialrun.base.nesting import unreadable_json
 from trialrun.base.redact import redact
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import JsonObject
@@ -153,8 +154,10 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
 def _event(line: bytes, file: Path, line_no: int) -> dict[str, Any]:
     try:
         value = json.loads(line)
-    except ValueError as exc:
-        raise TrialrunError(f"{file}:{line_no}: expected a JSON event, found {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise TrialrunError(
+            f"{file}:{line_no}: expected a JSON event, found {unreadable_json(exc)}"
+        ) from None
     if not isinstance(value, dict):
         raise TrialrunError(f"{file}:{line_no}: expected a JSON object per line")
     return value

@@ -215,7 +215,7 @@ def local_receipts(digest: str) -> list[LocalReceipt]:
     for run_dir in sorted(folder.iterdir()) if folder.is_dir() else []:
         try:
             receipt: Any = json.loads((run_dir / RECEIPT_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # a run still going, or interrupted before its receipt: nothing to share
         if isinstance(receipt, dict) and receipt.get("content_digest") == digest:
             verdict = receipt.get("verdict")

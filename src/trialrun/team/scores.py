@@ -115,7 +115,7 @@ def receipt_problem(document: Any) -> str | None:
 def _read_receipt(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return None, f"cannot read it as JSON ({exc})"
     problem = receipt_problem(document)
     return (None, problem) if problem else (document, None)

@@ -272,7 +272,7 @@ def _copy_subject(subject: Path, target: Path) -> None:
 def _stamped(path: Path, subject_id: str, version: int) -> tuple[str, str]:
     try:
         receipt: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise TeamError(f"{path}: expected a readable receipt JSON, found {exc}") from None
     if not isinstance(receipt, dict) or not isinstance(receipt.get("run_id"), str):
         raise TeamError(f"{path}: expected a receipt object with a string 'run_id'")
