@@ -33,6 +33,7 @@ from trialrun.base.assertion_api import (
     is_string_list,
 )
 from trialrun.base.nesting import unreadable_json
+from trialrun.base.quoting import shortened
 from trialrun.base.results import CheckFailure
 
 NONE = "<none>"
@@ -127,16 +128,16 @@ class _Schema:
             and isinstance(first.instance, dict)
         ):
             missing = [name for name in first.validator_value if name not in first.instance]
-        return _SchemaError(path=_shortened(path), error=_shortened(first.message), missing=missing)
+        return _SchemaError(
+            path=shortened(path, _QUOTED_CHARS),
+            error=shortened(first.message, _QUOTED_CHARS),
+            missing=missing,
+        )
 
 
 _QUOTED_CHARS = 1000
-
-
-def _shortened(text: str) -> str:
-    """jsonschema quotes the failing value whole: an output of a megabyte would be a megabyte of
-    console, junit.xml and summary.json for one failure."""
-    return text if len(text) <= _QUOTED_CHARS else text[: _QUOTED_CHARS - 3] + "..."
+"""jsonschema quotes the failing value whole: an output of a megabyte would be a megabyte of
+console, junit.xml and summary.json for one failure."""
 
 
 def _unresolvable_ref(schema: Any) -> str | None:

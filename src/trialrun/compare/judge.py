@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact_text
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.errors import JudgeError
@@ -153,7 +154,7 @@ def _load_object(text: str) -> dict[str, object] | None:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)
 
 
 def ask_both_orders(

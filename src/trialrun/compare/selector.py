@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.quoting import shortened
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
 from trialrun.compare.placeholders import expand_argv
@@ -242,5 +243,4 @@ def _ask(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return shortened(" ".join(text.split()), limit)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.quoting import shortened
 from trialrun.base.suggest import closest
 from trialrun.config import spec
 from trialrun.config.yamlload import LoadedYaml, PathElement
@@ -62,8 +63,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, float):
         return f"number {value}"
     if isinstance(value, str):
-        shown = value if len(value) <= _PREVIEW_CHARS else value[: _PREVIEW_CHARS - 3] + "..."
-        return f"string {shown!r}"
+        return f"string {shortened(value, _PREVIEW_CHARS)!r}"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+from trialrun.base.quoting import shortened
 from trialrun.conversation.process import AgentProcess
 from trialrun.conversation.protocol import StdoutNoiseError, ToolCallMsg
 
@@ -25,7 +26,7 @@ _SHOWN_CHARS = 200
 def shown(text: str) -> str:
     """A name or id the agent chose, as a message quotes it: at most 200 characters (a tool
     name 100,000 characters long made every failure message that long)."""
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+    return shortened(text, _SHOWN_CHARS)
 
 
 def answer_of(call: ToolCallMsg) -> str:

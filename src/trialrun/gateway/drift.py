@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trialrun.base import canonjson
+from trialrun.base.quoting import shortened
 
 _PREVIEW = 80
 _ABSENT = object()
@@ -116,5 +117,4 @@ def _canonical(value: Any) -> str:
 def _preview(value: Any) -> str:
     if value is _ABSENT:
         return "(absent)"
-    text = _canonical(value)
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
+    return shortened(_canonical(value), _PREVIEW)

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from trialrun.base.quoting import shortened
+
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic")
 ENDPOINTS: dict[str, tuple[str, ...]] = {
     "openai": ("/v1/chat/completions", "/v1/responses", "/v1/embeddings"),
@@ -111,7 +113,7 @@ def parse_route(method: str, target: str) -> Route:
 
 def _shown(text: str, limit: int = 120) -> str:
     # Agent-chosen text ends up in logs and terminals: repr() escapes control characters.
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return repr(shortened(text, limit))
 
 
 _ANTHROPIC_ERROR_TYPES = {

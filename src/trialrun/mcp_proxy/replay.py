@@ -26,6 +26,7 @@ import time
 from collections import deque
 from typing import Any
 
+from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import (
@@ -326,4 +327,4 @@ def _for_era(result: Any, *, modern: bool) -> Any:
 
 
 def _preview(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)

@@ -1,0 +1,16 @@
+"""How a message quotes text it did not write: whole when short, else cut with ``...``.
+
+An agent, an upstream or a user's file chooses that text, and it can be of any length: a
+message quoting it whole would be as long (a 100,000-character tool name made every failure
+message that long). Each caller picks its own bound; ``trialrun.errors``, below this layer,
+keeps a copy of its own.
+"""
+
+from __future__ import annotations
+
+__all__ = ["shortened"]
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start and ``...`` in ``limit``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
