@@ -167,6 +167,9 @@ class SuiteConfig(Record):
     """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
     prestart: bool | None = field(default=None, metadata=key(Optional(Bool())))
     """Start each case's agent while the case before it runs (unset: in replay mode only)."""
+    share_cpu: bool = field(default=True, metadata=key(Bool()))
+    """While its tool calls are answered from cassettes, the agent and trialrun's answering
+    thread run on one CPU as long as the agent answers quickly (``conversation.cpushare``)."""
     mcp_servers: dict[str, McpServer] = field(
         default_factory=dict,
         metadata=key(MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN))),

@@ -172,6 +172,7 @@ class AgentProcess:
         max_message_bytes: int,
         messages: tuple[asyncio.ReadTransport, LineReader],
         socket_writer: asyncio.StreamWriter | None = None,
+        share_cpu: bool = True,
     ) -> None:
         self._transport = transport
         self._protocol = protocol
@@ -187,6 +188,7 @@ class AgentProcess:
         self._closed = False
         self.max_message_bytes = max_message_bytes
         self.channel: Channel = "stdio" if socket_writer is None else "fd"
+        self.share_cpu = share_cpu
 
     @classmethod
     async def start(
@@ -197,8 +199,12 @@ class AgentProcess:
         env: Mapping[str, str] | None = None,
         max_message_bytes: int,
         channel: Channel = "stdio",
+        share_cpu: bool = True,
     ) -> AgentProcess:
         """Spawn ``argv`` (no shell) in a new process group, talking over ``channel``.
+
+        ``share_cpu``: a thread its channel is lent to runs on one CPU with the agent while the
+        agent answers quickly (``cpushare``).
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
@@ -269,7 +275,7 @@ class AgentProcess:
                 stdout_pipe.close()
                 transport.close()
                 raise
-            return cls(transport, protocol, process, max_message_bytes, stdout)
+            return cls(transport, protocol, process, max_message_bytes, stdout, share_cpu=share_cpu)
         try:
             sock_transport, lines = await loop.create_unix_connection(
                 lambda: SocketLineReader(max_message_bytes), sock=ours
@@ -279,7 +285,15 @@ class AgentProcess:
             transport.close()
             raise
         writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
+        return cls(
+            transport,
+            protocol,
+            process,
+            max_message_bytes,
+            (sock_transport, lines),
+            writer,
+            share_cpu=share_cpu,
+        )
 
     @property
     def returncode(self) -> int | None:
@@ -370,7 +384,8 @@ class AgentProcess:
             return None
         self._lines.lend()
         try:
-            return LentPipes(self._lines, outbox.fileno(), inbox.fileno())
+            agent_pid = self.pid if self.share_cpu else None
+            return LentPipes(self._lines, outbox.fileno(), inbox.fileno(), agent_pid)
         except BaseException:
             self._lines.give_back()
             raise

@@ -10,7 +10,8 @@ meanwhile keeps draining stderr, noticing exits and running the other cases.
 The thread works on duplicates of the pipe descriptors, so the loop closing the originals (the
 agent closed its stdin) can never make it write to a recycled descriptor. It reads into the
 ``LineReader``'s own buffer, whose transport is paused meanwhile, so whatever it did not consume
-is read by the loop afterwards as if it had never been lent.
+is read by the loop afterwards as if it had never been lent. While lent, the thread and the
+agent share one CPU as long as the agent answers quickly (``cpushare``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from trialrun.conversation.cpushare import SLOW_ANSWER_S, CpuShare
 from trialrun.conversation.lines import LineReader
 
 __all__ = ["LentPipes", "run_on_thread"]
@@ -39,8 +41,12 @@ class LentPipes:
     """The agent's messages (through ``reader``) and its inbox, for one thread at a time: its
     stdout and stdin pipes, or twice its socket."""
 
-    def __init__(self, reader: LineReader, messages_fd: int, inbox_fd: int) -> None:
+    def __init__(
+        self, reader: LineReader, messages_fd: int, inbox_fd: int, agent_pid: int | None = None
+    ) -> None:
+        """``agent_pid``: the agent to share a CPU with (``share_cpu``); None: no sharing."""
         self.reader = reader
+        self._share = None if agent_pid is None else CpuShare(agent_pid)
         self.stopping = False
         """Set by ``stop``: the thread must return as soon as it can (the case is cancelled)."""
         self._out = os.dup(messages_fd)
@@ -68,6 +74,11 @@ class LentPipes:
         self.stopping = True
         self.wake()
 
+    def share_cpu(self) -> None:
+        """On the lending thread, before its first wait: run on the agent's CPU (``cpushare``)."""
+        if self._share is not None:
+            self._share.start()
+
     def fill(self, timeout_s: float) -> Waited:
         """Wait up to ``timeout_s`` for stdout and add what came to the reader's buffer.
 
@@ -77,7 +88,7 @@ class LentPipes:
         try:
             data = os.read(self._out, _READ_SIZE)
         except BlockingIOError:
-            events = self._readable.poll(_poll_ms(timeout_s))
+            events = self._wait_readable(timeout_s)
             if not events:
                 return "timeout"
             if any(fd == self._wake_r for fd, _ in events):
@@ -91,11 +102,30 @@ class LentPipes:
                 data = self._lost(exc)
         except ConnectionError as exc:
             data = self._lost(exc)
+        else:
+            if self._share is not None and self._share.paused:
+                self._share.start()  # its message was waiting: quick again
         if not data:
             self.reader.eof = True
             return "eof"
         self.reader.buffer += data
         return "ready"
+
+    def _wait_readable(self, timeout_s: float) -> list[tuple[int, int]]:
+        share = self._share
+        if share is None:
+            return self._readable.poll(_poll_ms(timeout_s))
+        started = time.monotonic()
+        if share.active and timeout_s > SLOW_ANSWER_S:
+            events = self._readable.poll(_poll_ms(SLOW_ANSWER_S))
+            if events:
+                return events
+            share.release(everywhere=True)  # the agent works on its own: its CPUs back
+            timeout_s -= time.monotonic() - started
+        events = self._readable.poll(_poll_ms(timeout_s))
+        if events and share.paused and time.monotonic() - started <= SLOW_ANSWER_S:
+            share.start()  # answering quickly again (its start-up is over, say)
+        return events
 
     def _lost(self, error: ConnectionError) -> bytes:
         """The agent reset its socket: the end of its messages, which the loop reports."""
@@ -126,6 +156,9 @@ class LentPipes:
                     return "woken"
 
     def close(self) -> None:
+        """After the lending thread returned (on the loop)."""
+        if self._share is not None:
+            self._share.release(everywhere=False)
         for fd in (self._out, self._in, self._wake_r, self._wake_w):
             os.close(fd)
 

@@ -1,0 +1,130 @@
+"""One CPU for the answering thread and the agent while they take turns (Linux).
+
+A replayed conversation is a strict ping-pong: each answer wakes the agent, each message of the
+agent wakes trialrun's answering thread (``pump.LentPipes``), and neither does anything while
+the other works. Left to itself, the scheduler wakes the other side on an idle CPU; on virtual
+machines (CI runners) waking an idle vCPU costs more than answering the message. Measured on
+this project's 2-vCPU machines, 5,000 replayed calls: ~2.6 s with both sides free, ~1.4 s with
+both on one CPU (``bench/deep_bench.py``); the bare driver alike, 1.6 -> 0.7 s. A ping-pong
+loses no parallelism on one CPU.
+
+The share holds only while the agent answers quickly (``pump.LentPipes`` decides). Once it
+keeps the thread waiting longer than ``SLOW_ANSWER_S`` it is working on its own, maybe in
+parallel: every thread of the agent and of the processes it started that is still held to the
+shared CPU (threads and processes inherit it from the thread that starts them) gets back the
+CPUs the agent had. The next quick answer shares again.
+
+Only the agent's main thread is moved (the one that started its process, by its pid): an agent
+started through a wrapper (``uv run``, ``npm start``) simply gains nothing. Where the agent's
+own CPUs exclude the chosen one, or the system refuses (no ``sched_setaffinity``, one CPU,
+a cpuset), nothing changes. Sharing is a speed-up, never a condition: every failure is silent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+__all__ = ["SLOW_ANSWER_S", "CpuShare"]
+
+SLOW_ANSWER_S = 0.02
+"""An agent slower than this to send its next message is doing work of its own: twenty
+milliseconds is hundreds of wake-ups, so sharing could not have saved anything noticeable."""
+
+_SUPPORTED = hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
+
+_lock = threading.Lock()
+_shares_per_cpu: dict[int, int] = {}
+"""How many conversations share each CPU now (``-j``): a new one takes the least used."""
+
+
+class CpuShare:
+    """The answering thread and one agent's main thread on one CPU, until ``release``."""
+
+    def __init__(self, agent_pid: int) -> None:
+        self._pid = agent_pid
+        self._cpu: int | None = None
+        self._agent_cpus: set[int] = set()
+        self._own_cpus: set[int] = set()
+        self.active = False
+        """The two share a CPU now."""
+        self.paused = False
+        """Released because the agent was slow (``release(everywhere=True)``): the next quick
+        answer may ``start`` again."""
+
+    def start(self) -> None:
+        """On the answering thread: move it and the agent's main thread to one CPU."""
+        self.paused = False
+        if not _SUPPORTED or self._cpu is not None:
+            return
+        try:
+            own = os.sched_getaffinity(0)
+            agent = os.sched_getaffinity(self._pid)
+        except OSError:  # the agent is gone, or not ours to look at
+            return
+        choices = own & agent
+        if len(own) < 2 or not choices:
+            return
+        with _lock:
+            cpu = min(choices, key=lambda c: (_shares_per_cpu.get(c, 0), c))
+            _shares_per_cpu[cpu] = _shares_per_cpu.get(cpu, 0) + 1
+        self._cpu, self._agent_cpus, self._own_cpus = cpu, agent, own
+        self.active = True
+        try:
+            if agent != {cpu}:
+                os.sched_setaffinity(self._pid, {cpu})
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            self.release(everywhere=False)
+
+    def release(self, *, everywhere: bool) -> None:
+        """Give the agent its CPUs back: its main thread, or ``everywhere`` every thread of it and
+        of the processes it started that is still held to the shared CPU. Call ``everywhere`` on
+        the answering thread (it gets its own CPUs back too); the plain form from any thread."""
+        cpu = self._cpu
+        if cpu is None:
+            return
+        self._cpu = None
+        self.active = False
+        self.paused = everywhere
+        with _lock:
+            _shares_per_cpu[cpu] -= 1
+            if not _shares_per_cpu[cpu]:
+                del _shares_per_cpu[cpu]
+        tids = _tree_threads(self._pid) if everywhere else iter((self._pid,))
+        for tid in tids:
+            _restore(tid, cpu, self._agent_cpus)
+        if everywhere:
+            _restore(0, cpu, self._own_cpus)
+
+
+def _restore(tid: int, cpu: int, cpus: set[int]) -> None:
+    """``cpus`` for thread ``tid`` if it is still held to ``cpu`` alone (it did not choose
+    another set itself meanwhile)."""
+    try:
+        if os.sched_getaffinity(tid) == {cpu}:
+            os.sched_setaffinity(tid, cpus)
+    except OSError:  # exited meanwhile, or not ours
+        pass
+
+
+def _tree_threads(pid: int) -> Iterator[int]:
+    """Every thread of process ``pid`` and of its descendants (the agent and what it started)."""
+    pending, seen = [pid], set()
+    while pending:
+        process = pending.pop()
+        if process in seen:
+            continue
+        seen.add(process)
+        try:
+            tids = [int(tid) for tid in os.listdir(f"/proc/{process}/task")]
+        except (OSError, ValueError):
+            continue
+        for tid in tids:
+            yield tid
+            try:
+                with open(f"/proc/{process}/task/{tid}/children", "rb") as children:
+                    pending.extend(int(child) for child in children.read().split())
+            except (OSError, ValueError):  # exited, or a kernel without the children file
+                pass
