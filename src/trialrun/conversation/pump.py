@@ -134,18 +134,18 @@ class LentPipes:
 
     def write(self, data: bytes, timeout_s: float) -> Written:
         """Write all of ``data`` to stdin within ``timeout_s``; only ``stop`` interrupts it."""
+        try:
+            written = os.write(self._in, data)
+        except BlockingIOError:
+            written = 0
+        except (BrokenPipeError, ConnectionResetError):
+            return "closed"
+        if written == len(data):
+            return "sent"  # the common case, without a clock or a view
+        # The agent's inbox is full: it has until the deadline to read it.
         deadline = time.monotonic() + timeout_s
-        view = memoryview(data)
+        view = memoryview(data)[written:]
         while True:
-            try:
-                view = view[os.write(self._in, view) :]
-            except BlockingIOError:
-                pass
-            except (BrokenPipeError, ConnectionResetError):
-                return "closed"
-            if not view:
-                return "sent"
-            # The agent's inbox is full: it has until the deadline to read it.
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
@@ -154,6 +154,14 @@ class LentPipes:
                 self._drain_wakes()
                 if self.stopping:
                     return "woken"
+            try:
+                view = view[os.write(self._in, view) :]
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                return "closed"
+            if not view:
+                return "sent"
 
     def close(self) -> None:
         """After the lending thread returned (on the loop)."""

@@ -123,8 +123,9 @@ class _Session:
         """The deadline of the line being read, if any: the agent's exit shortens it."""
         self._draining = False
         """The agent exited: reads wait only for what it left in the pipe."""
-        self._last_sent = "the task_start message"
-        """What trialrun sent last, named for a failure message."""
+        self._last_sent: str | ToolCallMsg = "the task_start message"
+        """What trialrun sent last, for a failure message to name: its name, or the call its
+        tool_result answered (named only if needed: the lent thread answers thousands)."""
         self._unsent: str | None = None
         """What could not be sent because the agent had closed its inbox: it can only end now."""
         self._immediate = tools if isinstance(tools, ImmediateToolBackend) else None
@@ -266,7 +267,17 @@ class _Session:
         """Record the call and refuse a tool the suite does not allow; its start on the case's
         clock (the timeline in report.html places each call from there)."""
         start_ms = (time.monotonic() - self._started) * 1000
-        self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
+        # What _event writes, spelled out: two events per call, thousands of calls per case.
+        self._run.events.append(
+            {
+                "type": "tool_call",
+                "case_id": self._case_id,
+                "timestamp": time.time(),
+                "name": call.name,
+                "call_id": call.call_id,
+                "args": call.args,
+            }
+        )
         if call.name not in self._allowed:
             allowed = ", ".join(sorted(self._allowed)) or "<none>"
             self._refuse(
@@ -302,12 +313,16 @@ class _Session:
                 start_ms,
             )
         )
-        self._event(
-            "tool_result",
-            call_id=call.call_id,
-            ok=outcome.ok,
-            result=outcome.result,
-            error=outcome.error,
+        self._run.events.append(
+            {
+                "type": "tool_result",
+                "case_id": self._case_id,
+                "timestamp": time.time(),
+                "call_id": call.call_id,
+                "ok": outcome.ok,
+                "result": outcome.result,
+                "error": outcome.error,
+            }
         )
         return protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
 
@@ -371,7 +386,7 @@ class _Session:
         if not sent:
             self._unsent = what
 
-    def _encoded(self, message: Mapping[str, Any], what: str) -> bytes:
+    def _encoded(self, message: Mapping[str, Any], what: str | ToolCallMsg) -> bytes:
         """``message`` as a protocol line, now the last thing sent; fails the case if it cannot be
         (a case input or a tool result that is not JSON data)."""
         self._last_sent = what
@@ -386,9 +401,13 @@ class _Session:
                 )
             self._fail(
                 "tool_error",
-                f"Cannot send {what}: the tool result is not JSON data ({exc})",
+                f"Cannot send {self._last_sent_named()}: the tool result is not JSON data ({exc})",
                 "error",
             )
+
+    def _last_sent_named(self) -> str:
+        sent = self._last_sent
+        return sent if isinstance(sent, str) else wording.answer_of(sent)
 
     async def _bounded(self, work: Awaitable[_T], activity: str) -> _T:
         timeout, is_wall = self._budget()
@@ -409,7 +428,7 @@ class _Session:
                 self._fail("message_too_large", f"{exc} ({where})", "error")
             except ChannelLostError:
                 await self._stdout_closed(
-                    agent, f"closed its {wording.source(agent)} without reading {self._last_sent}"
+                    agent, f"closed its {wording.source(agent)} without reading {self._last_sent_named()}"
                 )
             if raw is None:
                 await self._stdout_closed(agent, self._unread(agent))
@@ -474,21 +493,21 @@ class _Session:
             reader.consume(end + 1)
             self._line_no += 1
             if isinstance(message, ToolCallMsg):
-                self._send_lent(agent, pipes, self._answer_now(message), wording.answer_of(message))
+                self._send_lent(agent, pipes, self._answer_now(message), message)
             elif message is not None:
                 self._note(message)
 
     def _send_lent(
-        self, agent: AgentProcess, pipes: LentPipes, message: Mapping[str, Any], what: str
+        self, agent: AgentProcess, pipes: LentPipes, reply: Mapping[str, Any], call: ToolCallMsg
     ) -> None:
-        """``_send`` on the lending thread."""
-        line = self._encoded(message, what)
+        """``_send`` on the lending thread, of the tool_result of ``call``."""
+        line = self._encoded(reply, call)
         timeout, is_wall = self._budget()
         written = pipes.write(line, timeout)
         if written == "closed":
-            self._unsent = what
+            self._unsent = wording.answer_of(call)
         elif written == "timeout":
-            self._overdue(is_wall, wording.to_read(agent, what))
+            self._overdue(is_wall, wording.to_read(agent, wording.answer_of(call)))
 
     def _ending(self) -> bool:
         """The agent exited or stopped reading: wait only for what it left in the pipe."""
