@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from trialrun.conversation import cpushare
-from trialrun.conversation.cpushare import SLOW_ANSWER_S, CpuShare
+from trialrun.conversation.cpushare import RESHARE_S, SLOW_ANSWER_S, CpuShare
 from trialrun.conversation.lines import LineReader
 from trialrun.conversation.pump import LentPipes
 from trialrun.conversation.session import Limits, run_agent
@@ -57,6 +57,15 @@ for child in children:
 """
 
 
+@pytest.fixture(autouse=True)
+def no_share_left() -> Iterator[None]:
+    """Each test ends every share it starts; a failed one must not leave its count behind."""
+    yield
+    left = dict(cpushare._shares_per_cpu)
+    cpushare._shares_per_cpu.clear()
+    assert left == {}
+
+
 @pytest.fixture
 def agent() -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen(
@@ -89,7 +98,7 @@ def on_thread(work: Callable[[], _T]) -> _T:
 ALL = os.sched_getaffinity(0)
 
 
-def test_the_thread_and_the_agent_share_one_cpu_until_released(
+def test_the_thread_and_the_agent_share_one_cpu_until_the_end(
     agent: subprocess.Popen[str],
 ) -> None:
     share = CpuShare(agent.pid)
@@ -104,13 +113,13 @@ def test_the_thread_and_the_agent_share_one_cpu_until_released(
     assert theirs == own
     assert ask(agent, "cpus") == [str(cpu) for cpu in own]
 
-    share.release(everywhere=False)
+    share.end()
     assert not share.active
     assert os.sched_getaffinity(agent.pid) == ALL
-    share.release(everywhere=False)  # once is enough; again is nothing
+    share.end()  # once is enough; again is nothing
 
 
-def test_released_everywhere_the_threads_and_processes_the_agent_started_get_their_cpus_back(
+def test_stepping_back_gives_the_threads_and_processes_the_agent_started_their_cpus_back(
     agent: subprocess.Popen[str],
 ) -> None:
     share = CpuShare(agent.pid)
@@ -121,7 +130,8 @@ def test_released_everywhere_the_threads_and_processes_the_agent_started_get_the
     assert os.sched_getaffinity(tid) == shared
     assert os.sched_getaffinity(child) == shared
 
-    own_after = on_thread(lambda: (share.release(everywhere=True), os.sched_getaffinity(0))[1])
+    own_after = on_thread(lambda: (share.step_back(), os.sched_getaffinity(0))[1])
+    assert share.paused
     assert own_after == ALL
     assert os.sched_getaffinity(agent.pid) == ALL
     assert os.sched_getaffinity(tid) == ALL
@@ -135,8 +145,28 @@ def test_cpus_the_agent_chose_itself_meanwhile_are_left_alone(
     on_thread(share.start)
     chosen = sorted(ALL)[:2]
     assert ask(agent, "own " + " ".join(map(str, chosen))) == ["ok"]
-    share.release(everywhere=False)
+    share.end()
     assert os.sched_getaffinity(agent.pid) == set(chosen)
+
+
+def test_the_cpu_the_thread_runs_on_is_taken_when_no_conversation_shares_it(
+    agent: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for here in sorted(ALL)[:2]:
+        monkeypatch.setattr(cpushare, "_current_cpu", lambda here=here: here)
+        share = CpuShare(agent.pid)
+        assert on_thread(lambda share=share: (share.start(), os.sched_getaffinity(0))[1]) == {here}
+        share.end()
+
+
+def test_the_current_cpu_is_read_from_proc() -> None:
+    for cpu in sorted(ALL)[:2]:
+
+        def pinned_reads(cpu: int = cpu) -> int | None:
+            os.sched_setaffinity(0, {cpu})
+            return cpushare._current_cpu()
+
+        assert on_thread(pinned_reads) == cpu
 
 
 def test_an_agent_held_to_one_cpu_is_followed_there(agent: subprocess.Popen[str]) -> None:
@@ -145,7 +175,7 @@ def test_an_agent_held_to_one_cpu_is_followed_there(agent: subprocess.Popen[str]
     share = CpuShare(agent.pid)
     own = on_thread(lambda: (share.start(), os.sched_getaffinity(0))[1])
     assert own == {last}
-    share.release(everywhere=False)
+    share.end()
     assert os.sched_getaffinity(agent.pid) == {last}  # what it had
 
 
@@ -156,9 +186,8 @@ def test_two_conversations_at_once_take_different_cpus(agent: subprocess.Popen[s
             on_thread(first.start)
             on_thread(second.start)
             assert os.sched_getaffinity(agent.pid) != os.sched_getaffinity(other.pid)
-            first.release(everywhere=False)
-            second.release(everywhere=False)
-            assert cpushare._shares_per_cpu == {}
+            first.end()
+            second.end()
         finally:
             other.kill()
 
@@ -188,7 +217,6 @@ def test_nothing_is_shared_where_it_cannot_be(agent: subprocess.Popen[str]) -> N
 
     assert not on_thread(disjoint)
     assert os.sched_getaffinity(agent.pid) == {max(ALL)}
-    assert cpushare._shares_per_cpu == {}
 
 
 @pytest.fixture
@@ -237,7 +265,7 @@ def test_a_quick_answer_after_a_slow_one_shares_again(
     def converse() -> tuple[bool, bool, bool]:
         pipes.share_cpu()
         threading.Thread(target=answer_soon).start()
-        assert pipes.fill(10) == "ready"  # came after SLOW_ANSWER_S: released
+        assert pipes.fill(10) == "ready"  # came after SLOW_ANSWER_S: stepped back
         released = pipes._share is not None and not pipes._share.active
         os.write(agent_stdout, b"quick\n")  # waiting already: as quick as it gets
         assert pipes.fill(10) == "ready"
@@ -313,9 +341,33 @@ def test_a_replayed_agent_shares_a_cpu_while_quick_and_gets_them_all_back_while_
         "after": len(ALL),
     }
     assert os.sched_getaffinity(0) == ALL  # the test's own thread was never moved
-    assert cpushare._shares_per_cpu == {}
 
 
 def test_share_cpu_false_leaves_the_agent_on_all_its_cpus() -> None:
     spawn = Spawn([sys.executable, "-c", CONVERSING_AGENT], share_cpu=False)
     assert converse(spawn) == {"fewest": len(ALL), "after": len(ALL)}
+
+
+def test_the_share_is_placed_again_every_reshare_s(
+    agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
+) -> None:
+    pipes, agent_stdout = lent
+
+    def converse() -> tuple[bool, set[int], float, float, bool]:
+        pipes.share_cpu()
+        share = pipes._share
+        assert share is not None and share.active
+        share.since -= 2 * RESHARE_S  # as if shared for that long
+        first = share.since
+        assert pipes.fill(0.001) == "timeout"  # a wait: stepped back before it
+        stepped_back, agent_cpus = share.paused, os.sched_getaffinity(agent.pid)
+        os.write(agent_stdout, b"quick\n")
+        assert pipes.fill(10) == "ready"
+        return stepped_back, agent_cpus, first, share.since, share.active
+
+    stepped_back, agent_cpus, first, since, active = on_thread(converse)
+    assert stepped_back
+    assert agent_cpus == ALL
+    assert active  # shared again at the quick answer
+    assert since > first
+    assert len(os.sched_getaffinity(agent.pid)) == 1

@@ -4,15 +4,19 @@ A replayed conversation is a strict ping-pong: each answer wakes the agent, each
 agent wakes trialrun's answering thread (``pump.LentPipes``), and neither does anything while
 the other works. Left to itself, the scheduler wakes the other side on an idle CPU; on virtual
 machines (CI runners) waking an idle vCPU costs more than answering the message. Measured on
-this project's 2-vCPU machines, 5,000 replayed calls: ~2.6 s with both sides free, ~1.4 s with
-both on one CPU (``bench/deep_bench.py``); the bare driver alike, 1.6 -> 0.7 s. A ping-pong
+this project's 2-vCPU machines, 5,000 replayed calls: ~2.6 s with both sides free, ~1.3 s with
+both on one CPU (``bench/deep_bench.py``); a bare driver alike, 1.6 -> 0.7 s. A ping-pong
 loses no parallelism on one CPU.
 
-The share holds only while the agent answers quickly (``pump.LentPipes`` decides). Once it
-keeps the thread waiting longer than ``SLOW_ANSWER_S`` it is working on its own, maybe in
-parallel: every thread of the agent and of the processes it started that is still held to the
-shared CPU (threads and processes inherit it from the thread that starts them) gets back the
-CPUs the agent had. The next quick answer shares again.
+``pump.LentPipes`` decides when. It shares from the start, and steps back (the agent's threads
+and processes, and the answering thread, get back the CPUs they had) in two cases:
+
+* the agent keeps the thread waiting longer than ``SLOW_ANSWER_S``: it is working on its own,
+  maybe in parallel, and threads and processes it started meanwhile inherited the shared CPU;
+* every ``RESHARE_S``: the scheduler places both again, so that two runs side by side (or other
+  work) that landed on the same CPU spread out.
+
+The next quick answer shares again, on the CPU the scheduler woke the thread on.
 
 Only the agent's main thread is moved (the one that started its process, by its pid): an agent
 started through a wrapper (``uv run``, ``npm start``) simply gains nothing. Where the agent's
@@ -24,23 +28,29 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 
-__all__ = ["SLOW_ANSWER_S", "CpuShare"]
+__all__ = ["RESHARE_S", "SLOW_ANSWER_S", "CpuShare"]
 
 SLOW_ANSWER_S = 0.02
 """An agent slower than this to send its next message is doing work of its own: twenty
 milliseconds is hundreds of wake-ups, so sharing could not have saved anything noticeable."""
 
+RESHARE_S = 0.1
+"""How long one placement holds before the scheduler gets to place both again (a slow round trip
+and a dozen system calls, every tenth of a second)."""
+
 _SUPPORTED = hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
 _lock = threading.Lock()
 _shares_per_cpu: dict[int, int] = {}
-"""How many conversations share each CPU now (``-j``): a new one takes the least used."""
+"""How many conversations of this process share each CPU now (``-j``): a new one takes the
+least used, preferring the one the scheduler put its thread on."""
 
 
 class CpuShare:
-    """The answering thread and one agent's main thread on one CPU, until ``release``."""
+    """The answering thread and one agent's main thread on one CPU, while ``active``."""
 
     def __init__(self, agent_pid: int) -> None:
         self._pid = agent_pid
@@ -49,9 +59,10 @@ class CpuShare:
         self._own_cpus: set[int] = set()
         self.active = False
         """The two share a CPU now."""
+        self.since = 0.0
+        """``time.monotonic()`` when they began to."""
         self.paused = False
-        """Released because the agent was slow (``release(everywhere=True)``): the next quick
-        answer may ``start`` again."""
+        """``step_back`` ended the share: the next quick answer may ``start`` it again."""
 
     def start(self) -> None:
         """On the answering thread: move it and the agent's main thread to one CPU."""
@@ -66,37 +77,60 @@ class CpuShare:
         choices = own & agent
         if len(own) < 2 or not choices:
             return
+        here = _current_cpu()
         with _lock:
-            cpu = min(choices, key=lambda c: (_shares_per_cpu.get(c, 0), c))
+            cpu = min(choices, key=lambda c: (_shares_per_cpu.get(c, 0), c != here, c))
             _shares_per_cpu[cpu] = _shares_per_cpu.get(cpu, 0) + 1
         self._cpu, self._agent_cpus, self._own_cpus = cpu, agent, own
-        self.active = True
+        self.active, self.since = True, time.monotonic()
         try:
             if agent != {cpu}:
                 os.sched_setaffinity(self._pid, {cpu})
             os.sched_setaffinity(0, {cpu})
         except OSError:
-            self.release(everywhere=False)
+            self.step_back()
+            self.paused = False  # refused: do not ask again
 
-    def release(self, *, everywhere: bool) -> None:
-        """Give the agent its CPUs back: its main thread, or ``everywhere`` every thread of it and
-        of the processes it started that is still held to the shared CPU. Call ``everywhere`` on
-        the answering thread (it gets its own CPUs back too); the plain form from any thread."""
-        cpu = self._cpu
+    def step_back(self) -> None:
+        """On the answering thread: give back their CPUs to it and to every thread of the agent
+        and of the processes it started that is still held to the shared one."""
+        cpu = self._end()
         if cpu is None:
             return
+        self.paused = True
+        for tid in _tree_threads(self._pid):
+            _restore(tid, cpu, self._agent_cpus)
+        _restore(0, cpu, self._own_cpus)
+
+    def end(self) -> None:
+        """From any thread, once the thread is done: the agent's main thread gets its CPUs back
+        (what it started is stopped with it at the end of the case)."""
+        cpu = self._end()
+        if cpu is not None:
+            # The agent may have exited: a recycled pid's thread is touched only if it is held
+            # to exactly that CPU, and it is then given more.
+            _restore(self._pid, cpu, self._agent_cpus)
+
+    def _end(self) -> int | None:
+        cpu = self._cpu
+        if cpu is None:
+            return None
         self._cpu = None
         self.active = False
-        self.paused = everywhere
         with _lock:
             _shares_per_cpu[cpu] -= 1
             if not _shares_per_cpu[cpu]:
                 del _shares_per_cpu[cpu]
-        tids = _tree_threads(self._pid) if everywhere else iter((self._pid,))
-        for tid in tids:
-            _restore(tid, cpu, self._agent_cpus)
-        if everywhere:
-            _restore(0, cpu, self._own_cpus)
+        return cpu
+
+
+def _current_cpu() -> int | None:
+    """The CPU the calling thread runs on (``sched_getcpu``, which ``os`` lacks)."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as stat:
+            return int(stat.read().rpartition(b")")[2].split()[36])  # field 39, "processor"
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _restore(tid: int, cpu: int, cpus: set[int]) -> None:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from trialrun.conversation.cpushare import SLOW_ANSWER_S, CpuShare
+from trialrun.conversation.cpushare import RESHARE_S, SLOW_ANSWER_S, CpuShare
 from trialrun.conversation.lines import LineReader
 
 __all__ = ["LentPipes", "run_on_thread"]
@@ -116,11 +116,13 @@ class LentPipes:
         if share is None:
             return self._readable.poll(_poll_ms(timeout_s))
         started = time.monotonic()
-        if share.active and timeout_s > SLOW_ANSWER_S:
+        if share.active and started - share.since > RESHARE_S:
+            share.step_back()  # the scheduler places both again, before this wait
+        elif share.active and timeout_s > SLOW_ANSWER_S:
             events = self._readable.poll(_poll_ms(SLOW_ANSWER_S))
             if events:
                 return events
-            share.release(everywhere=True)  # the agent works on its own: its CPUs back
+            share.step_back()  # the agent works on its own: its CPUs back
             timeout_s -= time.monotonic() - started
         events = self._readable.poll(_poll_ms(timeout_s))
         if events and share.paused and time.monotonic() - started <= SLOW_ANSWER_S:
@@ -166,7 +168,7 @@ class LentPipes:
     def close(self) -> None:
         """After the lending thread returned (on the loop)."""
         if self._share is not None:
-            self._share.release(everywhere=False)
+            self._share.end()
         for fd in (self._out, self._in, self._wake_r, self._wake_w):
             os.close(fd)
 

@@ -427,8 +427,9 @@ class _Session:
                 where = f"{wording.source(agent)} line {self._line_no + 1}"
                 self._fail("message_too_large", f"{exc} ({where})", "error")
             except ChannelLostError:
+                unread = self._last_sent_named()
                 await self._stdout_closed(
-                    agent, f"closed its {wording.source(agent)} without reading {self._last_sent_named()}"
+                    agent, f"closed its {wording.source(agent)} without reading {unread}"
                 )
             if raw is None:
                 await self._stdout_closed(agent, self._unread(agent))
