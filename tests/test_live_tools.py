@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import math
+import sys
 import textwrap
 import time
 import uuid
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.quoting import shortened
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import ConfigError
 from trialrun.tools.base import ToolOutcome
@@ -233,7 +235,76 @@ NOT_JSON = [
     ({"x": math.nan}, "nan at $.x (JSON has no NaN/Infinity)"),
     ({1: "a"}, "int key 1 at $ (JSON keys are strings)"),
     ({"s": {1, 2}}, "set at $.s"),
+    (
+        {"n": [10**5000]},
+        f"an integer of more than {sys.get_int_max_str_digits()} digits at $.n[0] "
+        "(Python cannot write it out)",
+    ),
 ]
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def _containing_itself() -> Any:
+    value: dict[str, Any] = {"a": 1}
+    value["again"] = value
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (_nested(101), "$" + "[0]" * 100),
+        (_nested(5000), "$" + "[0]" * 100),
+        (_containing_itself(), "$" + ".again" * 100),
+    ],
+    ids=["101 levels", "5000 levels", "contains itself"],
+)
+def test_a_result_nested_past_the_limit_or_containing_itself_is_a_tool_error(
+    value: Any, where: str
+) -> None:
+    outcome = call(LiveBackend({"t": lambda args: value}, timeout_s=5), "t")
+    assert outcome == ToolOutcome(
+        ok=False,
+        error="tool 't' returned a value that is not JSON: objects and arrays nested more "
+        f"than 100 levels deep at {shortened(where, 200)} (or a value that contains itself)",
+    )
+
+
+def test_a_result_nested_exactly_to_the_limit_passes() -> None:
+    outcome = call(LiveBackend({"t": lambda args: _nested(100)}, timeout_s=5), "t")
+    assert outcome.ok
+    assert outcome.result == _nested(100)
+
+
+def test_a_result_whose_own_methods_raise_is_a_tool_error() -> None:
+    class Broken(dict[str, Any]):
+        def items(self) -> Any:
+            raise RuntimeError("no items")
+
+    outcome = call(LiveBackend({"t": lambda args: Broken(a=1)}, timeout_s=5), "t")
+    assert outcome == ToolOutcome(
+        ok=False,
+        error="tool 't' returned a value that is not JSON: reading it raised RuntimeError: "
+        "no items",
+    )
+
+
+def test_an_exception_that_cannot_say_what_it_is_is_named() -> None:
+    class Mute(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no words")
+
+    def raises(args: dict[str, Any]) -> Any:
+        raise Mute
+
+    outcome = call(LiveBackend({"t": raises}, timeout_s=5), "t")
+    assert outcome == ToolOutcome(ok=False, error="Mute")
 
 
 @pytest.mark.parametrize(("value", "problem"), NOT_JSON)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.nesting import MAX_NESTING
+from trialrun.base.quoting import shortened
 from trialrun.base.results import JsonObject
 from trialrun.errors import ConfigError, TrialrunError
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
@@ -150,17 +152,21 @@ class LiveBackend:
         except TimeoutError as exc:
             # A tool's own timeout (a socket read, say) is its error, not our deadline.
             if not deadline.expired():
-                return self._outcome(False, None, str(exc) or type(exc).__name__)
+                return self._outcome(False, None, _described(exc))
             timeout_ms = round(self._timeout_s * 1000)
             return self._outcome(False, None, f"tool '{name}' timed out after {timeout_ms} ms")
         except Exception as exc:
-            return self._outcome(False, None, str(exc) or type(exc).__name__)
-        problem = json_problem(value)
+            return self._outcome(False, None, _described(exc))
+        try:
+            problem = json_problem(value)
+            result = None if problem is not None else _json_copy(value)
+        except Exception as exc:  # a container of the tool's own whose methods raise
+            problem = f"reading it raised {type(exc).__name__}: {_described(exc)}"
         if problem is not None:
             return self._outcome(
                 False, None, f"tool '{name}' returned a value that is not JSON: {problem}"
             )
-        return self._outcome(True, _json_copy(value), None)
+        return self._outcome(True, result, None)
 
     def close(self, *, clean: bool) -> None:
         """Live tools hold no per-case resources."""
@@ -172,15 +178,27 @@ class LiveBackend:
         return normalized_outcome(ok, result, error, self._normalization)
 
 
-def json_problem(value: Any, path: str = "$") -> str | None:
-    """Why ``value`` cannot be sent to the agent as JSON (with where), or None if it can."""
-    if value is None or isinstance(value, str | bool | int):
+def json_problem(value: Any, path: str = "$", depth: int = 1) -> str | None:
+    """Why ``value`` cannot be sent to the agent as JSON (with where), or None if it can.
+
+    Beyond what JSON cannot hold, the same limits as for an agent's data: objects and arrays
+    nested at most ``MAX_NESTING`` deep (a value that contains itself never ends), and integers
+    Python can write out (a tool returning ``10**5000`` stopped the whole run at run.jsonl).
+    """
+    if value is None or isinstance(value, str | bool):
         return None
+    if isinstance(value, int):
+        return _int_problem(value, path)
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value} at {path} (JSON has no NaN/Infinity)"
+    if isinstance(value, list | tuple | dict) and depth > MAX_NESTING:
+        return (
+            f"objects and arrays nested more than {MAX_NESTING} levels deep at "
+            f"{shortened(path, 200)} (or a value that contains itself)"
+        )
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
+            problem = json_problem(item, f"{path}[{index}]", depth + 1)
             if problem is not None:
                 return problem
         return None
@@ -188,11 +206,30 @@ def json_problem(value: Any, path: str = "$") -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"{type(key).__name__} key {key!r} at {path} (JSON keys are strings)"
-            problem = json_problem(item, f"{path}.{key}")
+            problem = json_problem(item, f"{path}.{key}", depth + 1)
             if problem is not None:
                 return problem
         return None
     return f"{type(value).__name__} at {path}"
+
+
+def _int_problem(value: int, path: str) -> str | None:
+    if value.bit_length() < 10_000:  # ~3,000 digits: below any limit Python sets
+        return None
+    try:
+        str(value)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        return f"an integer of more than {limit} digits at {path} (Python cannot write it out)"
+    return None
+
+
+def _described(exc: BaseException) -> str:
+    """What a tool's exception says; its type's name when it says nothing, or cannot."""
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:  # its __str__ raised
+        return type(exc).__name__
 
 
 def _json_copy(value: Any) -> Any:
