@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trialrun.base.jsonvalue import json_problem
 from trialrun.base.quoting import shortened
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import ConfigError
@@ -26,7 +27,6 @@ from trialrun.tools.live import (
     ToolFn,
     ToolModuleError,
     builtin_tools,
-    json_problem,
     load_tool_module,
     select_tools,
 )

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from trialrun.base.assertion_api import CheckSubject, CompileContext, CompiledAssertion
+from trialrun.base.quoting import shortened
 from trialrun.base.results import AgentRun, CheckFailure, Failure, ToolCall, Usage
 from trialrun.checks.builtin import CALL_ORDER, REQUIRED_FIELDS
 from trialrun.checks.verdict import judge_case
@@ -160,6 +163,85 @@ def test_a_crashing_assertion_makes_the_case_an_error_without_stopping_the_other
     assert result.failure.message == (
         "Assertion exploding raised KeyError: 'boom'\nMissing required fields: a"
     )
+
+
+class Returning:
+    """A plugin's check that answers ``answer``, or raises it."""
+
+    type = "plugin"
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def check(self, subject: CheckSubject) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+class Mute(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("cannot say")
+
+
+def _containing_itself() -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    details["again"] = details
+    return details
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (Mute(), "Assertion plugin raised Mute"),
+        (KeyError(), "Assertion plugin raised KeyError"),
+        (None, "Assertion plugin raised TypeError: 'NoneType' object is not iterable"),
+        (["no"], "Assertion plugin returned str, expected CheckFailure items"),
+        (
+            [CheckFailure(type="plugin", message={"a": 1})],  # type: ignore[arg-type]
+            "Assertion plugin returned a CheckFailure whose type or message is not a string",
+        ),
+        (
+            [CheckFailure(type="plugin", message="m", expected=3)],  # type: ignore[arg-type]
+            "Assertion plugin returned a CheckFailure whose expected or observed is not a "
+            "string or None",
+        ),
+        (
+            [CheckFailure(type="plugin", message="m", details=_containing_itself())],
+            "Assertion plugin returned a CheckFailure whose details are not JSON: objects and "
+            f"arrays nested more than 100 levels deep at {shortened('$' + '.again' * 100, 200)}"
+            " (or a value that contains itself)",
+        ),
+        (
+            [CheckFailure(type="plugin", message="m", details=[1])],  # type: ignore[arg-type]
+            "Assertion plugin returned a CheckFailure whose details are not JSON: not a dict",
+        ),
+    ],
+    ids=[
+        "str raises",
+        "says nothing",
+        "None",
+        "a string",
+        "message not text",
+        "expected not text",
+        "details contain themselves",
+        "details a list",
+    ],
+)
+def test_a_plugin_check_that_answers_what_reports_cannot_write_is_an_error_on_its_case(
+    answer: Any, message: str
+) -> None:
+    result = judge_case(Case(assertions=[Returning(answer), required("a")]), agent_run({}))
+    assert result.status == "error"
+    assert result.failure is not None
+    assert result.failure.message == f"{message}\nMissing required fields: a"
+
+
+def test_a_plugin_check_may_answer_any_iterable_of_failures() -> None:
+    failure = CheckFailure(type="plugin", message="no", details={"seen": [1, 2]})
+    result = judge_case(Case(assertions=[Returning(iter([failure]))]), agent_run({}))
+    assert result.status == "fail"
+    assert result.check_failures == [failure]
 
 
 def test_no_output_and_no_failure_is_an_agent_error() -> None:

@@ -8,9 +8,17 @@ keeps a copy of its own.
 
 from __future__ import annotations
 
-__all__ = ["shortened"]
+__all__ = ["exception_text", "shortened"]
 
 
 def shortened(text: str, limit: int) -> str:
     """``text`` if it has at most ``limit`` characters, else its start and ``...`` in ``limit``."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def exception_text(exc: BaseException) -> str:
+    """What an exception of a user's code says, or "" when its ``__str__`` raises instead."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""

@@ -10,8 +10,8 @@ Precedence (RunLedger's, with budgets always recorded):
 3. Otherwise any budget failure makes it ``budget_exceeded`` (status fail), with RunLedger's
    message ``Budget exceeded: <field> limit=<l> actual=<a>; ...``.
 
-An assertion whose ``check`` raises (a plugin bug) does not stop the run: the case becomes an
-error naming the assertion.
+An assertion whose ``check`` raises, or returns anything but ``CheckFailure`` items that reports
+can write (a plugin bug), does not stop the run: the case becomes an error naming the assertion.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from trialrun.base.assertion_api import CheckSubject, CompiledAssertion
+from trialrun.base.jsonvalue import json_problem
+from trialrun.base.quoting import exception_text
 from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure
 from trialrun.checks.budgets import budget_failure_message, check_budgets, is_unverifiable
 from trialrun.config.normalize import normalize
@@ -97,14 +99,35 @@ def _run_assertions(
     failures: list[CheckFailure] = []
     crashed = False
     for assertion in assertions:
+        # Third-party code: whatever goes wrong is reported on this case, the run goes on.
         try:
-            failures.extend(assertion.check(subject))
-        except Exception as exc:  # third-party code: report it on this case, keep the run going
+            found = list(assertion.check(subject))
+            problem = _not_failures(found)
+        except Exception as exc:
+            said = exception_text(exc)
+            problem = f"raised {type(exc).__name__}" + (f": {said}" if said else "")
+        if problem is None:
+            failures.extend(found)
+        else:
             crashed = True
             failures.append(
-                CheckFailure(
-                    type=assertion.type,
-                    message=f"Assertion {assertion.type} raised {type(exc).__name__}: {exc}",
-                )
+                CheckFailure(type=assertion.type, message=f"Assertion {assertion.type} {problem}")
             )
     return failures, crashed
+
+
+def _not_failures(found: Sequence[object]) -> str | None:
+    """What is wrong with a check's answer, if anything, for the reports to write it."""
+    for item in found:
+        if not isinstance(item, CheckFailure):
+            return f"returned {type(item).__name__}, expected CheckFailure items"
+        if not isinstance(item.type, str) or not isinstance(item.message, str):
+            return "returned a CheckFailure whose type or message is not a string"
+        texts = (item.expected, item.observed)
+        if not all(text is None or isinstance(text, str) for text in texts):
+            return "returned a CheckFailure whose expected or observed is not a string or None"
+        if item.details is not None:
+            problem = json_problem(item.details) if isinstance(item.details, dict) else "not a dict"
+            if problem is not None:
+                return f"returned a CheckFailure whose details are not JSON: {problem}"
+    return None

@@ -12,15 +12,14 @@ import asyncio
 import contextlib
 import importlib
 import inspect
-import math
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.nesting import MAX_NESTING
-from trialrun.base.quoting import shortened
+from trialrun.base.jsonvalue import json_problem
+from trialrun.base.quoting import exception_text
 from trialrun.base.results import JsonObject
 from trialrun.errors import ConfigError, TrialrunError
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
@@ -178,58 +177,9 @@ class LiveBackend:
         return normalized_outcome(ok, result, error, self._normalization)
 
 
-def json_problem(value: Any, path: str = "$", depth: int = 1) -> str | None:
-    """Why ``value`` cannot be sent to the agent as JSON (with where), or None if it can.
-
-    Beyond what JSON cannot hold, the same limits as for an agent's data: objects and arrays
-    nested at most ``MAX_NESTING`` deep (a value that contains itself never ends), and integers
-    Python can write out (a tool returning ``10**5000`` stopped the whole run at run.jsonl).
-    """
-    if value is None or isinstance(value, str | bool):
-        return None
-    if isinstance(value, int):
-        return _int_problem(value, path)
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{value} at {path} (JSON has no NaN/Infinity)"
-    if isinstance(value, list | tuple | dict) and depth > MAX_NESTING:
-        return (
-            f"objects and arrays nested more than {MAX_NESTING} levels deep at "
-            f"{shortened(path, 200)} (or a value that contains itself)"
-        )
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]", depth + 1)
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{type(key).__name__} key {key!r} at {path} (JSON keys are strings)"
-            problem = json_problem(item, f"{path}.{key}", depth + 1)
-            if problem is not None:
-                return problem
-        return None
-    return f"{type(value).__name__} at {path}"
-
-
-def _int_problem(value: int, path: str) -> str | None:
-    if value.bit_length() < 10_000:  # ~3,000 digits: below any limit Python sets
-        return None
-    try:
-        str(value)
-    except ValueError:
-        limit = sys.get_int_max_str_digits()
-        return f"an integer of more than {limit} digits at {path} (Python cannot write it out)"
-    return None
-
-
 def _described(exc: BaseException) -> str:
     """What a tool's exception says; its type's name when it says nothing, or cannot."""
-    try:
-        return str(exc) or type(exc).__name__
-    except Exception:  # its __str__ raised
-        return type(exc).__name__
+    return exception_text(exc) or type(exc).__name__
 
 
 def _json_copy(value: Any) -> Any:
