@@ -439,15 +439,17 @@ def test_snapshot_of_many_files_is_about_as_fast_as_copytree(tmp_path: Path) -> 
         write(root / f"d{n % 40}" / f"f{n}.txt", f"content {n}\n")
     ws = Workspace(root)
 
-    started = time.perf_counter()
-    shutil.copytree(root, tmp_path / "copy")
-    copytree_s = time.perf_counter() - started
+    # Best of two each, and only their ratio: these machines are shared and noisy.
+    copytree_s = snapshot_s = float("inf")
+    for attempt in range(2):
+        started = time.perf_counter()
+        shutil.copytree(root, tmp_path / f"copy{attempt}")
+        copytree_s = min(copytree_s, time.perf_counter() - started)
 
-    started = time.perf_counter()
-    snap = ws.snapshot()
-    snapshot_s = time.perf_counter() - started
-    snap.discard()
-    assert snapshot_s < 1.0
+        started = time.perf_counter()
+        snap = ws.snapshot()
+        snapshot_s = min(snapshot_s, time.perf_counter() - started)
+        snap.discard()
     assert snapshot_s <= 3 * copytree_s + 0.05
 
 

@@ -820,15 +820,25 @@ def test_shipped_json_schemas_match_the_models_and_accept_peer_files(peer_fixtur
 # -- performance ------------------------------------------------------------------------------
 
 
-def test_two_hundred_cases_load_quickly(repo: Path, probe: _ProbeType) -> None:
+def test_loading_cases_takes_time_in_proportion_to_their_number(
+    repo: Path, probe: _ProbeType
+) -> None:
     case = CASE + "description: case {id}\nassertions:\n  - {{type: probe, value: 2}}\n"
-    cases = {f"c{n:03}.yaml": case.format(id=f"c{n:03}") for n in range(200)}
-    suite_dir = make_suite(repo, cases=cases)
-    started = time.perf_counter()
-    suite = load_suite(suite_dir)
-    elapsed = time.perf_counter() - started
-    assert len(suite.cases) == 200
-    assert elapsed < 1.0, f"loading 200 cases took {elapsed:.3f}s"
+
+    def best_load_s(count: int) -> float:
+        cases = {f"c{n:03}.yaml": case.format(id=f"c{n:03}") for n in range(count)}
+        suite_dir = make_suite(repo, cases=cases, where=f"suite{count}")
+        best = float("inf")
+        for _ in range(3):  # best of three: these machines are shared and noisy
+            started = time.perf_counter()
+            suite = load_suite(suite_dir)
+            best = min(best, time.perf_counter() - started)
+        assert len(suite.cases) == count
+        return best
+
+    twenty, two_hundred = best_load_s(20), best_load_s(200)
+    # Linear: ~10x; anything quadratic in the cases would be ~100x.
+    assert two_hundred <= 25 * twenty + 0.05, (twenty, two_hundred)
 
 
 # -- did you mean -----------------------------------------------------------------------------
