@@ -20,7 +20,7 @@ __all__ = ["json_problem"]
 
 
 def json_problem(value: Any, path: str = "$", depth: int = 1) -> str | None:
-    """Why ``value`` cannot be sent to the agent as JSON (with where), or None if it can.
+    """Why ``value`` cannot go where JSON goes (with where in it), or None if it can.
 
     Beyond what JSON cannot hold, the same limits as for an agent's data: objects and arrays
     nested at most ``MAX_NESTING`` deep (a value that contains itself never ends), and integers
@@ -31,11 +31,13 @@ def json_problem(value: Any, path: str = "$", depth: int = 1) -> str | None:
     if isinstance(value, int):
         return _int_problem(value, path)
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"{value} at {path} (JSON has no NaN/Infinity)"
+        return (
+            None if math.isfinite(value) else f"{value} at {_at(path)} (JSON has no NaN/Infinity)"
+        )
     if isinstance(value, list | tuple | dict) and depth > MAX_NESTING:
         return (
-            f"objects and arrays nested more than {MAX_NESTING} levels deep at "
-            f"{shortened(path, 200)} (or a value that contains itself)"
+            f"objects and arrays nested more than {MAX_NESTING} levels deep at {_at(path)} "
+            "(or a value that contains itself)"
         )
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
@@ -46,20 +48,26 @@ def json_problem(value: Any, path: str = "$", depth: int = 1) -> str | None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{type(key).__name__} key {key!r} at {path} (JSON keys are strings)"
+                key_text = shortened(repr(key), 200)
+                return f"{type(key).__name__} key {key_text} at {_at(path)} (JSON keys are strings)"
             problem = json_problem(item, f"{path}.{key}", depth + 1)
             if problem is not None:
                 return problem
         return None
-    return f"{type(value).__name__} at {path}"
+    return f"{type(value).__name__} at {_at(path)}"
+
+
+def _at(path: str) -> str:
+    """Where in the value, as a message quotes it (keys are the user's, of any length)."""
+    return shortened(path, 200)
 
 
 def _int_problem(value: int, path: str) -> str | None:
-    if value.bit_length() < 10_000:  # ~3,000 digits: below any limit Python sets
+    if value.bit_length() < 2_000:  # ~600 digits: under the least limit Python allows (640)
         return None
     try:
         str(value)
     except ValueError:
         limit = sys.get_int_max_str_digits()
-        return f"an integer of more than {limit} digits at {path} (Python cannot write it out)"
+        return f"an integer of more than {limit} digits at {_at(path)} (Python cannot write it out)"
     return None
