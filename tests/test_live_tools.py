@@ -276,6 +276,28 @@ def test_a_result_nested_past_the_limit_or_containing_itself_is_a_tool_error(
     )
 
 
+def test_an_integer_past_a_lowered_digit_limit_is_found() -> None:
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the least Python allows
+    try:
+        assert json_problem({"n": 10**700}) == (
+            "an integer of more than 640 digits at $.n (Python cannot write it out)"
+        )
+        assert json_problem(10**600) is None
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def test_where_a_problem_is_quotes_long_keys_shortened() -> None:
+    key = "k" * 1000
+    assert json_problem({key: {1: "x"}}) == (
+        f"int key 1 at {shortened('$.' + key, 200)} (JSON keys are strings)"
+    )
+    assert json_problem({("t" * 500,): 1}) == (
+        f"tuple key {shortened(repr(('t' * 500,)), 200)} at $ (JSON keys are strings)"
+    )
+
+
 def test_a_result_nested_exactly_to_the_limit_passes() -> None:
     outcome = call(LiveBackend({"t": lambda args: _nested(100)}, timeout_s=5), "t")
     assert outcome.ok
