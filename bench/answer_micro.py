@@ -32,9 +32,6 @@ class MemoryPipes:
         self.reader = LineReader(1 << 26)
         self._lines: Iterator[bytes] = iter(lines)
 
-    def share_cpu(self) -> None:
-        """Nothing to share: there is no agent."""
-
     def fill(self, timeout_s: float) -> str:
         self.reader.buffer += next(self._lines)
         return "ready"

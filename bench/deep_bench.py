@@ -129,7 +129,10 @@ With both on one CPU (``taskset``, 3 runs each) the blocking bare driver went fr
 pinning them to different CPUs doubled the time (session 8). That was also the "fast" and
 "slow" host of the sessions before: the fast moments were those where the scheduler happened to
 keep both on one CPU. trialrun now does it itself while it replays (``conversation/cpushare.py``,
-suite key ``share_cpu``): 1.17 s against 1.32 s for the blocking bare driver (0.89x), median of 9.
+suite key ``share_cpu``): 1.04-1.17 s against 1.24-1.32 s for the blocking bare driver
+(0.84-0.89x), medians of 7 and 9. Moving a running thread to another CPU costs ~1 ms here
+(``sched_setaffinity`` waits for the migration), so a conversation shares only after 32 quick
+messages: sharing from the first message cost the 200 x 3 suite ~1.4 ms per case (+6%).
 The ``bare one CPU`` row is a driver that shares a CPU too, the floor now: trialrun takes ~1.8x
 of it. Where the difference lies (the agent's own timestamps, median of 7 at one moment, trialrun
 against that driver): until the agent has ``task_start`` 283 against 149 ms (imports and the

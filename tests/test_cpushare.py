@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from trialrun.conversation import cpushare
-from trialrun.conversation.cpushare import RESHARE_S, SLOW_ANSWER_S, CpuShare
+from trialrun.conversation.cpushare import RESHARE_S, SHARE_AFTER, SLOW_ANSWER_S, CpuShare
 from trialrun.conversation.lines import LineReader
 from trialrun.conversation.pump import LentPipes
 from trialrun.conversation.session import Limits, run_agent
@@ -131,7 +131,7 @@ def test_stepping_back_gives_the_threads_and_processes_the_agent_started_their_c
     assert os.sched_getaffinity(child) == shared
 
     own_after = on_thread(lambda: (share.step_back(), os.sched_getaffinity(0))[1])
-    assert share.paused
+    assert not share.active
     assert own_after == ALL
     assert os.sched_getaffinity(agent.pid) == ALL
     assert os.sched_getaffinity(tid) == ALL
@@ -233,49 +233,116 @@ def lent(agent: subprocess.Popen[str]) -> Iterator[tuple[LentPipes, int]]:
             os.close(fd)
 
 
+def quick_messages(pipes: LentPipes, agent_stdout: int, count: int) -> None:
+    """``count`` messages that were waiting when the thread looked: as quick as it gets."""
+    for _ in range(count):
+        os.write(agent_stdout, b"{}\n")
+        assert pipes.fill(10) == "ready"
+
+
+def shared(pipes: LentPipes) -> bool:
+    return pipes._share is not None and pipes._share.active
+
+
+def test_sharing_begins_after_share_after_quick_messages(
+    agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
+) -> None:
+    pipes, agent_stdout = lent
+
+    def converse() -> tuple[bool, bool, set[int]]:
+        quick_messages(pipes, agent_stdout, SHARE_AFTER - 1)
+        before = shared(pipes)  # a conversation of a few calls never pays for moving
+        quick_messages(pipes, agent_stdout, 1)
+        return before, shared(pipes), os.sched_getaffinity(0)
+
+    before, after, own = on_thread(converse)
+    assert not before
+    assert after
+    assert len(own) == 1
+    assert os.sched_getaffinity(agent.pid) == own
+
+
 def test_a_slow_agent_gets_its_cpus_back_and_the_wait_still_runs_its_whole_time(
     agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
 ) -> None:
-    pipes, _ = lent
+    pipes, agent_stdout = lent
 
     def wait() -> tuple[bool, str, float, bool]:
-        pipes.share_cpu()
-        shared = pipes._share is not None and pipes._share.active
+        quick_messages(pipes, agent_stdout, SHARE_AFTER)
+        was_shared = shared(pipes)
         started = time.monotonic()
         waited = pipes.fill(5 * SLOW_ANSWER_S)
-        return shared, waited, time.monotonic() - started, os.sched_getaffinity(0) == ALL
+        return was_shared, waited, time.monotonic() - started, os.sched_getaffinity(0) == ALL
 
-    shared, waited, took, own_back = on_thread(wait)
-    assert shared
+    was_shared, waited, took, own_back = on_thread(wait)
+    assert was_shared
     assert waited == "timeout"
     assert took >= 5 * SLOW_ANSWER_S * 0.9
     assert own_back
     assert os.sched_getaffinity(agent.pid) == ALL
 
 
-def test_a_quick_answer_after_a_slow_one_shares_again(
+def test_after_a_slow_answer_it_takes_share_after_quick_ones_to_share_again(
     agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
 ) -> None:
     pipes, agent_stdout = lent
 
-    def answer_soon() -> None:
+    def answer_late() -> None:
         time.sleep(2 * SLOW_ANSWER_S)
         os.write(agent_stdout, b"slow\n")
 
     def converse() -> tuple[bool, bool, bool]:
-        pipes.share_cpu()
-        threading.Thread(target=answer_soon).start()
+        quick_messages(pipes, agent_stdout, SHARE_AFTER)
+        threading.Thread(target=answer_late).start()
         assert pipes.fill(10) == "ready"  # came after SLOW_ANSWER_S: stepped back
-        released = pipes._share is not None and not pipes._share.active
-        os.write(agent_stdout, b"quick\n")  # waiting already: as quick as it gets
-        assert pipes.fill(10) == "ready"
-        again = pipes._share is not None and pipes._share.active
-        return released, again, len(os.sched_getaffinity(agent.pid)) == 1
+        released = not shared(pipes)
+        quick_messages(pipes, agent_stdout, SHARE_AFTER - 1)
+        not_yet = not shared(pipes)
+        quick_messages(pipes, agent_stdout, 1)
+        return released, not_yet, shared(pipes)
 
-    released, again, agent_shares = on_thread(converse)
+    released, not_yet, again = on_thread(converse)
     assert released
+    assert not_yet
     assert again
-    assert agent_shares
+
+
+def test_the_share_is_placed_again_every_reshare_s(
+    agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
+) -> None:
+    pipes, agent_stdout = lent
+
+    def converse() -> tuple[bool, set[int], float, float, bool]:
+        quick_messages(pipes, agent_stdout, SHARE_AFTER)
+        share = pipes._share
+        assert share is not None and share.active
+        share.since -= 2 * RESHARE_S  # as if shared for that long
+        first = share.since
+        assert pipes.fill(0.001) == "timeout"  # a wait: stepped back before it
+        stepped_back, agent_cpus = not share.active, os.sched_getaffinity(agent.pid)
+        quick_messages(pipes, agent_stdout, 1)  # one quick message shares again
+        return stepped_back, agent_cpus, first, share.since, share.active
+
+    stepped_back, agent_cpus, first, since, active = on_thread(converse)
+    assert stepped_back
+    assert agent_cpus == ALL
+    assert active
+    assert since > first
+    assert len(os.sched_getaffinity(agent.pid)) == 1
+
+
+def test_where_sharing_is_impossible_the_pipes_stop_trying(
+    agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
+) -> None:
+    pipes, agent_stdout = lent
+
+    def held_to_one_cpu() -> bool:
+        os.sched_setaffinity(0, {min(ALL)})
+        quick_messages(pipes, agent_stdout, SHARE_AFTER + 3)
+        return pipes._share is None
+
+    assert on_thread(held_to_one_cpu)
+    assert os.sched_getaffinity(agent.pid) == ALL
 
 
 # -- in a replayed conversation --------------------------------------------------------------
@@ -346,28 +413,3 @@ def test_a_replayed_agent_shares_a_cpu_while_quick_and_gets_them_all_back_while_
 def test_share_cpu_false_leaves_the_agent_on_all_its_cpus() -> None:
     spawn = Spawn([sys.executable, "-c", CONVERSING_AGENT], share_cpu=False)
     assert converse(spawn) == {"fewest": len(ALL), "after": len(ALL)}
-
-
-def test_the_share_is_placed_again_every_reshare_s(
-    agent: subprocess.Popen[str], lent: tuple[LentPipes, int]
-) -> None:
-    pipes, agent_stdout = lent
-
-    def converse() -> tuple[bool, set[int], float, float, bool]:
-        pipes.share_cpu()
-        share = pipes._share
-        assert share is not None and share.active
-        share.since -= 2 * RESHARE_S  # as if shared for that long
-        first = share.since
-        assert pipes.fill(0.001) == "timeout"  # a wait: stepped back before it
-        stepped_back, agent_cpus = share.paused, os.sched_getaffinity(agent.pid)
-        os.write(agent_stdout, b"quick\n")
-        assert pipes.fill(10) == "ready"
-        return stepped_back, agent_cpus, first, share.since, share.active
-
-    stepped_back, agent_cpus, first, since, active = on_thread(converse)
-    assert stepped_back
-    assert agent_cpus == ALL
-    assert active  # shared again at the quick answer
-    assert since > first
-    assert len(os.sched_getaffinity(agent.pid)) == 1

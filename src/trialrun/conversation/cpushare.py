@@ -8,15 +8,17 @@ this project's 2-vCPU machines, 5,000 replayed calls: ~2.6 s with both sides fre
 both on one CPU (``bench/deep_bench.py``); a bare driver alike, 1.6 -> 0.7 s. A ping-pong
 loses no parallelism on one CPU.
 
-``pump.LentPipes`` decides when. It shares from the start, and steps back (the agent's threads
-and processes, and the answering thread, get back the CPUs they had) in two cases:
+``pump.LentPipes`` decides when. Moving a thread that runs elsewhere costs about a millisecond on
+these machines, so it shares only once ``SHARE_AFTER`` messages in a row came quickly (a
+conversation of a few calls never pays), and steps back (the agent's threads and processes, and
+the answering thread, get back the CPUs they had) in two cases:
 
 * the agent keeps the thread waiting longer than ``SLOW_ANSWER_S``: it is working on its own,
   maybe in parallel, and threads and processes it started meanwhile inherited the shared CPU;
+  it must be quick ``SHARE_AFTER`` times again before it shares again;
 * every ``RESHARE_S``: the scheduler places both again, so that two runs side by side (or other
-  work) that landed on the same CPU spread out.
-
-The next quick answer shares again, on the CPU the scheduler woke the thread on.
+  work) that landed on the same CPU spread out; the next quick message shares again, on the CPU
+  the scheduler woke the thread on.
 
 Only the agent's main thread is moved (the one that started its process, by its pid): an agent
 started through a wrapper (``uv run``, ``npm start``) simply gains nothing. Where the agent's
@@ -31,15 +33,19 @@ import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["RESHARE_S", "SLOW_ANSWER_S", "CpuShare"]
+__all__ = ["RESHARE_S", "SHARE_AFTER", "SLOW_ANSWER_S", "CpuShare"]
 
 SLOW_ANSWER_S = 0.02
 """An agent slower than this to send its next message is doing work of its own: twenty
 milliseconds is hundreds of wake-ups, so sharing could not have saved anything noticeable."""
 
-RESHARE_S = 0.1
-"""How long one placement holds before the scheduler gets to place both again (a slow round trip
-and a dozen system calls, every tenth of a second)."""
+SHARE_AFTER = 32
+"""Quick messages in a row before sharing: an unshared round trip costs tens of microseconds more
+than a shared one, moving both about a millisecond."""
+
+RESHARE_S = 0.25
+"""How long one placement holds before the scheduler gets to place both again (about a
+millisecond each time)."""
 
 _SUPPORTED = hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
@@ -61,21 +67,22 @@ class CpuShare:
         """The two share a CPU now."""
         self.since = 0.0
         """``time.monotonic()`` when they began to."""
-        self.paused = False
-        """``step_back`` ended the share: the next quick answer may ``start`` it again."""
+        self.possible = _SUPPORTED
+        """False once the system or the agent ruled sharing out: ``start`` does nothing then."""
 
     def start(self) -> None:
         """On the answering thread: move it and the agent's main thread to one CPU."""
-        self.paused = False
-        if not _SUPPORTED or self._cpu is not None:
+        if not self.possible or self._cpu is not None:
             return
         try:
             own = os.sched_getaffinity(0)
             agent = os.sched_getaffinity(self._pid)
         except OSError:  # the agent is gone, or not ours to look at
+            self.possible = False
             return
         choices = own & agent
         if len(own) < 2 or not choices:
+            self.possible = False
             return
         here = _current_cpu()
         with _lock:
@@ -89,7 +96,7 @@ class CpuShare:
             os.sched_setaffinity(0, {cpu})
         except OSError:
             self.step_back()
-            self.paused = False  # refused: do not ask again
+            self.possible = False  # refused: do not ask again
 
     def step_back(self) -> None:
         """On the answering thread: give back their CPUs to it and to every thread of the agent
@@ -97,7 +104,6 @@ class CpuShare:
         cpu = self._end()
         if cpu is None:
             return
-        self.paused = True
         for tid in _tree_threads(self._pid):
             _restore(tid, cpu, self._agent_cpus)
         _restore(0, cpu, self._own_cpus)

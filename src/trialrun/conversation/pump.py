@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from trialrun.conversation.cpushare import RESHARE_S, SLOW_ANSWER_S, CpuShare
+from trialrun.conversation.cpushare import RESHARE_S, SHARE_AFTER, SLOW_ANSWER_S, CpuShare
 from trialrun.conversation.lines import LineReader
 
 __all__ = ["LentPipes", "run_on_thread"]
@@ -47,6 +47,8 @@ class LentPipes:
         """``agent_pid``: the agent to share a CPU with (``share_cpu``); None: no sharing."""
         self.reader = reader
         self._share = None if agent_pid is None else CpuShare(agent_pid)
+        self._quick_needed = SHARE_AFTER
+        """Quick messages still to come in a row before the thread and the agent share a CPU."""
         self.stopping = False
         """Set by ``stop``: the thread must return as soon as it can (the case is cancelled)."""
         self._out = os.dup(messages_fd)
@@ -74,11 +76,6 @@ class LentPipes:
         self.stopping = True
         self.wake()
 
-    def share_cpu(self) -> None:
-        """On the lending thread, before its first wait: run on the agent's CPU (``cpushare``)."""
-        if self._share is not None:
-            self._share.start()
-
     def fill(self, timeout_s: float) -> Waited:
         """Wait up to ``timeout_s`` for stdout and add what came to the reader's buffer.
 
@@ -103,8 +100,8 @@ class LentPipes:
         except ConnectionError as exc:
             data = self._lost(exc)
         else:
-            if self._share is not None and self._share.paused:
-                self._share.start()  # its message was waiting: quick again
+            if self._share is not None and not self._share.active:
+                self._came_quickly()  # it was waiting already
         if not data:
             self.reader.eof = True
             return "eof"
@@ -112,22 +109,36 @@ class LentPipes:
         return "ready"
 
     def _wait_readable(self, timeout_s: float) -> list[tuple[int, int]]:
+        """``poll`` for the agent's messages, sharing a CPU with it or not (``cpushare``)."""
         share = self._share
         if share is None:
             return self._readable.poll(_poll_ms(timeout_s))
         started = time.monotonic()
         if share.active and started - share.since > RESHARE_S:
-            share.step_back()  # the scheduler places both again, before this wait
+            share.step_back()  # the scheduler places both again, during this wait
+            self._quick_needed = 1
         elif share.active and timeout_s > SLOW_ANSWER_S:
             events = self._readable.poll(_poll_ms(SLOW_ANSWER_S))
             if events:
                 return events
             share.step_back()  # the agent works on its own: its CPUs back
+            self._quick_needed = SHARE_AFTER
             timeout_s -= time.monotonic() - started
         events = self._readable.poll(_poll_ms(timeout_s))
-        if events and share.paused and time.monotonic() - started <= SLOW_ANSWER_S:
-            share.start()  # answering quickly again (its start-up is over, say)
+        if events and not share.active:
+            if time.monotonic() - started <= SLOW_ANSWER_S:
+                self._came_quickly()
+            else:
+                self._quick_needed = SHARE_AFTER
         return events
+
+    def _came_quickly(self) -> None:
+        self._quick_needed -= 1
+        share = self._share
+        if self._quick_needed <= 0 and share is not None:
+            share.start()
+            if not share.possible:
+                self._share = None  # not on this system, or not with this agent
 
     def _lost(self, error: ConnectionError) -> bytes:
         """The agent reset its socket: the end of its messages, which the loop reports."""

@@ -465,7 +465,6 @@ class _Session:
         else (the final output, a line that is not a valid message, the end of stdout, the
         agent's exit) is left unread in the buffer, and the loop reads it as usual.
         """
-        pipes.share_cpu()
         reader = pipes.reader
         line_deadline: tuple[float, bool] | None = None
         """When the line being read is overdue, and whether by the wall deadline."""
