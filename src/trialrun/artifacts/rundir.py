@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,7 +29,7 @@ def new_run_id(now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     micros = int((now % 1) * 1_000_000)
-    return f"{stamp}-{micros:06d}-{secrets.token_hex(3)}"
+    return f"{stamp}-{micros:06d}-{os.urandom(3).hex()}"
 
 
 def safe_dir_name(name: str) -> str:

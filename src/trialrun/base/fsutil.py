@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, creating missing parent directories."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # secrets.token_hex(6), without importing random and hmac before the first agent starts.
+    temp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
     # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
     # as for any file the user creates.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)

@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -234,7 +233,7 @@ class CaseServices:
         self._mcp_calls: Mapping[Path, RecordedCalls] = mcp_calls or {}
         self._workdir: Path | None = None
         self._servers: list[_McpServerRun] = []
-        self._run_id = f"{_safe(case.config.id)}-{secrets.token_hex(4)}"
+        self._run_id = f"{_safe(case.config.id)}-{os.urandom(4).hex()}"
         self._gateway_scope: RunScope | None = None
 
     @property
