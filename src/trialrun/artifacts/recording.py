@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.artifacts.rundir import RunDirectory, new_run_id
-from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.results import AgentRun, CaseResult, RunResult
 from trialrun.receipt.suite_run import SuiteReceipt
 
 if TYPE_CHECKING:
@@ -92,6 +92,10 @@ class RunRecorder:
     def run_dir(self) -> Path:
         return self._dir.path
 
+    def conversation_ended(self, case_id: str, run: AgentRun) -> None:
+        """A case's agent is done: its receipt events can be made while it is judged."""
+        self._receipt.prepare_case(case_id, run)
+
     def record(self, result: CaseResult) -> None:
         """Append a finished case to run.jsonl and the receipt (call in case order).
 
@@ -100,7 +104,7 @@ class RunRecorder:
         """
         from trialrun.report.html import case_view
 
-        self._receipt.record_case(result, trace_sha256=self._dir.write_case_events(result))
+        self._receipt.record_case(result, trace_sha256=lambda: self._dir.write_case_events(result))
         view = case_view(len(self._case_views) + 1, result)
         self._case_views.append((result.case_id, view))
 
@@ -123,6 +127,7 @@ class RunRecorder:
         from trialrun.report.junit import build_junit
         from trialrun.report.summary import build_summary
 
+        self._receipt.discard_prepared()  # an interrupted case's, never recorded
         suite = self.suite
         policy = suite.config.regression
         result = RunResult(

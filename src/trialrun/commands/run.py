@@ -121,6 +121,7 @@ def execute_run(
                         on_case_done=lambda _index, result: recorder.record(result),
                         on_case_decided=decided,
                         on_first_agent=recorder.warm_up,
+                        on_conversation_end=recorder.conversation_ended,
                     )
                 )
             )

@@ -10,7 +10,7 @@ custom event types.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +20,13 @@ from trialrun.base.results import CaseResult, ToolCall
 from trialrun.receipt.args_summary import summarize_args
 
 if TYPE_CHECKING:
+    from trialrun.base.results import AgentRun
     from trialrun.receipt.signing import Ed25519Signer
-    from trialrun.receipt.writer import ReceiptWriter
+    from trialrun.receipt.writer import EmittedAhead, ReceiptWriter
+
+AHEAD_CALLS = 1000
+"""From this many tool calls, a case's first receipt events are made ahead (``prepare_case``):
+below it, forking a child costs more than it saves."""
 
 
 def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[dict[str, Any]]:
@@ -36,6 +41,12 @@ def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[dict[str, 
             "durationMs": round(call.duration_ms, 3),
             "ok": call.ok,
         }
+
+
+def _emit_calls(writer: ReceiptWriter, case: str, calls: Sequence[ToolCall]) -> None:
+    """A case's first events: ``case_start``, then one ``tool_call`` per call."""
+    writer.emit("case_start", {"case": case})
+    writer.emit_each("tool_call", _tool_call_data(case, calls))
 
 
 class SuiteReceipt:
@@ -53,6 +64,7 @@ class SuiteReceipt:
         from trialrun.receipt.writer import ReceiptWriter
 
         self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
+        self._ahead: tuple[str, Sequence[ToolCall], EmittedAhead] | None = None
         head, branch = git_state(repository)
         self._writer.emit(
             "run_start",
@@ -91,16 +103,46 @@ class SuiteReceipt:
             data["source"] = source
         self._writer.emit("usage", data)
 
-    def record_case(self, result: CaseResult, *, trace_sha256: str) -> None:
-        """``trace_sha256``: the case's lines in run.jsonl, as ``write_case_events`` returns."""
+    def prepare_case(self, case: str, run: AgentRun) -> None:
+        """A case's conversation ended: for a case of many tool calls, start making its
+        ``case_start`` and ``tool_call`` events on another CPU (``ReceiptWriter.emit_ahead``)
+        while its verdict and run.jsonl are made here. ``record_case`` takes them in, or makes
+        them itself when they are not the next events by then."""
+        self.discard_prepared()
+        calls = run.tool_calls
+        if len(calls) < AHEAD_CALLS:
+            return
+
+        def emit(writer: ReceiptWriter) -> None:
+            _emit_calls(writer, case, calls)
+
+        self._ahead = (case, calls, self._writer.emit_ahead(emit))
+
+    def discard_prepared(self) -> None:
+        """Stop making the events ``prepare_case`` started on (the run was interrupted)."""
+        if self._ahead is not None:
+            self._ahead[2].discard()
+            self._ahead = None
+
+    def record_case(self, result: CaseResult, *, trace_sha256: Callable[[], str]) -> None:
+        """``trace_sha256`` writes the case's lines to run.jsonl and returns their SHA-256
+        (``RunDirectory.write_case_events``): called once, while events made ahead are
+        still being made."""
         with self._writer.batch():  # one write for the case's events, however many
             self._record_case(result, trace_sha256)
 
-    def _record_case(self, result: CaseResult, trace_sha256: str) -> None:
+    def _record_case(self, result: CaseResult, trace_sha256: Callable[[], str]) -> None:
         run = result.run
         case = result.case_id
-        self._writer.emit("case_start", {"case": case})
-        self._writer.emit_each("tool_call", _tool_call_data(case, run.tool_calls))
+        # The judged run is a copy of the one prepare_case saw; its calls are the same list.
+        ahead = self._take_prepared(case, run.tool_calls)
+        if ahead is None:
+            _emit_calls(self._writer, case, run.tool_calls)
+            trace = trace_sha256()
+        else:
+            trace = trace_sha256()
+            if not ahead.take_in():
+                _emit_calls(self._writer, case, run.tool_calls)
         for model_call in run.model_calls:
             self._emit_usage(
                 case,
@@ -130,12 +172,22 @@ class SuiteReceipt:
                 "failureKind": result.failure.kind if result.failure else None,
                 "wallMs": run.wall_ms,
                 "startupMs": run.startup_ms,
-                "traceSha256": trace_sha256,
+                "traceSha256": trace,
             },
         )
 
+    def _take_prepared(self, case: str, calls: Sequence[ToolCall]) -> EmittedAhead | None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        if ahead[0] != case or ahead[1] is not calls:
+            ahead[2].discard()
+            return None
+        return ahead[2]
+
     def finish(self, results: Sequence[CaseResult], *, verified: bool) -> None:
         """Seal the receipt. An interrupted run never calls this: its receipt reads as truncated."""
+        self.discard_prepared()
         tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in results)
         cost = sum(r.run.usage.cost_usd or 0.0 for r in results)
         self._writer.close(
