@@ -291,7 +291,17 @@ def test_replay_is_constant_time_per_call(tmp_path: Path) -> None:
         assert cassette.take("fetch", {"q": f"query {i}", "id": i}).result == i
     replay = time.perf_counter() - started
     assert replay < max(20 * build, 0.05)
-    assert replay < 1.0
+
+
+def test_prepare_answers_builds_the_index_before_the_first_call(tmp_path: Path) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", [entry("a", {"n": 1}, "one"), entry("a", {})])
+    loaded = Cassette.load(path)
+    backend = ReplayBackend(loaded.fresh())
+    assert "_remaining" not in vars(backend.cassette)  # a suite's load builds no index
+    backend.prepare_answers()
+    assert "_remaining" in vars(backend.cassette)
+    assert backend.answer_now("a", {"n": 1}).result == "one"
+    assert "_remaining" not in vars(loaded)  # each case's copy has its own
 
 
 # --- redaction-aware matching --------------------------------------------------------------------

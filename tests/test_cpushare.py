@@ -368,6 +368,9 @@ class ImmediateTools:
     async def call(self, name: str, args: dict[str, Any], local: Any = None) -> Answered:
         return Answered()
 
+    def prepare_answers(self) -> None:
+        pass
+
     def answer_now(self, name: str, args: dict[str, Any]) -> Answered:
         return Answered()
 

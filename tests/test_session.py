@@ -45,11 +45,18 @@ class FakeTools:
     answers: dict[str, Outcome | BaseException] = field(default_factory=dict)
     delay_s: float = 0.0
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    prepared: int = 0
+    """How often ``prepare_answers`` was called (immediate backends only)."""
     immediate: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.immediate and not self.delay_s:
             self.answer_now = self._answer
+            self.prepare_answers = self._prepare
+
+    def _prepare(self) -> None:
+        assert not self.calls, "prepare_answers came after a call"
+        self.prepared += 1
 
     async def call(self, name: str, args: dict[str, Any], local: Any = None) -> Outcome:
         if local is not None:
@@ -621,6 +628,16 @@ def test_an_immediate_backend_answers_every_call_from_one_lent_thread(
     for thread in [t for t in threading.enumerate() if t.name == "trialrun-lent-pipes"]:
         thread.join(2)  # it reported its end; returning from its function is all that is left
         assert not thread.is_alive()
+
+
+def test_an_immediate_backend_prepares_its_answers_once_before_the_first_call(
+    answering: str,
+) -> None:
+    tools = FakeTools()
+    run = run_case(agent("echo_agent.py", "search_docs", "3"), tools=tools)
+    assert run.failure is None, run.failure
+    assert len(tools.calls) == 3
+    assert tools.prepared == (1 if answering == "lent pipes" else 0)
 
 
 def test_a_backend_that_must_be_awaited_never_lends_the_pipes(

@@ -193,6 +193,9 @@ class _Session:
             await self._send(
                 agent, protocol.task_start(self._case_id, task_input), "the task_start message"
             )
+            if self._immediate is not None:
+                # While the agent reads it, and maybe still loads its imports (on another CPU).
+                self._immediate.prepare_answers()
             while True:
                 message = await self._next_message(agent)
                 if isinstance(message, FinalOutputMsg):

@@ -66,6 +66,11 @@ class ImmediateToolBackend(ToolBackend, Protocol):
 
     def answer_now(self, name: str, args: JsonObject) -> ToolOutcome: ...
 
+    def prepare_answers(self) -> None:
+        """Build what ``answer_now`` needs (a cassette's index): called once, after
+        ``task_start`` is sent, while the agent may still be starting up."""
+        ...
+
 
 def normalized_outcome(
     ok: bool, result: Any, error: str | None, rules: Normalization | None

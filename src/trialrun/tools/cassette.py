@@ -73,8 +73,8 @@ class Cassette:
         self._consumed_lines: set[int] = set()
         self._consumed_per_key: dict[_MatchKey, int] = {}
 
-    # The index is built on the first call, not at load: a suite's load parses every cassette,
-    # and the matching keys of each are only needed while its case runs.
+    # The index is built for the case that replays it (``index``, or the first ``take``), not
+    # at load: a suite's load parses every cassette, and each one's keys serve one case.
     @cached_property
     def _args_json(self) -> list[str]:
         return [canonjson.dumps(entry.args) for entry in self.entries]
@@ -158,6 +158,10 @@ class Cassette:
         self._consumed_per_key[key] = self._consumed_per_key.get(key, 0) + 1
         return entry
 
+    def index(self) -> None:
+        """Build the matching index now rather than at the first ``take``."""
+        self._remaining  # noqa: B018 (a cached_property: reading it builds it)
+
     def unused(self) -> list[CassetteEntry]:
         """Recordings no call consumed, in file order."""
         return [entry for entry in self.entries if entry.line not in self._consumed_lines]
@@ -192,6 +196,9 @@ class ReplayBackend:
         self, name: str, args: JsonObject, local: LocalTool | None = None
     ) -> ToolOutcome:
         return self.answer_now(name, args)
+
+    def prepare_answers(self) -> None:
+        self.cassette.index()
 
     def answer_now(self, name: str, args: JsonObject) -> ToolOutcome:
         entry = self.cassette.take(name, args)
