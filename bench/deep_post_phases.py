@@ -93,7 +93,7 @@ def one_pass(case: Any, raw_run: Any, phases: set[str], out: Path) -> dict[str, 
             spent["runlog"] = time.process_time() - start
         if "receipt" in phases:
             start = time.process_time()
-            receipt.record_case(result, trace_sha256=trace_sha256)
+            receipt.record_case(result, write_trace=lambda: trace_sha256)
             spent["receipt"] = time.process_time() - start
     finally:
         runner._describe_cassette = describe

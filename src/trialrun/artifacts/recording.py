@@ -104,9 +104,14 @@ class RunRecorder:
         """
         from trialrun.report.html import case_view
 
-        self._receipt.record_case(result, trace_sha256=lambda: self._dir.write_case_events(result))
-        view = case_view(len(self._case_views) + 1, result)
-        self._case_views.append((result.case_id, view))
+        def write_trace() -> str:
+            # Made while another CPU may still make the case's receipt events.
+            trace_sha256 = self._dir.write_case_events(result)
+            view = case_view(len(self._case_views) + 1, result)
+            self._case_views.append((result.case_id, view))
+            return trace_sha256
+
+        self._receipt.record_case(result, write_trace=write_trace)
 
     def finish(
         self,

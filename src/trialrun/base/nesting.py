@@ -26,6 +26,8 @@ def nests_deeper_than(
     ``text``, the JSON it was parsed from, lets most data skip the walk: it cannot nest deeper
     than it has opening brackets.
     """
+    if text is not None and len(text) <= limit:
+        return False  # fewer characters than the levels allowed
     if isinstance(text, bytes):
         if text.count(b"[") + text.count(b"{") <= limit:
             return False

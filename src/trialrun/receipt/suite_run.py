@@ -124,23 +124,24 @@ class SuiteReceipt:
             self._ahead[2].discard()
             self._ahead = None
 
-    def record_case(self, result: CaseResult, *, trace_sha256: Callable[[], str]) -> None:
-        """``trace_sha256`` writes the case's lines to run.jsonl and returns their SHA-256
-        (``RunDirectory.write_case_events``): called once, while events made ahead are
-        still being made."""
+    def record_case(self, result: CaseResult, *, write_trace: Callable[[], str]) -> None:
+        """``write_trace`` writes the case's lines to run.jsonl and returns their SHA-256
+        (``RunDirectory.write_case_events``). It is called once, while the events
+        ``prepare_case`` started are still being made: the caller's other work on the case
+        belongs there too."""
         with self._writer.batch():  # one write for the case's events, however many
-            self._record_case(result, trace_sha256)
+            self._record_case(result, write_trace)
 
-    def _record_case(self, result: CaseResult, trace_sha256: Callable[[], str]) -> None:
+    def _record_case(self, result: CaseResult, write_trace: Callable[[], str]) -> None:
         run = result.run
         case = result.case_id
         # The judged run is a copy of the one prepare_case saw; its calls are the same list.
         ahead = self._take_prepared(case, run.tool_calls)
         if ahead is None:
             _emit_calls(self._writer, case, run.tool_calls)
-            trace = trace_sha256()
+            trace = write_trace()
         else:
-            trace = trace_sha256()
+            trace = write_trace()
             if not ahead.take_in():
                 _emit_calls(self._writer, case, run.tool_calls)
         for model_call in run.model_calls:
