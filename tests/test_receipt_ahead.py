@@ -191,6 +191,66 @@ def test_a_child_that_fails_leaves_the_error_to_the_callers_own_emit(tmp_path: P
     assert result["seq"] == 1201  # the events before the bad one, as emit_each leaves them
 
 
+SUITE_RECEIPT_PROGRAM = """
+import json, sys
+from pathlib import Path
+from trialrun.base.results import AgentRun, CaseResult, ToolCall
+from trialrun.receipt.suite_run import SuiteReceipt
+
+path, scenario = Path(sys.argv[1]), sys.argv[2]
+receipt = SuiteReceipt(path, suite_name="s", command_line="c", repository=path.parent)
+
+def case(case_id, calls):
+    run = AgentRun(case_id=case_id, tool_calls=[
+        ToolCall(f"c{i}", "lookup", {"q": i}, True, duration_ms=0.5) for i in range(calls)])
+    return run, CaseResult(case_id=case_id, status="pass", run=run)
+
+written = []
+run1, result1 = case("big", 1200)
+receipt.prepare_case("big", run1)
+receipt.record_case(result1, write_trace=lambda: written.append("big") or "a" * 64)
+after_record = path.read_text().count("\\n")  # the big case's events may still be in the making
+if scenario == "interrupted":
+    receipt.complete()
+else:
+    run2, result2 = case("small", 3)
+    receipt.prepare_case("small", run2)
+    receipt.record_case(result2, write_trace=lambda: written.append("small") or "b" * 64)
+    receipt.finish([result1, result2], verified=True)
+print(json.dumps({"written": written, "after_record": after_record}))
+"""
+
+
+@forking
+@pytest.mark.parametrize("scenario", ["two cases", "interrupted"])
+def test_a_case_made_ahead_is_completed_by_the_next_use_of_the_receipt(
+    tmp_path: Path, scenario: str
+) -> None:
+    path = tmp_path / "receipt.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", SUITE_RECEIPT_PROGRAM, str(path), scenario],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["after_record"] == 1  # run_start only: the rest waited for the child
+    events = events_without_times(path)
+    types = [event_type for _, event_type, _ in events]
+    big = ["case_start", *["tool_call"] * 1200, "case_end"]
+    if scenario == "interrupted":
+        assert result["written"] == ["big"]
+        assert types == ["run_start", *big]
+        assert verify_receipt(path).reason == "truncated"
+    else:
+        assert result["written"] == ["big", "small"]
+        assert types == ["run_start", *big, "case_start", *["tool_call"] * 3, "case_end", "run_end"]
+        assert verify_receipt(path).ok
+    ends = [data for _, event_type, data in events if event_type == "case_end"]
+    assert ends[0]["traceSha256"] == "a" * 64
+
+
 # ---- a whole run -------------------------------------------------------------------------------
 
 AGENT = """

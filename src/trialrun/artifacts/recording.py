@@ -161,8 +161,6 @@ class RunRecorder:
             )
             summary = build_summary(result, regression=regression)
         recorded = RecordedRun(result, summary, regression, self._dir.path)
-        if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
-            self._receipt.finish(result.cases, verified=recorded.passed)
         views = None
         if [case_id for case_id, _ in self._case_views] == [case.case_id for case in cases]:
             views = [view for _, view in self._case_views]
@@ -172,7 +170,14 @@ class RunRecorder:
 
             comparison = baseline_comparison(baseline.document, summary, regression)
         page = render_html(result, summary, views, comparison)
-        self._dir.finish(result, summary, build_junit(result), page)
+        junit = build_junit(result)
+        # Sealed after the report is made: the last case's receipt events may still be in the
+        # making on another CPU (``SuiteReceipt.record_case``).
+        if interrupted:  # its receipt stays truncated: it reads as incomplete
+            self._receipt.complete()
+        else:
+            self._receipt.finish(result.cases, verified=recorded.passed)
+        self._dir.finish(result, summary, junit, page)
         return recorded
 
 

@@ -65,6 +65,9 @@ class SuiteReceipt:
 
         self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
         self._ahead: tuple[str, Sequence[ToolCall], EmittedAhead] | None = None
+        """The case ``prepare_case`` makes events for."""
+        self._pending: tuple[CaseResult, str, EmittedAhead] | None = None
+        """The case recorded last while its events were being made: ``complete`` ends it."""
         head, branch = git_state(repository)
         self._writer.emit(
             "run_start",
@@ -108,6 +111,7 @@ class SuiteReceipt:
         ``case_start`` and ``tool_call`` events on another CPU (``ReceiptWriter.emit_ahead``)
         while its verdict and run.jsonl are made here. ``record_case`` takes them in, or makes
         them itself when they are not the next events by then."""
+        self.complete()
         self.discard_prepared()
         calls = run.tool_calls
         if len(calls) < AHEAD_CALLS:
@@ -119,31 +123,47 @@ class SuiteReceipt:
         self._ahead = (case, calls, self._writer.emit_ahead(emit))
 
     def discard_prepared(self) -> None:
-        """Stop making the events ``prepare_case`` started on (the run was interrupted)."""
+        """Stop making the events of a case ``prepare_case`` started on that will not be
+        recorded (the run was interrupted)."""
         if self._ahead is not None:
             self._ahead[2].discard()
             self._ahead = None
 
     def record_case(self, result: CaseResult, *, write_trace: Callable[[], str]) -> None:
-        """``write_trace`` writes the case's lines to run.jsonl and returns their SHA-256
-        (``RunDirectory.write_case_events``). It is called once, while the events
-        ``prepare_case`` started are still being made: the caller's other work on the case
-        belongs there too."""
-        with self._writer.batch():  # one write for the case's events, however many
-            self._record_case(result, write_trace)
+        """Record a judged case. ``write_trace`` writes its lines to run.jsonl and returns their
+        SHA-256 (``RunDirectory.write_case_events``); the caller's other work on the case
+        belongs there too: it runs while another CPU may still make the case's events.
 
-    def _record_case(self, result: CaseResult, write_trace: Callable[[], str]) -> None:
+        Those events are taken in by the next call that needs the receipt as it stands
+        (``prepare_case``, ``record_case``, ``complete``, ``finish``), so that the caller's work
+        in between overlaps with them as well.
+        """
+        self.complete()
+        run = result.run
+        # The judged run is a copy of the one prepare_case saw; its calls are the same list.
+        ahead = self._take_prepared(result.case_id, run.tool_calls)
+        if ahead is not None:
+            self._pending = (result, write_trace(), ahead)
+            return
+        with self._writer.batch():  # one write for the case's events, however many
+            _emit_calls(self._writer, result.case_id, run.tool_calls)
+            self._end_case(result, write_trace())
+
+    def complete(self) -> None:
+        """Write the events of the case recorded last, if they were still being made aside."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        result, trace_sha256, ahead = pending
+        with self._writer.batch():
+            if not ahead.take_in():
+                _emit_calls(self._writer, result.case_id, result.run.tool_calls)
+            self._end_case(result, trace_sha256)
+
+    def _end_case(self, result: CaseResult, trace_sha256: str) -> None:
+        """The case's events after its tool calls: usage, then ``case_end``."""
         run = result.run
         case = result.case_id
-        # The judged run is a copy of the one prepare_case saw; its calls are the same list.
-        ahead = self._take_prepared(case, run.tool_calls)
-        if ahead is None:
-            _emit_calls(self._writer, case, run.tool_calls)
-            trace = write_trace()
-        else:
-            trace = write_trace()
-            if not ahead.take_in():
-                _emit_calls(self._writer, case, run.tool_calls)
         for model_call in run.model_calls:
             self._emit_usage(
                 case,
@@ -173,7 +193,7 @@ class SuiteReceipt:
                 "failureKind": result.failure.kind if result.failure else None,
                 "wallMs": run.wall_ms,
                 "startupMs": run.startup_ms,
-                "traceSha256": trace,
+                "traceSha256": trace_sha256,
             },
         )
 
@@ -187,7 +207,9 @@ class SuiteReceipt:
         return ahead[2]
 
     def finish(self, results: Sequence[CaseResult], *, verified: bool) -> None:
-        """Seal the receipt. An interrupted run never calls this: its receipt reads as truncated."""
+        """Seal the receipt. An interrupted run never calls this (but ``complete``): its receipt
+        reads as truncated."""
+        self.complete()
         self.discard_prepared()
         tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in results)
         cost = sum(r.run.usage.cost_usd or 0.0 for r in results)
