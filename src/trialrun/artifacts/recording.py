@@ -170,14 +170,13 @@ class RunRecorder:
 
             comparison = baseline_comparison(baseline.document, summary, regression)
         page = render_html(result, summary, views, comparison)
-        junit = build_junit(result)
-        # Sealed after the report is made: the last case's receipt events may still be in the
-        # making on another CPU (``SuiteReceipt.record_case``).
+        self._dir.finish(result, summary, build_junit(result), page)
+        # Sealed last: the last case's receipt events may still be in the making on another CPU
+        # meanwhile (``SuiteReceipt.record_case``).
         if interrupted:  # its receipt stays truncated: it reads as incomplete
             self._receipt.complete()
         else:
             self._receipt.finish(result.cases, verified=recorded.passed)
-        self._dir.finish(result, summary, junit, page)
         return recorded
 
 
