@@ -151,6 +151,30 @@ redaction proof, run.jsonl, the receipt, the reports). Measured and dropped:
 * Without the report's warm-up thread the conversation is ~14 ms shorter (it holds the GIL at
   times) and the tail ~65 ms longer: kept.
 
+Session 10, the tail on the idle CPU. After the conversation ~270 ms of Python ran on one CPU
+(verdict and redaction proof ~35, run.jsonl ~65, receipt ~110, report and files ~50) while the
+other CPU waited. Now the receipt's events of a case of 1,000+ calls are made by a forked child
+(``base/aside.py``, ``ReceiptWriter.emit_ahead``) beside the verdict, run.jsonl and the report,
+and the run's files are written before the receipt is sealed: the tail went from ~270-300 to
+~190-210 ms (the agent's timestamps, medians of 9). The child takes ~1.3x the parent's time for
+the same work (it copies each page it first writes to: ~2,700 page faults) and its CPU time
+varies 70-170 ms from run to run at the same page faults (the host). The cassette's index
+(~25 ms for 5,000 entries) is built after ``task_start`` is sent, while the agent starts up,
+not at its first call. With both: 1.09 s -> 1.03 s at one moment, 0.87-0.89 s at faster ones
+(the bare one-CPU driver 0.60 s and 0.45-0.47 s: this host's speed moves by a third within an
+hour). Measured and dropped:
+
+* Forking the child at ``record`` (after the verdict) rather than as the conversation ends: the
+  verdict's ~35 ms no longer overlapped; -25 ms instead of -60 ms.
+* Loading the report (jinja2 and ``report.html``: ~85 ms of CPU) only once the process is idle,
+  instead of on a thread from the first agent on: the conversation is ~30-65 ms shorter (the
+  thread holds the GIL at times), the tail ~50-70 ms longer (the parent then loads them); no
+  better in 25 alternating runs. An agent that starts in tens of milliseconds leaves no idle gap
+  long enough for them.
+* Spinning on the answering thread on the other CPU instead of sharing one: 570-680 ms for the
+  bare driver's conversation against 410-490 ms sharing one CPU.
+* orjson for run.jsonl: 40 against 57 ms for 10,000 events in a tight loop, and ~40 ms to import.
+
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
 benchmark compiles them once before timing.
