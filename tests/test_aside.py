@@ -154,6 +154,26 @@ def test_the_child_leaves_without_the_parents_exit_work() -> None:
     assert proc.stderr == "atexit ran\n"
 
 
+def test_the_child_holds_none_of_the_parents_descriptors() -> None:
+    """An agent's stdin that the parent closes must reach its end at once, not when the child
+    exits."""
+    result = run_program(
+        """
+        read_end, write_end = os.pipe()
+        pending = Aside(lambda: (time.sleep(5), b"late")[1])
+        time.sleep(0.2)  # the child is running its work by now
+        os.close(write_end)
+        start = time.monotonic()
+        eof = os.read(read_end, 1) == b""
+        took = time.monotonic() - start
+        pending.discard()
+        print(json.dumps({"forked": True, "eof": eof, "took": took}))
+        """
+    )
+    assert result["eof"] is True
+    assert isinstance(result["took"], float) and result["took"] < 2  # not the child's 5 s
+
+
 def test_the_child_is_stopped_by_a_signal_and_the_parent_goes_on() -> None:
     result = run_program(
         """

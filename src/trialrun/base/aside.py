@@ -9,7 +9,9 @@ Forking is safe only where no other thread could hold a lock the child needs: wo
 only from the main thread of a process that has no other thread (as the kernel counts them, so
 native libraries' threads count too), on Linux, with more than one CPU to run on. Anywhere else,
 and whenever the child fails for any reason, ``collect`` answers None and the caller does the
-work itself with the same code: the bytes, or the exception, are the same either way.
+work itself with the same code: the bytes, or the exception, are the same either way. The child
+closes every descriptor it inherited but stdin, stdout and stderr (a copy of an agent's stdin
+would hide its end from the agent), so ``work`` opens what it needs itself.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ class Aside:
             self._collect()
 
     def _start(self, work: Callable[[], bytes]) -> None:
-        read_fd, write_fd = os.pipe()
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:  # out of descriptors: the caller does the work
+            return
         # Blocked until the child has let go of the parent's handlers: a Ctrl-C arriving in
         # between would run them in the child. The parent gets what came meanwhile afterwards.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -66,7 +71,7 @@ class Aside:
             os.close(write_fd)
             return
         if pid == 0:
-            _serve(work, read_fd, write_fd, blocked)  # never returns
+            _serve(work, write_fd, blocked)  # never returns
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.close(write_fd)
         self._pid, self._read_fd = pid, read_fd
@@ -104,11 +109,11 @@ def _can_fork() -> bool:
         return False
 
 
-def _serve(work: Callable[[], bytes], read_fd: int, write_fd: int, mask: Iterable[int]) -> None:
+def _serve(work: Callable[[], bytes], write_fd: int, mask: Iterable[int]) -> None:
     """In the child: compute, send, and leave without running anything of the parent's."""
     code = 1
     try:
-        os.close(read_fd)
+        _close_inherited(keep=write_fd)
         # A signal ends the child at once (the parent then does the work itself). The event
         # loop's wake-up descriptor is the parent's: no signal may be reported there.
         signal.set_wakeup_fd(-1)
@@ -123,3 +128,13 @@ def _serve(work: Callable[[], bytes], read_fd: int, write_fd: int, mask: Iterabl
         pass
     finally:
         os._exit(code)
+
+
+def _close_inherited(keep: int) -> None:
+    """Close every descriptor but stdin, stdout, stderr and ``keep``: a copy of an agent's stdin
+    kept open here would hide its end from the agent until the child exits."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed already
+                os.close(fd)

@@ -143,7 +143,12 @@ class SuiteReceipt:
         # The judged run is a copy of the one prepare_case saw; its calls are the same list.
         ahead = self._take_prepared(result.case_id, run.tool_calls)
         if ahead is not None:
-            self._pending = (result, write_trace(), ahead)
+            try:
+                trace_sha256 = write_trace()
+            except BaseException:
+                ahead.discard()
+                raise
+            self._pending = (result, trace_sha256, ahead)
             return
         with self._writer.batch():  # one write for the case's events, however many
             _emit_calls(self._writer, result.case_id, run.tool_calls)
