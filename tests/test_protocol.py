@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.base.jsonnames import json_type
+from trialrun.base.jsonnumbers import finite_float
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.conversation import protocol
 from trialrun.conversation.protocol import (
@@ -138,6 +139,36 @@ def test_nests_deeper_than_agrees_with_a_plain_recursive_depth(value: Any, limit
     assert nests_deeper_than(value, limit) is expected
     assert nests_deeper_than(value, limit, text=json.dumps(value)) is expected
     assert nests_deeper_than(value, limit, text=json.dumps(value).encode()) is expected
+
+
+def _stdlib_line_decoder() -> Any:
+    return json.JSONDecoder(parse_constant=protocol._refuse_non_finite, parse_float=finite_float)
+
+
+def _outcome(decode: Any, text: str) -> Any:
+    try:
+        return ("value", decode(text))
+    except (ValueError, RecursionError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@given(
+    json_values,
+    st.sampled_from(["", " ", "\t", "\r", "\n "]),
+    st.sampled_from(["", " ", "\r", " x", "]", ",1", "{}"]),
+)
+def test_the_line_decoder_reads_and_refuses_what_the_stdlib_decoder_does(
+    value: Any, before: str, after: str
+) -> None:
+    plain = _stdlib_line_decoder().decode
+    text = before + json.dumps(value) + after
+    assert _outcome(protocol._decode_json, text) == _outcome(plain, text)
+
+
+@given(st.text(alphabet='{}[]",:0123456789.eE-+ \tnulltruefalseNaN', max_size=30))
+def test_the_line_decoder_refuses_any_text_as_the_stdlib_decoder_does(text: str) -> None:
+    plain = _stdlib_line_decoder().decode
+    assert _outcome(protocol._decode_json, text) == _outcome(plain, text)
 
 
 @given(json_values)
