@@ -286,7 +286,8 @@ main()
 """
 
 
-def deep_suite(root: Path, calls: int) -> Path:
+def deep_suite(root: Path, *calls: int) -> Path:
+    """A replay suite of one case per ``calls``: case ``c<n>`` makes that many calls."""
     suite = root / "suite"
     (suite / "cases").mkdir(parents=True)
     (suite / "cassettes").mkdir()
@@ -296,16 +297,17 @@ def deep_suite(root: Path, calls: int) -> Path:
         f"agent_command: {json.dumps([sys.executable, 'agent.py'])}\n"
         "mode: replay\ncases_path: cases\ntool_registry: [lookup]\n"
     )
-    (suite / "cases" / "c1.yaml").write_text(
-        f"id: c1\ninput:\n  calls: {calls}\ncassette: cassettes/c1.jsonl\n"
-    )
-    entries = []
-    for i in range(calls):
-        args = {"q": f"q-{i}"}
-        if i == 7:
-            args["token"] = "sk-abcdefghijklmnopqrstuvwxyz123456"
-        entries.append(json.dumps({"tool": "lookup", "args": args, "ok": True, "result": i}))
-    (suite / "cassettes" / "c1.jsonl").write_text("\n".join(entries) + "\n")
+    for n, count in enumerate(calls, start=1):
+        (suite / "cases" / f"c{n}.yaml").write_text(
+            f"id: c{n}\ninput:\n  calls: {count}\ncassette: cassettes/c{n}.jsonl\n"
+        )
+        entries = []
+        for i in range(count):
+            args = {"q": f"q-{i}"}
+            if i == 7:
+                args["token"] = "sk-abcdefghijklmnopqrstuvwxyz123456"
+            entries.append(json.dumps({"tool": "lookup", "args": args, "ok": True, "result": i}))
+        (suite / "cassettes" / f"c{n}.jsonl").write_text("\n".join(entries) + "\n")
     return suite
 
 
@@ -371,3 +373,26 @@ def test_a_run_of_few_calls_forks_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "forked" not in proc.stderr
     assert verify_receipt(only_receipt(tmp_path / "a")).ok
+
+
+@forking
+def test_cases_of_many_calls_side_by_side_leave_the_receipt_of_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With -j 2 a case may end while another converses (no fork then) or before the one
+    recorded ahead of it: whatever was made aside, the receipt is the one -j 1 writes here."""
+    suite = deep_suite(tmp_path, AHEAD_CALLS + 50, AHEAD_CALLS + 100, 30)
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTING_CLI, "run", str(suite), "-j", "2",
+         "--out", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    side_by_side = only_receipt(tmp_path / "a")
+    assert verify_receipt(side_by_side).ok, verify_receipt(side_by_side).to_json()
+
+    monkeypatch.setattr(aside, "_can_fork", lambda: False)
+    assert run_cli(["run", str(suite), "--out", str(tmp_path / "b")]) == 0
+    assert comparable(side_by_side) == comparable(only_receipt(tmp_path / "b"))
