@@ -78,6 +78,10 @@ class _ProbeType:
 
     def compile(self, params: Mapping[str, Any], ctx: CompileContext) -> _Compiled:
         self.compiles += 1
+        if params.get("crash") == "value":
+            raise ValueError("crash")
+        if params.get("crash") == "exit":
+            raise SystemExit(3)  # a plugin's sys.exit() must not end trialrun
         for key in params:
             if key not in ("value", "path"):
                 raise AssertionParamError(f"unknown parameter '{key}' for probe", key=key)
@@ -594,6 +598,14 @@ def test_cases_path_must_be_a_directory_with_case_files(repo: Path, probe: _Prob
         ("- probe", "each assertion must be a mapping with a 'type', found string 'probe'"),
         ("- type: probe\n  valeu: 1", "unknown parameter 'valeu' for probe"),
         ("- type: probe\n  value: x", "parameter 'value' of probe must be an integer"),
+        (
+            "- {type: probe, crash: value}",
+            "assertion type 'probe' failed to compile its parameters: ValueError: crash",
+        ),
+        (
+            "- {type: probe, crash: exit}",
+            "assertion type 'probe' failed to compile its parameters: SystemExit: 3",
+        ),
         (
             "- type: broken",
             "cannot load assertion type 'broken' from entry point "

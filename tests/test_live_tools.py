@@ -107,6 +107,7 @@ MODULE_ERRORS = [
     ("TOOLS = {1: lambda args: 1}\n", "must have string keys, found int 1"),
     ("class T:\n    def call(self, args): ...\nTOOLS = {'t': T}\n", "is the class T; expected"),
     ("raise RuntimeError('no config')\nTOOLS = {}\n", "raised RuntimeError while importing"),
+    ("import sys\nsys.exit('no config')\n", "raised SystemExit while importing: no config"),
     ("import package_that_is_not_installed_x\n", "failed to import: No module named"),
 ]
 
@@ -168,8 +169,23 @@ def test_a_tool_calling_sys_exit_is_a_tool_error_not_an_exit() -> None:
     def quits(args: dict[str, Any]) -> Any:
         raise SystemExit(3)
 
-    outcome = call(LiveBackend({"quits": quits}, timeout_s=5), "quits")
+    async def quits_async(args: dict[str, Any]) -> Any:
+        sys.exit(4)
+
+    def exits_on_reading(args: dict[str, Any]) -> Any:
+        class Exits(dict[str, Any]):
+            def items(self) -> Any:
+                raise SystemExit(5)
+
+        return Exits(a=1)
+
+    tools = {"quits": quits, "quits_async": quits_async, "exits_on_reading": exits_on_reading}
+    backend = LiveBackend(tools, timeout_s=5)
+    outcome = call(backend, "quits")
     assert not outcome.ok and "SystemExit" in (outcome.error or "")
+    assert call(backend, "quits_async") == ToolOutcome(ok=False, error="4")
+    outcome = call(backend, "exits_on_reading")
+    assert not outcome.ok and "raised SystemExit" in (outcome.error or "")
 
 
 def test_a_hung_tool_times_out_without_blocking_the_loop() -> None:

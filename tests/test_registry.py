@@ -61,7 +61,7 @@ class FakeEntryPoint:
     name: str
     value: str
     target: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     loads: int = 0
 
     def load(self) -> Any:
@@ -212,6 +212,22 @@ def test_a_broken_plugin_fails_only_when_its_type_is_used() -> None:
     assert "trialrun.assertions" in message
     assert "ModuleNotFoundError: no acme_x" in message
     assert reg.names() == ["fancy", "output_equals"]
+
+
+def test_a_plugin_that_exits_while_loading_is_a_plugin_error() -> None:
+    exits = FakeEntryPoint("fancy", "acme_exits:FANCY", error=SystemExit(2))
+    with pytest.raises(AssertionPluginError, match="SystemExit: 2"):
+        AssertionRegistry(lambda: [exits]).get("fancy")
+
+    class ExitsWhenMade:
+        name = "fancy"
+
+        def __init__(self) -> None:
+            raise SystemExit(5)
+
+    made = FakeEntryPoint("fancy", "acme:ExitsWhenMade", ExitsWhenMade)
+    with pytest.raises(AssertionPluginError, match=r"cannot instantiate .*SystemExit: 5"):
+        AssertionRegistry(lambda: [made]).get("fancy")
 
 
 @pytest.mark.parametrize(

@@ -195,6 +195,7 @@ def _containing_itself() -> dict[str, Any]:
     [
         (Mute(), "Assertion plugin raised Mute"),
         (KeyError(), "Assertion plugin raised KeyError"),
+        (SystemExit(4), "Assertion plugin raised SystemExit: 4"),
         (None, "Assertion plugin raised TypeError: 'NoneType' object is not iterable"),
         (["no"], "Assertion plugin returned str, expected CheckFailure items"),
         (
@@ -220,6 +221,7 @@ def _containing_itself() -> dict[str, Any]:
     ids=[
         "str raises",
         "says nothing",
+        "exits",
         "None",
         "a string",
         "message not text",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from trialrun.base.foreign import FOREIGN_FAILURES
 from trialrun.base.results import CheckFailure, JsonObject, ToolCall
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -271,7 +272,7 @@ def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> Assert
         )
     try:
         loaded = candidates[0].load()
-    except Exception as exc:  # any import-time failure of third-party code
+    except FOREIGN_FAILURES as exc:  # any import-time failure of third-party code
         raise AssertionPluginError(
             f"cannot load assertion type '{name}' from {where}: {type(exc).__name__}: {exc}"
         ) from exc
@@ -279,7 +280,7 @@ def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> Assert
     if isinstance(loaded, type):
         try:
             loaded = loaded()
-        except Exception as exc:
+        except FOREIGN_FAILURES as exc:
             raise AssertionPluginError(
                 f"cannot instantiate assertion type '{name}' from {where}: "
                 f"{type(exc).__name__}: {exc}"

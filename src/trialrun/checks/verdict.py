@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from trialrun.base.assertion_api import CheckSubject, CompiledAssertion
+from trialrun.base.foreign import FOREIGN_FAILURES
 from trialrun.base.jsonvalue import json_problem
 from trialrun.base.quoting import exception_text
 from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure
@@ -103,7 +104,7 @@ def _run_assertions(
         try:
             found = list(assertion.check(subject))
             problem = _not_failures(found)
-        except Exception as exc:
+        except FOREIGN_FAILURES as exc:
             said = exception_text(exc)
             problem = f"raised {type(exc).__name__}" + (f": {said}" if said else "")
         if problem is None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.foreign import FOREIGN_FAILURES
 from trialrun.base.jsonvalue import json_problem
 from trialrun.base.quoting import exception_text
 from trialrun.base.results import JsonObject
@@ -86,7 +87,7 @@ def load_tool_module(module_name: str, search_dir: Path) -> dict[str, ToolFn]:
         raise ToolModuleError(
             f"tool_module '{module_name}' failed to import: {exc}", key="tool_module"
         ) from None
-    except Exception as exc:
+    except FOREIGN_FAILURES as exc:
         raise ToolModuleError(
             f"tool_module '{module_name}' raised {type(exc).__name__} while importing: {exc}",
             key="tool_module",
@@ -154,12 +155,12 @@ class LiveBackend:
                 return self._outcome(False, None, _described(exc))
             timeout_ms = round(self._timeout_s * 1000)
             return self._outcome(False, None, f"tool '{name}' timed out after {timeout_ms} ms")
-        except Exception as exc:
+        except FOREIGN_FAILURES as exc:
             return self._outcome(False, None, _described(exc))
         try:
             problem = json_problem(value)
             result = None if problem is not None else _json_copy(value)
-        except Exception as exc:  # a container of the tool's own whose methods raise
+        except FOREIGN_FAILURES as exc:  # a container of the tool's own whose methods raise
             problem = f"reading it raised {type(exc).__name__}: {_described(exc)}"
         if problem is not None:
             return self._outcome(
