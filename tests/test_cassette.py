@@ -33,6 +33,14 @@ def entry(tool: str, args: dict[str, Any], result: Any = None, **extra: Any) -> 
     return {"tool": tool, "args": args, "ok": True, "result": result, **extra}
 
 
+def lists_nested(levels: int) -> list[Any]:
+    """An empty list inside ``levels - 1`` more: ``levels`` levels of nesting."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 # --- loading -------------------------------------------------------------------------------------
 
 
@@ -111,6 +119,13 @@ LOAD_ERRORS = [
         "invalid JSON: 1e400 is beyond the range of a JSON number",
     ),
     ([entry("a", {}), "\ufeff" + json.dumps(entry("a", {}))], 2, "Unexpected UTF-8 BOM"),
+    (
+        # The entry is level 1 and its args level 2: 99 lists inside make 101 levels.
+        [entry("a", {}), entry("a", {"x": lists_nested(99)})],
+        2,
+        "the recording nests objects and arrays more than 100 levels deep; trialrun reads at "
+        "most 100",
+    ),
 ]
 
 
@@ -124,6 +139,17 @@ def test_each_load_problem_names_file_and_line(
     assert (caught.value.file, caught.value.line) == (str(path), line)
     assert message in caught.value.message
     assert str(caught.value).startswith(f"{path}:{line}: ")
+
+
+def test_a_recording_may_nest_up_to_the_limit_and_hold_any_number_of_brackets(
+    tmp_path: Path,
+) -> None:
+    deepest = entry("a", {"x": lists_nested(98)})  # 100 levels with the entry and its args
+    crowded = entry("b", {"x": [[] for _ in range(300)], "y": [{} for _ in range(300)]})
+    path = write_cassette(tmp_path / "c.jsonl", [deepest, crowded])
+    cassette = Cassette.load(path)
+    assert [e.tool for e in cassette.entries] == ["a", "b"]
+    assert cassette.entries == read_line_by_line(path)[0]
 
 
 def read_line_by_line(path: Path) -> tuple[list[Any], list[str]]:

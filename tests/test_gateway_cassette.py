@@ -151,6 +151,11 @@ def test_keys_are_computed_again_on_load_under_the_current_rules(tmp_path: Path)
         ([HEADER, "{RECORD, 'body': '\\ud800'}"], 2, "escaped surrogate that is not a byte"),
         ([HEADER, "{RECORD, 'status': NaN}"], 2, "not valid JSON"),
         ([HEADER, "{RECORD, 'elapsed_ms': 1e400}"], 2, "1e400 is beyond the range of a JSON"),
+        (
+            [HEADER, "{RECORD, 'usage': {'x': " + "[" * 99 + "]" * 99 + "}}"],
+            2,
+            "the recording nests objects and arrays more than 100 levels deep",
+        ),
     ],
 )
 def test_corrupt_cassettes_name_file_and_line(

@@ -85,6 +85,11 @@ GOOD_CALL = '{"tool": "t", "args": {}, "ok": true, "result": null, "error": null
         (GOOD_CALL + '\n{"kind": "header", "schema_version": 1}\n', 2, "header must be the first"),
         ('{"kind": "header", "schema_version": "1"}\n', 1, "'schema_version' must be an integer"),
         ('{"kind": "header", "schema_version": 99}\n', 1, "schema_version 99 is newer"),
+        (
+            '{"tool": "t", "args": {"x": ' + "[" * 99 + "]" * 99 + '}, "ok": true}\n',
+            1,
+            "the recording nests objects and arrays more than 100 levels deep",
+        ),
     ],
 )
 def test_invalid_lines_are_reported_with_file_and_line(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["MAX_NESTING", "nests_deeper_than", "unreadable_json"]
+__all__ = ["MAX_NESTING", "nests_deeper_than", "too_deep", "unreadable_json"]
 
 MAX_NESTING = 100
 """Objects and arrays inside one another; the outermost counts as the first level."""
@@ -47,6 +47,14 @@ def nests_deeper_than(
             return True
         pending.extend((child, depth + 1) for child in children if type(child) in (dict, list))
     return False
+
+
+def too_deep(what: str) -> str:
+    """The message for data from a file or a peer that nests past ``MAX_NESTING``."""
+    return (
+        f"{what} nests objects and arrays more than {MAX_NESTING} levels deep; "
+        f"trialrun reads at most {MAX_NESTING}"
+    )
 
 
 def unreadable_json(error: ValueError | RecursionError) -> str:

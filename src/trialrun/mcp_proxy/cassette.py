@@ -30,6 +30,7 @@ from typing import Any
 from trialrun.base import canonjson
 from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
 from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.nesting import nests_deeper_than, too_deep
 from trialrun.base.redact import DATA_KEYS, redact
 from trialrun.errors import CassetteError
 from trialrun.mcp_proxy.jsonrpc import JsonObject
@@ -283,6 +284,8 @@ def _parse_line(text: str, file: Path, line_no: int) -> JsonObject:
         ) from None
     except (ValueError, RecursionError) as exc:
         raise CassetteError(f"invalid JSON: {exc}", file=file, line=line_no) from None
+    if nests_deeper_than(raw, text=text):
+        raise CassetteError(too_deep("the recording"), file=file, line=line_no)
     if not isinstance(raw, dict):
         raise CassetteError(
             f"expected a JSON object per line, found {_type_name(raw)}", file=file, line=line_no

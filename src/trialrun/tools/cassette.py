@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from trialrun.base import canonjson
 from trialrun.base.jsonnames import json_type
 from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.nesting import MAX_NESTING, nests_deeper_than, too_deep
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
@@ -112,8 +113,9 @@ class Cassette:
             return None, [CassetteError(f"cannot read cassette: {exc.strerror}", file=path)]
         entries: list[CassetteEntry] = []
         problems: list[CassetteError] = []
+        crowded = _crowded_lines(data)
         for line_no, text in _lines(data, path, problems):
-            entry = _well_formed_entry(text, line_no)
+            entry = None if line_no in crowded else _well_formed_entry(text, line_no)
             if entry is None:
                 try:
                     entry = _parse_entry(text, path, line_no)
@@ -283,6 +285,17 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 _JSON_SPACE = " \t\n\r"
 
 
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[{\n")
+
+
+def _crowded_lines(data: bytes) -> set[int]:
+    """Numbers of the lines with more opening brackets than ``MAX_NESTING``: only those can
+    nest too deeply, and they take the full parse, which checks. Usually none: one pass in C
+    over the file instead of a count per line."""
+    brackets = data.translate(None, delete=_NOT_BRACKETS).split(b"\n")
+    return {n for n, line in enumerate(brackets, start=1) if len(line) > MAX_NESTING}
+
+
 def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
     """The entry of a line that is exactly one well-formed recording, else None.
 
@@ -324,6 +337,9 @@ def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
         raise fail(f"invalid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise fail(f"expected a JSON object per line, found {_json_type(raw)}")
+    if nests_deeper_than(raw, text=text):
+        # Matching, redaction and reports walk the recording: past Python's stack, they crash.
+        raise fail(too_deep("the recording"))
     # Every field's problem at once: a hand-edited line is fixed in one go.
     problems = [
         f"entry is missing required key '{key}' (expected {type_name})"
