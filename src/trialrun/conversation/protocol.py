@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +148,8 @@ def _refuse_non_finite(name: str) -> Any:
 
 # One decoder for every line: json.loads with an option builds a new one per call.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_non_finite, parse_float=finite_float)
-_scan_json = _DECODER.scan_once  # type: ignore[attr-defined]
+# What _DECODER.decode runs on the text (an attribute of the instance typeshed does not declare).
+_scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 _JSON_WHITESPACE = " \t\n\r"
 
 
