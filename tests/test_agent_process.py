@@ -139,21 +139,38 @@ def test_runs_in_the_given_working_directory(tmp_path: Path) -> None:
 
 
 def test_five_megabyte_line_is_read_whole_and_fast() -> None:
-    async def scenario() -> tuple[bytes | None, bytes | None, float]:
-        proc = await start(python("import sys; sys.stdout.write('x' * 5_000_000 + '\\ny')"))
+    # Each line of the agent's answers one of ours: a line of N characters, then "y" unended.
+    code = (
+        "import sys\n"
+        "for size in sys.stdin:\n"
+        "    sys.stdout.write('x' * int(size) + '\\n'); sys.stdout.flush()\n"
+        "sys.stdout.write('y')\n"
+    )
+
+    async def scenario() -> tuple[list[float], list[float], bytes | None, bytes | None]:
+        proc = await start(python(code))
+        small: list[float] = []
+        big: list[float] = []
+        line: bytes | None = b""
         try:
-            started = time.perf_counter()
-            big = await proc.read_line()
-            elapsed = time.perf_counter() - started
+            for size, times in [(500_000, small), (5_000_000, big)] * 3:
+                started = time.perf_counter()
+                assert proc.write_nowait(f"{size}\n".encode()) is True
+                line = await proc.read_line()
+                times.append(time.perf_counter() - started)
+                assert line == b"x" * size
+            proc.close_stdin()
             last = await proc.read_line()  # no trailing newline: still a line
-            return big, last, elapsed
+            return small, big, line, last
         finally:
             await proc.terminate(1.0)
 
-    big, last, elapsed = run(scenario)
-    assert big == b"x" * 5_000_000
+    small, big, line, last = run(scenario)
+    assert line == b"x" * 5_000_000
     assert last == b"y"
-    assert elapsed < 2.0
+    # Ten times the bytes: about ten times the time when reading is linear, a hundred times if
+    # it were quadratic. A ratio, so that a loaded machine cannot fail it.
+    assert min(big) < 40 * min(small), (small, big)
 
 
 def test_line_over_the_limit_names_the_limit() -> None:
