@@ -161,10 +161,10 @@ the same work (it copies each page it first writes to: ~2,700 page faults) and i
 varies 70-170 ms from run to run at the same page faults (the host). The cassette's index
 (~25 ms for 5,000 entries) is built after ``task_start`` is sent, while the agent starts up,
 not at its first call; a line without whitespace around it skips the stdlib ``decode``'s two
-scans. Medians of 9 on the final tree, at four moments of one afternoon: 0.865, 0.887, 0.980 and
-1.092 s, against 0.465, 0.448, 0.556 and 0.657 s for the bare one-CPU driver (1.66-1.98x): this
-host's speed moves by a third within an hour, and below 1 s holds only while it is not at its
-slowest. At the start of the session, at a middle moment: 1.18 s (bare one CPU 0.59 s, 2.02x).
+scans. Medians of 9 on the final tree, at five moments of one evening: 0.865, 0.887, 0.980,
+1.092 and 1.044 s, against 0.465, 0.448, 0.556, 0.657 and 0.567 s for the bare one-CPU driver
+(1.66-1.98x): this host's speed moves by a third within an hour, and below 1 s holds only while
+it is fast. At the start of the session, at a middle moment: 1.18 s (bare one CPU 0.59 s, 2.02x).
 Measured and dropped:
 
 * Forking the child at ``record`` (after the verdict) rather than as the conversation ends: the
