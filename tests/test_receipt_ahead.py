@@ -73,16 +73,18 @@ print(json.dumps({"took": took}))
 """
 
 
-def write_receipt(tmp_path: Path, scenario: str) -> tuple[Path, Any]:
-    path = tmp_path / f"{scenario}.jsonl"
+def program_result(program: str, *args: str) -> Any:
+    """Run ``program`` in a fresh interpreter; the JSON it prints."""
     proc = subprocess.run(
-        [sys.executable, "-c", WRITER_PROGRAM, str(path), scenario],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
-    return path, json.loads(proc.stdout)["took"]
+    return json.loads(proc.stdout)
+
+
+def write_receipt(tmp_path: Path, scenario: str) -> tuple[Path, Any]:
+    path = tmp_path / f"{scenario}.jsonl"
+    return path, program_result(WRITER_PROGRAM, str(path), scenario)["took"]
 
 
 def events_without_times(path: Path) -> list[tuple[int, str, Any]]:
@@ -178,14 +180,7 @@ print(json.dumps({"forked": forked, "took": took, "error": error, "seq": writer.
 
 @forking
 def test_a_child_that_fails_leaves_the_error_to_the_callers_own_emit(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", FAILING_PROGRAM, str(tmp_path / "r.jsonl")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = program_result(FAILING_PROGRAM, str(tmp_path / "r.jsonl"))
     assert result["forked"] is True and result["took"] is False
     assert "data of the tool_call event at seq 1201 is not JSON" in result["error"]
     assert result["seq"] == 1201  # the events before the bad one, as emit_each leaves them
@@ -227,14 +222,7 @@ def test_a_case_made_ahead_is_completed_by_the_next_use_of_the_receipt(
     tmp_path: Path, scenario: str
 ) -> None:
     path = tmp_path / "receipt.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-c", SUITE_RECEIPT_PROGRAM, str(path), scenario],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = program_result(SUITE_RECEIPT_PROGRAM, str(path), scenario)
     assert result["after_record"] == 1  # run_start only: the rest waited for the child
     events = events_without_times(path)
     types = [event_type for _, event_type, _ in events]
@@ -296,6 +284,15 @@ main()
 """
 
 
+def counting_run(*args: str) -> str:
+    """``trialrun *args`` through ``COUNTING_CLI``, which must succeed; its stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTING_CLI, *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stderr
+
+
 def deep_suite(root: Path, *calls: int) -> Path:
     """A replay suite of one case per ``calls``: case ``c<n>`` makes that many calls."""
     suite = root / "suite"
@@ -345,14 +342,7 @@ def test_a_run_of_many_calls_makes_its_receipt_events_ahead_and_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     suite = deep_suite(tmp_path, AHEAD_CALLS + 200)
-    proc = subprocess.run(
-        [sys.executable, "-c", COUNTING_CLI, "run", str(suite), "--out", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "forked: [True]" in proc.stderr
+    assert "forked: [True]" in counting_run("run", str(suite), "--out", str(tmp_path / "a"))
     ahead = only_receipt(tmp_path / "a")
     assert verify_receipt(ahead).ok, verify_receipt(ahead).to_json()
 
@@ -374,14 +364,7 @@ def test_a_run_of_many_calls_makes_its_receipt_events_ahead_and_the_same(
 @forking
 def test_a_run_of_few_calls_forks_nothing(tmp_path: Path) -> None:
     suite = deep_suite(tmp_path, 20)
-    proc = subprocess.run(
-        [sys.executable, "-c", COUNTING_CLI, "run", str(suite), "--out", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "forked" not in proc.stderr
+    assert "forked" not in counting_run("run", str(suite), "--out", str(tmp_path / "a"))
     assert verify_receipt(only_receipt(tmp_path / "a")).ok
 
 
@@ -392,14 +375,7 @@ def test_cases_of_many_calls_side_by_side_leave_the_receipt_of_one_at_a_time(
     """With -j 2 a case may end while another converses (no fork then) or before the one
     recorded ahead of it: whatever was made aside, the receipt is the one -j 1 writes here."""
     suite = deep_suite(tmp_path, AHEAD_CALLS + 50, AHEAD_CALLS + 100, 30)
-    proc = subprocess.run(
-        [sys.executable, "-c", COUNTING_CLI, "run", str(suite), "-j", "2",
-         "--out", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counting_run("run", str(suite), "-j", "2", "--out", str(tmp_path / "a"))
     side_by_side = only_receipt(tmp_path / "a")
     assert verify_receipt(side_by_side).ok, verify_receipt(side_by_side).to_json()
 
