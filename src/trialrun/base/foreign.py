@@ -9,6 +9,14 @@ KeyboardInterrupt is not theirs to raise: it may be the user's Ctrl-C.
 
 from __future__ import annotations
 
-__all__ = ["FOREIGN_FAILURES"]
+from trialrun.base.quoting import exception_text
+
+__all__ = ["FOREIGN_FAILURES", "failure_text"]
 
 FOREIGN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
+def failure_text(exc: BaseException) -> str:
+    """``ValueError: what it says``, or the type's name alone when it says nothing (or cannot)."""
+    said = exception_text(exc)
+    return f"{type(exc).__name__}: {said}" if said else type(exc).__name__

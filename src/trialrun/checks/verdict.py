@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from trialrun.base.assertion_api import CheckSubject, CompiledAssertion
-from trialrun.base.foreign import FOREIGN_FAILURES
+from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
 from trialrun.base.jsonvalue import json_problem
-from trialrun.base.quoting import exception_text
 from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure
 from trialrun.checks.budgets import budget_failure_message, check_budgets, is_unverifiable
 from trialrun.config.normalize import normalize
@@ -105,8 +104,7 @@ def _run_assertions(
             found = list(assertion.check(subject))
             problem = _not_failures(found)
         except FOREIGN_FAILURES as exc:
-            said = exception_text(exc)
-            problem = f"raised {type(exc).__name__}" + (f": {said}" if said else "")
+            problem = f"raised {failure_text(exc)}"
         if problem is None:
             failures.extend(found)
         else:

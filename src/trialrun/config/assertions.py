@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import assertion_api
-from trialrun.base.foreign import FOREIGN_FAILURES
-from trialrun.base.quoting import exception_text
+from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.messages import describe_value
 from trialrun.config.paths import PathEscapeError, SuitePaths
@@ -89,12 +88,8 @@ class AssertionCompiler:
             message = str(exc) if kind in str(exc) else f"{kind} assertion: {exc}"
             raise doc.error(message, (*at, key) if key else at, key) from None
         except FOREIGN_FAILURES as exc:  # a plugin's own failure, not an AssertionParamError
-            said = exception_text(exc)
-            message = (
-                f"assertion type '{kind}' failed to compile its parameters: "
-                f"{type(exc).__name__}" + (f": {said}" if said else "")
-            )
-            raise doc.error(message, at) from None
+            message = f"assertion type '{kind}' failed to compile its parameters: "
+            raise doc.error(message + failure_text(exc), at) from None
         if cache_key is not None:
             self._compiled[cache_key] = compiled
         return compiled
