@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -175,6 +177,32 @@ def test_garbage_is_retried_once_and_then_answers(tmp_path: Path) -> None:
         f"{fake_judge.GARBAGE!r}",
     )
     assert not result.escalated
+
+
+def test_garbage_first_counts_under_a_lock(tmp_path: Path) -> None:
+    # compare asks its judges concurrently: an unlocked counter let two read the same count
+    state = tmp_path / "count"
+    state.write_text("0\n", encoding="utf-8")
+    request = json.dumps({"task": "t", "rubric": "r", "a": "aa", "b": "b"})
+    command = [sys.executable, "-m", "trialrun.compare.fake_judge", "--garbage-first", "1"]
+    with state.open("r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        judge = subprocess.Popen(
+            [*command, "--state", str(state)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert judge.stdin is not None
+        judge.stdin.write(request)
+        judge.stdin.close()
+        with pytest.raises(subprocess.TimeoutExpired):
+            judge.wait(timeout=1.5)
+        held.seek(0)
+        held.write("1\n")
+    assert judge.stdout is not None and judge.wait(timeout=60) == 0
+    assert judge.stdout.read().strip() == json.dumps(fake_judge.answer_for("longer", "aa", "b"))
+    assert state.read_text(encoding="utf-8") == "2\n"
 
 
 def test_two_unparseable_answers_escalate(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ compare run before paying for a real judge. Modes:
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import sys
 import time
@@ -45,12 +46,18 @@ def answer_for(mode: str, a: str, b: str) -> dict[str, str]:
 
 
 def _count_invocation(state: Path) -> int:
-    """Increment the counter in ``state``; return how many invocations came before this one."""
-    try:
-        before = int(state.read_text(encoding="utf-8").strip() or "0")
-    except FileNotFoundError:
-        before = 0
-    state.write_text(f"{before + 1}\n", encoding="utf-8")
+    """Increment the counter in ``state``; return how many invocations came before this one.
+
+    Judges are asked concurrently, so the read and the write happen under an exclusive lock:
+    without it two invocations can read the same count and both print garbage.
+    """
+    with open(state, "a+", encoding="utf-8") as counter:
+        fcntl.flock(counter, fcntl.LOCK_EX)
+        counter.seek(0)
+        before = int(counter.read().strip() or "0")
+        counter.seek(0)
+        counter.truncate()
+        counter.write(f"{before + 1}\n")
     return before
 
 
