@@ -19,6 +19,7 @@ from trialrun.base.redact import (
     REDACTED,
     holds_nothing_to_redact,
     is_sensitive_key,
+    json_holds_nothing_to_redact,
     redact,
     redact_changed,
     redact_each,
@@ -456,6 +457,31 @@ def test_a_value_proven_clean_is_what_redact_returns(value: Any) -> None:
         assert redact_shared(value) == expected
     assert redact_each([value, value]) == [expected, expected]
     assert value == before
+
+
+@given(_clean_or_not_values)
+def test_json_text_proven_clean_means_redact_changes_nothing(value: Any) -> None:
+    # Tuples and integer keys are written as JSON writes them; the proof reads only the text.
+    for text in (
+        json.dumps(value, ensure_ascii=False, default=str),
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str),
+    ):
+        if json_holds_nothing_to_redact(text):
+            assert redact_changed(value)[1] is False
+            assert holds_nothing_to_redact(value)
+
+
+def test_json_text_with_a_secret_anywhere_is_not_proven_clean() -> None:
+    for value in (
+        {"outer": [{"inner": {"PASSWORD": 5}}]},
+        ["fine", "Bearer abcdefghijklmnop"],
+        {"url": "https://user:pw@host"},
+        {"k": "\u212aey"},  # the Kelvin sign lowercases to k
+        {"q": 'a "sk-abcdefghijklmnopqrstu" b'},
+    ):
+        text = json.dumps(value, ensure_ascii=False)
+        assert not json_holds_nothing_to_redact(text), text
+    assert json_holds_nothing_to_redact(json.dumps({"q": "café ☕", "n": [1, None]}))
 
 
 def test_secrets_deep_inside_values_are_never_proven_clean() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "REDACTED",
     "holds_nothing_to_redact",
     "is_sensitive_key",
+    "json_holds_nothing_to_redact",
     "redact",
     "redact_changed",
     "redact_each",
@@ -421,6 +422,19 @@ _ANY_NEEDED_LITERAL = re.compile(
 def _holds_no_needed_literal(text: str) -> bool:
     """Whether ``redact_text`` provably returns ``text`` unchanged (False: a rule might apply)."""
     return _ANY_NEEDED_LITERAL.search(text.lower()) is None
+
+
+def json_holds_nothing_to_redact(text: str) -> bool:
+    """Whether ``redact`` provably changes nothing in the value ``text`` encodes.
+
+    ``text`` is the value's JSON with non-ASCII characters as they are (``ensure_ascii=False``,
+    as ``canonjson`` and run.jsonl write it). Every key and string appears in it literally, since
+    JSON escapes only quotes, backslashes and control characters and no needed literal holds
+    one; so one scan of the whole text does what ``holds_nothing_to_redact`` does string by
+    string, in C. A literal made by joining two strings, or in the text a ``default=`` hook wrote
+    for some object, only gives a False, which means that a rule might apply.
+    """
+    return _holds_no_needed_literal(text)
 
 
 # Strings and keys already scanned, and found clean: a trace repeats its keys, event types,

@@ -10,11 +10,13 @@ custom event types.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
+from trialrun.base import canonjson
 from trialrun.base.gitinfo import git_state
 from trialrun.base.results import CaseResult, ToolCall
 from trialrun.receipt.args_summary import summarize_args
@@ -22,25 +24,55 @@ from trialrun.receipt.args_summary import summarize_args
 if TYPE_CHECKING:
     from trialrun.base.results import AgentRun
     from trialrun.receipt.signing import Ed25519Signer
-    from trialrun.receipt.writer import EmittedAhead, ReceiptWriter
+    from trialrun.receipt.writer import EmittedAhead, EncodedData, ReceiptWriter
 
 AHEAD_CALLS = 1000
 """From this many tool calls, a case's first receipt events are made ahead (``prepare_case``):
 below it, forking a child costs more than it saves."""
 
 
-def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[dict[str, Any]]:
+def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[EncodedData | dict[str, Any]]:
+    """Each call's ``tool_call`` data, with its canonical JSON written here when its members are
+    of the usual types: a case has thousands, and the writer's own encoding walks each again."""
+    from trialrun.receipt.writer import EncodedData
+
+    case_json = canonjson.dumps(case)
+    names: dict[str, str] = {}
     for call in calls:
         summary, redacted = summarize_args(call.args)
-        yield {
+        name, ok, duration = call.name, call.ok, round(call.duration_ms, 3)
+        data = {
             "attempt": 1,
             "case": case,
-            "name": call.name,
+            "name": name,
             "argsSummary": summary,
             "redacted": redacted,
-            "durationMs": round(call.duration_ms, 3),
-            "ok": call.ok,
+            "durationMs": duration,
+            "ok": ok,
         }
+        if (
+            name.__class__ is not str
+            or ok.__class__ is not bool
+            or duration.__class__ is not float
+            or not math.isfinite(duration)
+        ):
+            yield data  # the writer's own encoding, which says what is wrong with it if anything
+            continue
+        name_json = names.get(name)
+        if name_json is None:
+            name_json = names[name] = canonjson.dumps(name)
+        # Keys in canonical order; a float that is not integral has its repr as canonical text.
+        duration_json = (
+            repr(duration)
+            if 1e-4 <= abs(duration) < 1e16 and not duration.is_integer()
+            else canonjson.dumps(duration)
+        )
+        yield EncodedData(
+            f'{{"argsSummary":{canonjson.dumps(summary)},"attempt":1,"case":{case_json},'
+            f'"durationMs":{duration_json},"name":{name_json},"ok":{"true" if ok else "false"},'
+            f'"redacted":{"true" if redacted else "false"}}}',
+            data,
+        )
 
 
 def _emit_calls(writer: ReceiptWriter, case: str, calls: Sequence[ToolCall]) -> None:

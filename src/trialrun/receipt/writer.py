@@ -22,10 +22,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trialrun.base import canonjson
-from trialrun.base.redact import holds_nothing_to_redact, redact_changed
+from trialrun.base.redact import (
+    holds_nothing_to_redact,
+    json_holds_nothing_to_redact,
+    redact_changed,
+)
 from trialrun.errors import ReceiptError
 from trialrun.receipt.envelope import (
     SPEC_VERSION,
@@ -39,9 +43,21 @@ if TYPE_CHECKING:
     from trialrun.base.aside import Aside
     from trialrun.receipt.signing import Ed25519Signer
 
-__all__ = ["EmittedAhead", "ReceiptWriter"]
+__all__ = ["EmittedAhead", "EncodedData", "ReceiptWriter"]
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_BINARY", 0)
+
+
+class EncodedData(NamedTuple):
+    """Event data with the canonical JSON its caller already wrote, for ``emit_each``.
+
+    ``data_json`` must be ``canonjson.dumps(data)`` (for a ``tool_call``, with ``redacted`` a
+    bool in ``data``): the text written when it provably holds nothing to redact. Otherwise
+    ``data`` is redacted and written as any other data is.
+    """
+
+    data_json: str
+    data: dict[str, Any]
 
 
 class ReceiptWriter:
@@ -112,31 +128,32 @@ class ReceiptWriter:
             )
         return self._append(type, data, sign=False)
 
-    def emit_each(self, type: str, datas: Iterable[Mapping[str, Any]]) -> None:
+    def emit_each(self, type: str, datas: Iterable[Mapping[str, Any] | EncodedData]) -> None:
         """``emit(type, data)`` for each of ``datas`` in turn, without returning the events.
 
         For the thousands of tool calls of a case: the checks that do not depend on the data
-        are made once, and each event costs no more calls than its text needs. A failure
-        stops where ``emit`` would have stopped, with the events before it written.
+        are made once, and each event costs no more calls than its text needs. An
+        ``EncodedData`` whose text provably holds nothing to redact is written as it is. A
+        failure stops where ``emit`` would have stopped, with the events before it written.
         """
         if type == "run_end" or not isinstance(type, str) or not type:
-            for data in datas:
-                self.emit(type, data)  # raises as emit does
+            for item in datas:
+                self.emit(type, item.data if isinstance(item, EncodedData) else item)  # raises
             return
-        for data in datas:
+        for item in datas:
+            data_json: str | None = None
+            data: Mapping[str, Any]
+            if isinstance(item, EncodedData):
+                data_json, data = item
+                if not json_holds_nothing_to_redact(data_json):
+                    data_json = None
+            else:
+                data = item
             if self._seq == 0 or self._ended or self._broken is not None or self._fd is None:
                 self._append(type, data, sign=False)  # the first event, or raises
                 continue
-            if data.__class__ is not dict:
-                if not isinstance(data, Mapping):
-                    self._append(type, data, sign=False)  # raises
-                data = dict(data)
-            try:
-                _, data_json = _redacted(type, data)
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise ReceiptError(
-                    f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
-                ) from exc
+            if data_json is None:
+                data_json = self._data_json(type, data)
             hash_hex, line = unsigned_event(
                 seq=self._seq,
                 ts=format_ts(self._clock()),
@@ -150,6 +167,19 @@ class ReceiptWriter:
                 self._write(line, self._seq)
             self._seq += 1
             self._last_hash = hash_hex
+
+    def _data_json(self, type: str, data: Mapping[str, Any]) -> str:
+        """The canonical JSON of ``data`` redacted, for ``emit_each``; raises as ``emit`` does."""
+        if data.__class__ is not dict:
+            if not isinstance(data, Mapping):
+                self._append(type, data, sign=False)  # raises
+            data = dict(data)
+        try:
+            return _redacted(type, data)[1]
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ReceiptError(
+                f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
+            ) from exc
 
     def emit_ahead(self, emit: Callable[[ReceiptWriter], None]) -> EmittedAhead:
         """Start ``emit(self)`` in a forked child (``base.aside``); ``take_in`` adopts its events.
