@@ -66,6 +66,18 @@ def test_large_and_empty_results_arrive_whole() -> None:
     assert result == {"large": True, "empty": "b''"}
 
 
+def test_the_child_never_collects_garbage_and_the_parent_still_does() -> None:
+    # A collection in the child would walk the parent's heap and copy every page it touches.
+    result = run_program(
+        """
+        import gc
+        child = Aside(lambda: json.dumps(gc.isenabled()).encode()).collect()
+        print(json.dumps({"child": json.loads(child), "parent": gc.isenabled()}))
+        """
+    )
+    assert result == {"child": False, "parent": True}
+
+
 def test_a_failing_child_leaves_the_work_to_the_caller() -> None:
     result = run_program(
         """

@@ -17,6 +17,7 @@ would hide its end from the agent), so ``work`` opens what it needs itself.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -113,6 +114,9 @@ def _serve(work: Callable[[], bytes], write_fd: int, mask: Iterable[int]) -> Non
     """In the child: compute, send, and leave without running anything of the parent's."""
     code = 1
     try:
+        # A collection here would walk the parent's whole heap, writing to every object it
+        # visits, which copies each page it is on: the child lives a moment, and needs none.
+        gc.disable()
         _close_inherited(keep=write_fd)
         # A signal ends the child at once (the parent then does the work itself). The event
         # loop's wake-up descriptor is the parent's: no signal may be reported there.
