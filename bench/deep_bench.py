@@ -178,6 +178,33 @@ Measured and dropped:
   bare driver's conversation against 410-490 ms sharing one CPU.
 * orjson for run.jsonl: 40 against 57 ms for 10,000 events in a tight loop, and ~40 ms to import.
 
+Session 11, where the rest goes (agent's timestamps and CPU, side by side with the bare one-CPU
+driver, medians of 9-15): before ``task_start`` trialrun takes ~235-345 ms against ~135-185 (its
+imports are ~160-200 ms, a third of it creating 55 dataclasses); the conversation ~375-580
+against ~260-320; the tail ~160-230 against ~25. In the conversation the agent's own CPU is the
+same (~180-200 ms) and trialrun's side costs ~20 us a message more than the bare driver's (its
+answering thread ~50-60 us a message, system calls included; most of a write's wall time is the
+agent's turn, which the kernel runs inside it on the shared CPU). The receipt child wrote each
+``tool_call`` by walking its data twice (redaction proof, then canonical JSON); ``suite_run`` now
+writes that text and the writer proves it clean in one scan (child's work ~20% less), and the
+child no longer collects garbage (a collection walked the parent's heap, copying the pages it
+touched: the tail ~20 ms shorter). Medians of 9: 0.945 s at the start of the session (bare one
+CPU 0.545 s, 1.73x); on the final tree 1.007, 1.102 and 0.875 s (0.580, 0.657 and 0.561 s:
+1.74x, 1.68x, 1.56x). The ratio to the floor moves as much with the host as with the change.
+Measured and dropped:
+
+* Proving the whole trace clean on its run.jsonl text (encode once, one scan, redact only the
+  lines that might hold a secret) instead of walking it: no faster. The scan of 1.6 MB takes
+  ~20 ms (its literals start at frequent letters; twenty ``in`` tests take as long), as much as
+  the walk with its caches, and the encoding was needed anyway.
+* The collector off while a conversation is answered on a thread, its objects frozen after:
+  the same CPU time (the conversation allocates little that a collection scans twice).
+* Freezing the collector's objects as a conversation ends (fewer pages copied after the fork):
+  -8 to -19 ms in two runs of 13-15, within the noise; it would also keep a run's cyclic garbage
+  to its end.
+* A switch interval of 0.5 ms (the report's warm-up thread hands the GIL back sooner): no
+  better. Without resharing the CPU every 0.25 s: the same.
+
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
 benchmark compiles them once before timing.
