@@ -108,6 +108,10 @@ MODULE_ERRORS = [
     ("class T:\n    def call(self, args): ...\nTOOLS = {'t': T}\n", "is the class T; expected"),
     ("raise RuntimeError('no config')\nTOOLS = {}\n", "raised RuntimeError while importing"),
     ("import sys\nsys.exit('no config')\n", "raised SystemExit while importing: no config"),
+    (
+        "class Odd(Exception):\n    def __str__(self):\n        raise ValueError\nraise Odd\n",
+        "raised Odd while importing",
+    ),
     ("import package_that_is_not_installed_x\n", "failed to import: No module named"),
 ]
 

@@ -131,6 +131,33 @@ def test_a_builtin_that_fails_to_load_names_its_entry_point() -> None:
     )
 
 
+class _Unspeakable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+class _RaisesWhenMade:
+    def __init__(self) -> None:
+        raise _Unspeakable
+
+
+def test_a_plugin_failing_with_an_exception_that_cannot_say_what_is_named_by_its_type() -> None:
+    broken = FakeEntryPoint("odd", "acme:ODD", error=_Unspeakable())
+    with pytest.raises(AssertionPluginError) as info:
+        AssertionRegistry(lambda: [broken]).get("odd")
+    assert str(info.value) == (
+        "cannot load assertion type 'odd' from entry point 'odd = acme:ODD' "
+        "(group trialrun.assertions): _Unspeakable"
+    )
+    made = FakeEntryPoint("odd", "acme:Odd", _RaisesWhenMade)
+    with pytest.raises(AssertionPluginError) as info:
+        AssertionRegistry(lambda: [made]).get("odd")
+    assert str(info.value) == (
+        "cannot instantiate assertion type 'odd' from entry point 'odd = acme:Odd' "
+        "(group trialrun.assertions): _Unspeakable"
+    )
+
+
 def test_module_level_functions_use_the_default_registry() -> None:
     assert set(BUILTIN_NAMES) <= set(registry.assertion_type_names())
     assert registry.get_assertion_type("must_call") is builtin.MUST_CALL

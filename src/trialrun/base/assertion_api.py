@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from trialrun.base.foreign import FOREIGN_FAILURES
+from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
 from trialrun.base.results import CheckFailure, JsonObject, ToolCall
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -274,7 +274,7 @@ def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> Assert
         loaded = candidates[0].load()
     except FOREIGN_FAILURES as exc:  # any import-time failure of third-party code
         raise AssertionPluginError(
-            f"cannot load assertion type '{name}' from {where}: {type(exc).__name__}: {exc}"
+            f"cannot load assertion type '{name}' from {where}: {failure_text(exc)}"
         ) from exc
     # A class is accepted as well as an instance, so a plugin can point at either.
     if isinstance(loaded, type):
@@ -282,8 +282,7 @@ def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> Assert
             loaded = loaded()
         except FOREIGN_FAILURES as exc:
             raise AssertionPluginError(
-                f"cannot instantiate assertion type '{name}' from {where}: "
-                f"{type(exc).__name__}: {exc}"
+                f"cannot instantiate assertion type '{name}' from {where}: {failure_text(exc)}"
             ) from exc
     assertion_type = _require_assertion_type(loaded, where=where)
     if assertion_type.name != name:

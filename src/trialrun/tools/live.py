@@ -88,8 +88,10 @@ def load_tool_module(module_name: str, search_dir: Path) -> dict[str, ToolFn]:
             f"tool_module '{module_name}' failed to import: {exc}", key="tool_module"
         ) from None
     except FOREIGN_FAILURES as exc:
+        said = exception_text(exc)
         raise ToolModuleError(
-            f"tool_module '{module_name}' raised {type(exc).__name__} while importing: {exc}",
+            f"tool_module '{module_name}' raised {type(exc).__name__} while importing"
+            + (f": {said}" if said else ""),
             key="tool_module",
         ) from None
     if not hasattr(module, "TOOLS"):
