@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.jsonnumbers import finite_float, refuse_constant
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.conversation import protocol
 from trialrun.conversation.protocol import (
@@ -142,7 +142,7 @@ def test_nests_deeper_than_agrees_with_a_plain_recursive_depth(value: Any, limit
 
 
 def _stdlib_line_decoder() -> Any:
-    return json.JSONDecoder(parse_constant=protocol._refuse_non_finite, parse_float=finite_float)
+    return json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float)
 
 
 def _outcome(decode: Any, text: str) -> Any:
@@ -332,7 +332,7 @@ def test_protocol_violations_say_what_was_expected_and_found(message: Any, expec
     ],
 )
 def test_non_finite_numbers_are_refused_anywhere(line: bytes) -> None:
-    with pytest.raises(ProtocolError, match="is not a JSON number") as info:
+    with pytest.raises(ProtocolError, match="is not valid JSON") as info:
         parse_line(line, 1)
     assert not isinstance(info.value, StdoutNoiseError)
 

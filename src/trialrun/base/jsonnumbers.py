@@ -3,14 +3,18 @@
 JSON has no infinity, yet ``1e400`` is valid JSON that Python reads as ``inf``: JSON cannot
 write it back (run.jsonl would hold ``Infinity``, an agent would be sent it) and canonical JSON
 (the receipt) refuses it. Every reader of JSON from outside passes ``finite_float`` as
-``parse_float``, beside refusing the ``NaN`` and ``Infinity`` literals.
+``parse_float``, beside refusing the ``NaN`` and ``Infinity`` literals (``refuse_constant``);
+``FINITE_JSON`` is a decoder that does both, and ``scan_finite`` its scanner.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-__all__ = ["finite_float"]
+__all__ = ["FINITE_JSON", "finite_float", "refuse_constant", "scan_finite"]
 
 
 def finite_float(text: str) -> float:
@@ -19,3 +23,19 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{text} is beyond the range of a JSON number")
     return value
+
+
+def refuse_constant(name: str) -> NoReturn:
+    """``parse_constant`` for JSON from outside: ``NaN``, ``Infinity`` and ``-Infinity`` are
+    Python's words, not JSON's; a recording or a message holding them would break matching."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+FINITE_JSON = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float)
+"""The decoder of JSON from outside, built once: ``json.loads`` with options builds a new one
+for every call, which costs as much as reading a short line."""
+
+scan_finite: Callable[[str, int], tuple[Any, int]] = vars(FINITE_JSON)["scan_once"]
+"""What ``FINITE_JSON.decode`` runs on the text, without its two whitespace scans: ``(value,
+end)`` of the value at an index, StopIteration where none starts (an attribute of the decoder
+that typeshed does not declare)."""

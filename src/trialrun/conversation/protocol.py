@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
@@ -141,29 +141,20 @@ def tool_run(call_id: str) -> JsonObject:
     return {"type": "tool_run", "call_id": call_id}
 
 
-def _refuse_non_finite(name: str) -> Any:
-    # JSON has no NaN or Infinity; Python's json would accept them and they break matching.
-    raise ValueError(f"{name} is not a JSON number")
-
-
-# One decoder for every line: json.loads with an option builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_refuse_non_finite, parse_float=finite_float)
-# What _DECODER.decode runs on the text (an attribute of the instance typeshed does not declare).
-_scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 _JSON_WHITESPACE = " \t\n\r"
 
 
 def _decode_json(text: str) -> Any:
-    """``_DECODER.decode(text)``, without its two whitespace scans for a line that has none
+    """``FINITE_JSON.decode(text)``, without its two whitespace scans for a line that has none
     around its value (every well-behaved agent's): thousands of lines make a deep case."""
     if text and text[0] not in _JSON_WHITESPACE and text[-1] not in _JSON_WHITESPACE:
         try:
-            value, end = _scan_json(text, 0)
+            value, end = scan_finite(text, 0)
         except StopIteration as stop:
             raise json.JSONDecodeError("Expecting value", text, stop.value) from None
         if end == len(text):
             return value
-    return _DECODER.decode(text)  # whitespace around, or more after the value: its own words
+    return FINITE_JSON.decode(text)  # whitespace around, or more after the value: its own words
 
 
 def parse_line(raw: bytes, line_no: int, source: str = "stdout") -> AgentMessage | None:

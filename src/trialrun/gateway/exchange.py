@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.jsonnumbers import finite_float, refuse_constant
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact
 from trialrun.gateway.cassette import Recording
@@ -161,14 +161,10 @@ def parse_json(body: bytes) -> Any:
     nests too deeply for the walks over it (``base.nesting``)."""
     text = body.decode("utf-8", "surrogateescape")
     try:
-        value = json.loads(text, parse_constant=_not_json, parse_float=finite_float)
+        value = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except (ValueError, RecursionError):
         return text
     return text if nests_deeper_than(value, text=text) else value
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def error_of(status: int, body: str) -> str | None:

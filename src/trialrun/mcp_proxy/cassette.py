@@ -29,7 +29,7 @@ from typing import Any
 
 from trialrun.base import canonjson
 from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
-from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.jsonnumbers import finite_float, refuse_constant
 from trialrun.base.nesting import nests_deeper_than, too_deep
 from trialrun.base.redact import DATA_KEYS, redact
 from trialrun.errors import CassetteError
@@ -271,13 +271,9 @@ def load_replay_cassette(path: str | Path) -> McpCassette:
     return loaded
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _parse_line(text: str, file: Path, line_no: int) -> JsonObject:
     try:
-        raw = json.loads(text, parse_constant=_reject_constant, parse_float=finite_float)
+        raw = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except json.JSONDecodeError as exc:
         raise CassetteError(
             f"invalid JSON: {exc.msg} at column {exc.colno}", file=file, line=line_no

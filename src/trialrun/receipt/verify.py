@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
+from trialrun.base.jsonnumbers import refuse_constant
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 
 __all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]
@@ -277,7 +278,7 @@ class _EventHasher:
             return int(text)
 
         decoder = json.JSONDecoder(
-            parse_float=parse_float, parse_int=parse_int, parse_constant=_reject_constant
+            parse_float=parse_float, parse_int=parse_int, parse_constant=refuse_constant
         )
         scan, decode = decoder.scan_once, decoder.decode  # type: ignore[attr-defined]
 
@@ -487,13 +488,9 @@ def _json_kind(value: object) -> str:
     return names.get(type(value), "number")
 
 
-def _reject_constant(name: str) -> None:
-    # JSON.parse refuses NaN and Infinity; Python's parser accepts them unless told not to.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# Parses as JSON.parse does: the same grammar, and NaN/Infinity refused.
-STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
+# Parses as JSON.parse does: the same grammar, and NaN/Infinity refused (JSON.parse refuses them;
+# Python's parser accepts them unless told not to). 1e400 reads as infinity, as it does there.
+STRICT_JSON: Final = json.JSONDecoder(parse_constant=refuse_constant)
 
 
 def _js_text(value: object) -> str:

@@ -21,7 +21,7 @@ import difflib
 import hashlib
 import json
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import finite_float
+from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than, too_deep
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
@@ -273,15 +273,6 @@ def _lines_one_by_one(
             yield line_no, line
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One decoder for every line: json.loads with an option builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=finite_float)
-_decode_json = _DECODER.decode
-# What _DECODER.decode runs on the text (an attribute of the instance typeshed does not declare).
-_scan_json: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 _JSON_SPACE = " \t\n\r"
 
 
@@ -305,7 +296,7 @@ def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
     gives the same entry or the error message it always gave.
     """
     try:
-        raw, end = _scan_json(text, 0)
+        raw, end = scan_finite(text, 0)
     except (StopIteration, ValueError, RecursionError):
         return None
     if end != len(text) and text[end:].strip(_JSON_SPACE):
@@ -328,7 +319,7 @@ def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
         return CassetteError(message, file=path, line=line_no)
 
     try:
-        raw = _decode_json(text)
+        raw = FINITE_JSON.decode(text)
     except json.JSONDecodeError as exc:
         # json.loads names a byte-order mark; the decoder itself only says "Expecting value".
         problem = _BOM_PROBLEM if text.startswith("\ufeff") else exc.msg

@@ -1,0 +1,43 @@
+"""jsonnumbers: JSON from outside holds finite numbers only, whoever reads it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trialrun.base.jsonnumbers import FINITE_JSON, finite_float, refuse_constant, scan_finite
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children),
+    max_leaves=10,
+)
+
+
+@given(_values)
+def test_json_is_read_as_json_loads_reads_it(value: Any) -> None:
+    text = json.dumps(value)
+    assert FINITE_JSON.decode(text) == json.loads(text)
+    assert scan_finite(text, 0) == (json.loads(text), len(text))
+
+
+@pytest.mark.parametrize("text", ["NaN", "[1, Infinity]", '{"x": -Infinity}'])
+def test_python_words_for_numbers_are_not_json(text: str) -> None:
+    with pytest.raises(ValueError, match=r"(NaN|-?Infinity) is not valid JSON"):
+        FINITE_JSON.decode(text)
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1.5e309"])
+def test_numbers_beyond_a_double_are_refused(number: str) -> None:
+    with pytest.raises(ValueError, match="beyond the range of a JSON number"):
+        FINITE_JSON.decode(f'{{"n": {number}}}')
