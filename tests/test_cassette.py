@@ -323,11 +323,11 @@ def test_prepare_answers_builds_the_index_before_the_first_call(tmp_path: Path) 
     path = write_cassette(tmp_path / "c.jsonl", [entry("a", {"n": 1}, "one"), entry("a", {})])
     loaded = Cassette.load(path)
     backend = ReplayBackend(loaded.fresh())
-    assert "_remaining" not in vars(backend.cassette)  # a suite's load builds no index
+    assert "_index" not in vars(backend.cassette)  # a suite's load builds no index
     backend.prepare_answers()
-    assert "_remaining" in vars(backend.cassette)
+    assert "_index" in vars(backend.cassette)
     assert backend.answer_now("a", {"n": 1}).result == "one"
-    assert "_remaining" not in vars(loaded)  # each case's copy has its own
+    assert "_index" not in vars(loaded)  # each case's copy has its own
 
 
 # --- redaction-aware matching --------------------------------------------------------------------
@@ -466,6 +466,43 @@ def test_any_cassette_replays_every_recording_in_order(
             canonjson.dumps(expected["args"]),
         )
     assert cassette.unused() == []
+
+
+_small_calls = st.tuples(
+    st.sampled_from(["search", "fetch"]),
+    st.dictionaries(st.sampled_from(["q", "page"]), st.integers(0, 1), max_size=2),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_small_calls, max_size=12), st.lists(_small_calls, max_size=16))
+def test_calls_in_any_order_take_the_first_unused_alike_recording(
+    tmp_path_factory: pytest.TempPathFactory,
+    recordings: list[tuple[str, dict[str, Any]]],
+    calls: list[tuple[str, dict[str, Any]]],
+) -> None:
+    path = tmp_path_factory.mktemp("order") / "c.jsonl"
+    write_cassette(path, [entry(tool, args, line) for line, (tool, args) in enumerate(recordings)])
+    cassette = Cassette.load(path)
+    # The model: scan the file for the first recording of the same call no call consumed yet.
+    consumed: list[int] = []
+    for tool, args in calls:
+        alike = [
+            line
+            for line, (other_tool, other_args) in enumerate(recordings)
+            if (other_tool, other_args) == (tool, args)
+        ]
+        unused = [line for line in alike if line not in consumed]
+        if unused:
+            assert cassette.take(tool, args).result == unused[0]
+            consumed.append(unused[0])
+        else:
+            with pytest.raises(CassetteMismatch) as caught:
+                cassette.take(tool, args)
+            assert caught.value.exhausted == len(alike)
+    assert [e.result for e in cassette.unused()] == [
+        line for line in range(len(recordings)) if line not in consumed
+    ]
 
 
 # --- the replay backend --------------------------------------------------------------------------

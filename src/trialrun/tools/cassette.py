@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -63,6 +62,34 @@ class CassetteEntry:
     line: int
 
 
+@dataclass(slots=True)
+class _MatchIndex:
+    """Where each call's next unused recording is: a linked list per tool and arguments.
+
+    Two containers for the whole cassette, not one per recording (a 5,000-line cassette's index
+    is built while its agent starts, and freed as its case ends, both on the event loop).
+    """
+
+    first_unused: dict[str, dict[str, int]]
+    """Tool -> canonical arguments -> index of the first recording no call consumed (-1: all
+    of them were)."""
+    next_alike: list[int]
+    """Index of the next recording of the same call, -1 after the last."""
+
+    @classmethod
+    def of(cls, entries: Sequence[CassetteEntry], args_json: Sequence[str]) -> _MatchIndex:
+        first: dict[str, dict[str, int]] = {}
+        next_alike = [-1] * len(entries)
+        for at in range(len(entries) - 1, -1, -1):  # backwards: each call's first ends on top
+            alike = first.get(entries[at].tool)
+            if alike is None:
+                alike = first[entries[at].tool] = {}
+            key = args_json[at]
+            next_alike[at] = alike.get(key, -1)
+            alike[key] = at
+        return cls(first, next_alike)
+
+
 class Cassette:
     """A loaded cassette: the recordings, an index for matching, and what was consumed."""
 
@@ -71,8 +98,8 @@ class Cassette:
         self.entries: list[CassetteEntry] = list(entries)
         self.sha256 = sha256
         """SHA-256 of the file's bytes (summary.json ``cassette_sha256``)."""
-        self._consumed_lines: set[int] = set()
-        self._consumed_per_key: dict[_MatchKey, int] = {}
+        self._consumed = bytearray(len(self.entries))
+        """1 at the index of each recording a call consumed."""
 
     # The index is built for the case that replays it (``index``, or the first ``take``), not
     # at load: a suite's load parses every cassette, and each one's keys serve one case.
@@ -81,11 +108,8 @@ class Cassette:
         return [canonjson.dumps(entry.args) for entry in self.entries]
 
     @cached_property
-    def _remaining(self) -> dict[_MatchKey, deque[CassetteEntry]]:
-        remaining: dict[_MatchKey, deque[CassetteEntry]] = {}
-        for entry, args_json in zip(self.entries, self._args_json, strict=True):
-            remaining.setdefault((entry.tool, args_json), deque()).append(entry)
-        return remaining
+    def _index(self) -> _MatchIndex:
+        return _MatchIndex.of(self.entries, self._args_json)
 
     @classmethod
     def load(cls, path: Path) -> Cassette:
@@ -131,42 +155,54 @@ class Cassette:
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
         """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
-        raw_key = (tool, canonjson.dumps(args))
-        entry = self._consume(raw_key)
+        args_json = canonjson.dumps(args)
+        entry = self._consume(tool, args_json)
         if entry is not None:
             return entry
-        keys = [raw_key]
-        redacted_key = (tool, canonjson.dumps(redact(args)))
-        if redacted_key != raw_key:
-            keys.append(redacted_key)
-            entry = self._consume(redacted_key)
+        keys = [args_json]
+        redacted_json = canonjson.dumps(redact(args))
+        if redacted_json != args_json:
+            keys.append(redacted_json)
+            entry = self._consume(tool, redacted_json)
             if entry is not None:
                 return entry
         raise CassetteMismatch(
             tool=tool,
             args=args,
             # The message ends up in reports and junit.xml: never show a secret the agent sent.
-            args_json=redacted_key[1],
-            nearest=self._nearest(tool, raw_key[1]),
-            exhausted=sum(self._consumed_per_key.get(key, 0) for key in keys),
+            args_json=redacted_json,
+            nearest=self._nearest(tool, args_json),
+            exhausted=self._consumed_alike(tool, keys),
         )
 
-    def _consume(self, key: _MatchKey) -> CassetteEntry | None:
-        remaining = self._remaining.get(key)
-        if not remaining:
+    def _consume(self, tool: str, args_json: str) -> CassetteEntry | None:
+        index = self._index
+        alike = index.first_unused.get(tool)
+        if alike is None:
             return None
-        entry = remaining.popleft()
-        self._consumed_lines.add(entry.line)
-        self._consumed_per_key[key] = self._consumed_per_key.get(key, 0) + 1
-        return entry
+        at = alike.get(args_json, -1)
+        if at < 0:
+            return None
+        alike[args_json] = index.next_alike[at]
+        self._consumed[at] = 1
+        return self.entries[at]
+
+    def _consumed_alike(self, tool: str, args_jsons: list[str]) -> int:
+        """How many recordings of ``tool`` with one of these arguments calls consumed."""
+        return sum(
+            1
+            for at, entry in enumerate(self.entries)
+            if self._consumed[at] and entry.tool == tool and self._args_json[at] in args_jsons
+        )
 
     def index(self) -> None:
         """Build the matching index now rather than at the first ``take``."""
-        self._remaining  # noqa: B018 (a cached_property: reading it builds it)
+        self._index  # noqa: B018 (a cached_property: reading it builds it)
 
     def unused(self) -> list[CassetteEntry]:
         """Recordings no call consumed, in file order."""
-        return [entry for entry in self.entries if entry.line not in self._consumed_lines]
+        consumed = self._consumed
+        return [entry for at, entry in enumerate(self.entries) if not consumed[at]]
 
     def _nearest(self, tool: str, args_json: str) -> list[NearestRecording]:
         """The recordings most like a missed call, scored like RunLedger (difflib ratio)."""
