@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -14,6 +13,8 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     for choice in candidates:
         if choice.casefold() == folded:
             return choice
+    import difflib  # only for a name that is wrong: loading a good suite never needs it
+
     matches = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return matches[0] if matches else None
 

@@ -17,7 +17,6 @@ Matching differs from RunLedger 0.2.3 on purpose:
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
@@ -255,6 +254,8 @@ def _best_matches(target: str, keys: list[_MatchKey]) -> list[tuple[_MatchKey, f
     ``quick_ratio`` is an upper bound of ``ratio`` and cheap, so candidates are scored in order
     of that bound and the search stops once no remaining bound can beat the current fifth best.
     """
+    import difflib  # only on a miss: a replay that matches never needs it
+
     bound = difflib.SequenceMatcher(None)
     bound.set_seq2(target)
     bounded: list[tuple[float, int]] = []
