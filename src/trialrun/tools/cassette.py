@@ -61,19 +61,22 @@ class CassetteEntry:
     line: int
 
 
-@dataclass(slots=True)
 class _MatchIndex:
     """Where each call's next unused recording is: a linked list per tool and arguments.
 
     Two containers for the whole cassette, not one per recording (a 5,000-line cassette's index
-    is built while its agent starts, and freed as its case ends, both on the event loop).
+    is built while its agent starts, and freed as its case ends, both on the event loop). A
+    plain class: a dataclass would cost the CLI's start-up a millisecond.
     """
 
-    first_unused: dict[str, dict[str, int]]
-    """Tool -> canonical arguments -> index of the first recording no call consumed (-1: all
-    of them were)."""
-    next_alike: list[int]
-    """Index of the next recording of the same call, -1 after the last."""
+    __slots__ = ("first_unused", "next_alike")
+
+    def __init__(self, first_unused: dict[str, dict[str, int]], next_alike: list[int]) -> None:
+        self.first_unused = first_unused
+        """Tool -> canonical arguments -> index of the first recording no call consumed (-1:
+        all of them were)."""
+        self.next_alike = next_alike
+        """Index of the next recording of the same call, -1 after the last."""
 
     @classmethod
     def of(cls, entries: Sequence[CassetteEntry], args_json: Sequence[str]) -> _MatchIndex:
