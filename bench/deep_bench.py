@@ -188,10 +188,14 @@ agent's turn, which the kernel runs inside it on the shared CPU). The receipt ch
 ``tool_call`` by walking its data twice (redaction proof, then canonical JSON); ``suite_run`` now
 writes that text and the writer proves it clean in one scan (child's work ~20% less), and the
 child no longer collects garbage (a collection walked the parent's heap, copying the pages it
-touched: the tail ~20 ms shorter). Medians of 9: 0.945 s at the start of the session (bare one
-CPU 0.545 s, 1.73x); on the final tree 1.007, 1.102 and 0.875 s (0.580, 0.657 and 0.561 s:
-1.74x, 1.68x, 1.56x). The ratio to the floor moves as much with the host as with the change.
-Measured and dropped:
+touched: the tail ~20 ms shorter). The cassette's index is two containers instead of four
+objects a recording (built in ~1 instead of ~4-7 ms, freed in ~0.1 instead of 1-6 ms as the
+case ends, ~0.5 us less a call), and difflib is imported only for a miss. The whole run: ~36-62
+ms of CPU less and ~2,200 fewer page faults than at the start of the session (alternating runs
+of both trees); its wall time moved within the host's noise. Medians of 9: 0.945 s at the
+start of the session (bare one CPU 0.545 s, 1.73x); during it 1.007, 1.102, 0.875 and 0.895 s
+(1.56-1.74x); on the final tree 1.016 and 0.985 s (0.561 and 0.554 s: 1.81x, 1.78x). The ratio
+to the floor moves as much with the host as with the change. Measured and dropped:
 
 * Proving the whole trace clean on its run.jsonl text (encode once, one scan, redact only the
   lines that might hold a secret) instead of walking it: no faster. The scan of 1.6 MB takes
