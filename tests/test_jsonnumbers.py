@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trialrun.base.jsonnumbers import FINITE_JSON, finite_float, refuse_constant, scan_finite
+from trialrun.base.jsonnumbers import (
+    FINITE_JSON,
+    finite_float,
+    loads_finite,
+    refuse_constant,
+    scan_finite,
+)
 
 _values = st.recursive(
     st.none()
@@ -41,3 +47,29 @@ def test_python_words_for_numbers_are_not_json(text: str) -> None:
 def test_numbers_beyond_a_double_are_refused(number: str) -> None:
     with pytest.raises(ValueError, match="beyond the range of a JSON number"):
         FINITE_JSON.decode(f'{{"n": {number}}}')
+
+
+def _outcome(read: Any, text: str) -> tuple[str, Any]:
+    try:
+        return "value", read(text)
+    except json.JSONDecodeError as error:
+        return "JSONDecodeError", (error.msg, error.pos)
+    except (ValueError, RecursionError) as error:
+        return type(error).__name__, str(error)
+
+
+_texts = st.one_of(
+    _values.map(json.dumps),
+    st.text(max_size=12),
+    st.sampled_from(["\ufeff{}", " [1] ", "NaN", "1e400", '{"a": 1} x', "", "[", "\ufeff"]),
+)
+
+
+@given(_texts)
+def test_loads_finite_reads_and_refuses_what_json_loads_does_with_the_same_options(
+    text: str,
+) -> None:
+    def stdlib(value: str) -> Any:
+        return json.loads(value, parse_constant=refuse_constant, parse_float=finite_float)
+
+    assert _outcome(loads_finite, text) == _outcome(stdlib, text)

@@ -4,7 +4,8 @@ JSON has no infinity, yet ``1e400`` is valid JSON that Python reads as ``inf``: 
 write it back (run.jsonl would hold ``Infinity``, an agent would be sent it) and canonical JSON
 (the receipt) refuses it. Every reader of JSON from outside passes ``finite_float`` as
 ``parse_float``, beside refusing the ``NaN`` and ``Infinity`` literals (``refuse_constant``);
-``FINITE_JSON`` is a decoder that does both, and ``scan_finite`` its scanner.
+``FINITE_JSON`` is a decoder that does both, ``loads_finite`` reads text with it as
+``json.loads`` would, and ``scan_finite`` is its scanner.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["FINITE_JSON", "finite_float", "refuse_constant", "scan_finite"]
+__all__ = ["FINITE_JSON", "finite_float", "loads_finite", "refuse_constant", "scan_finite"]
 
 
 def finite_float(text: str) -> float:
@@ -39,3 +40,11 @@ scan_finite: Callable[[str, int], tuple[Any, int]] = vars(FINITE_JSON)["scan_onc
 """What ``FINITE_JSON.decode`` runs on the text, without its two whitespace scans: ``(value,
 end)`` of the value at an index, StopIteration where none starts (an attribute of the decoder
 that typeshed does not declare)."""
+
+
+def loads_finite(text: str) -> Any:
+    """``json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)``, with the
+    one decoder: the same value, or the same error (a byte-order mark included)."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return FINITE_JSON.decode(text)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
-from trialrun.base.jsonnumbers import finite_float, refuse_constant
+from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than, too_deep, unreadable_json
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
@@ -254,7 +254,7 @@ def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[Cassett
 
 def _load_line(line: str, path: Path, number: int) -> Any:
     try:
-        value = json.loads(line, parse_constant=refuse_constant, parse_float=finite_float)
+        value = loads_finite(line)
     except (ValueError, RecursionError) as exc:
         raise CassetteError(
             f"not valid JSON: {unreadable_json(exc)}", file=path, line=number

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trialrun.base.jsonnumbers import finite_float, refuse_constant
+from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact
 from trialrun.gateway.cassette import Recording
@@ -161,7 +161,7 @@ def parse_json(body: bytes) -> Any:
     nests too deeply for the walks over it (``base.nesting``)."""
     text = body.decode("utf-8", "surrogateescape")
     try:
-        value = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
+        value = loads_finite(text)
     except (ValueError, RecursionError):
         return text
     return text if nests_deeper_than(value, text=text) else value

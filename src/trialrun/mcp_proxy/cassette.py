@@ -29,7 +29,7 @@ from typing import Any
 
 from trialrun.base import canonjson
 from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
-from trialrun.base.jsonnumbers import finite_float, refuse_constant
+from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than, too_deep
 from trialrun.base.redact import DATA_KEYS, redact
 from trialrun.errors import CassetteError
@@ -273,7 +273,7 @@ def load_replay_cassette(path: str | Path) -> McpCassette:
 
 def _parse_line(text: str, file: Path, line_no: int) -> JsonObject:
     try:
-        raw = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
+        raw = loads_finite(text)
     except json.JSONDecodeError as exc:
         raise CassetteError(
             f"invalid JSON: {exc.msg} at column {exc.colno}", file=file, line=line_no
