@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from test_protocol import json_values  # JSON from outside, as an agent sends it
 from trialrun.base.jsonnumbers import (
     FINITE_JSON,
     finite_float,
@@ -17,18 +18,8 @@ from trialrun.base.jsonnumbers import (
     scan_finite,
 )
 
-_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children),
-    max_leaves=10,
-)
 
-
-@given(_values)
+@given(json_values)
 def test_json_is_read_as_json_loads_reads_it(value: Any) -> None:
     text = json.dumps(value)
     assert FINITE_JSON.decode(text) == json.loads(text)
@@ -59,7 +50,7 @@ def _outcome(read: Any, text: str) -> tuple[str, Any]:
 
 
 _texts = st.one_of(
-    _values.map(json.dumps),
+    json_values.map(json.dumps),
     st.text(max_size=12),
     st.sampled_from(["\ufeff{}", " [1] ", "NaN", "1e400", '{"a": 1} x', "", "[", "\ufeff"]),
 )
