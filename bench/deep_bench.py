@@ -209,6 +209,27 @@ to the floor moves as much with the host as with the change. Measured and droppe
 * A switch interval of 0.5 ms (the report's warm-up thread hands the GIL back sooner): no
   better. Without resharing the CPU every 0.25 s: the same.
 
+Session 12, the tail (timeline of the run's phases, medians of 7): the receipt child finished
+its work ~60 ms after the fork, then waited for the parent to read its ~1.8 MB through a 64 KB
+pipe, ~30 turns of the two waking each other (the parent's ``collect`` took ~8 ms); it now
+writes to a memory file the parent reads in one call. The report's warm-up thread also imports
+what only the tail used (JUnit with ElementTree, the baseline's gates, the receipt's ``aside``,
+a codec; ~12 ms the tail waited for). 15 alternating runs: the tail 115 -> 104 ms, the whole
+run 636 -> 621 ms, CPU 709 -> 692 ms, ~900 fewer page faults. The host was fast all session
+(bare one CPU 0.36 s; trialrun 0.63-0.65 s, 1.74-1.78x). Measured and dropped:
+
+* orjson, to read messages and cassette lines: the stdlib scanner takes ~0.8-1.2 us a line,
+  orjson ~0.5-0.6 us, and it reads integers beyond 64 bits as floats, so a guard (a regex for
+  19 digits, ~1.5 us) would cost more than it saves.
+* orjson, to write run.jsonl: ~3 ms instead of ~28 for 10,000 events when each line is
+  appended to one bytearray (kept as 10,000 separate bytes objects, its buffers cost a page
+  fault each, ~30 ms: a page fault costs ~2.3 us on these VMs). Not exact: it writes NaN as
+  null, a plain Enum as its value (``default=str`` writes its name) and floats below 1e-4 in
+  another form, so equal bytes would need a walk of every event first.
+* Where the rest goes, in page faults: a deep run takes ~21,000 (the bare driver and its agent
+  ~5,000), ~6,200 of them before the first agent starts; ~2,600 are the receipt child's copies
+  of the pages it touches.
+
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
 benchmark compiles them once before timing.

@@ -66,6 +66,29 @@ def test_large_and_empty_results_arrive_whole() -> None:
     assert result == {"large": True, "empty": "b''"}
 
 
+def test_the_child_finishes_before_the_parent_reads_and_leaves_no_descriptor() -> None:
+    # Through a pipe (64 KB), a result of megabytes kept the child waiting for collect().
+    result = run_program(
+        """
+        big = bytes(range(256)) * 20_000
+        before = sorted(os.listdir("/proc/self/fd"))
+        pending = Aside(lambda: big)
+        deadline = time.monotonic() + 30
+        exited = False
+        while not exited and time.monotonic() < deadline:
+            seen = os.waitid(os.P_PID, pending._pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            exited = seen is not None
+            time.sleep(0.01)
+        whole = pending.collect() == big
+        discarded = Aside(lambda: (time.sleep(60), b"late")[1])
+        discarded.discard()
+        after = sorted(os.listdir("/proc/self/fd"))
+        print(json.dumps({"exited": exited, "whole": whole, "fds": before == after}))
+        """
+    )
+    assert result == {"exited": True, "whole": True, "fds": True}
+
+
 def test_the_child_never_collects_garbage_and_the_parent_still_does() -> None:
     # A collection in the child would walk the parent's heap and copy every page it touches.
     result = run_program(

@@ -345,3 +345,45 @@ def test_what_is_loaded_is_frozen_for_the_run_and_thawed_after(
     capsys.readouterr()
     assert len(frozen_while_judging) == 1 and frozen_while_judging[0] > 1000
     assert gc.get_freeze_count() == 0
+
+
+# The report's warm-up thread, run in place so that what it loads is settled before the tail.
+TAIL_IMPORTS = """\
+import json, sys
+from pathlib import Path
+from trialrun.artifacts import recording
+recording.RunRecorder.warm_up = lambda self: recording._warm_report()
+finish = recording.RunRecorder.finish
+report = Path(sys.argv.pop(1))
+def noting_finish(self, *args, **kwargs):
+    before = set(sys.modules)
+    try:
+        return finish(self, *args, **kwargs)
+    finally:
+        report.write_text(json.dumps({
+            "imported_by_finish": sorted(set(sys.modules) - before),
+            "aside_loaded": "trialrun.base.aside" in sys.modules,
+        }))
+recording.RunRecorder.finish = noting_finish
+from trialrun.cli import main
+sys.argv[0] = "trialrun"
+main()
+"""
+
+
+def test_the_runs_tail_imports_nothing_the_warm_up_did_not_load(tmp_path: Path) -> None:
+    # Each module imported after the last case is time the user waits for (JUnit's ElementTree
+    # alone is ~5 ms); the warm-up thread loads them while the agents run.
+    suite = make_suite(tmp_path)
+    for case in (suite / "cases").iterdir():
+        if case.name != "a_ok.yaml":
+            case.unlink()
+    report = tmp_path / "tail.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", TAIL_IMPORTS, str(report), "run", str(suite), "--no-baseline",
+         "--out", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = json.loads(report.read_text())
+    assert seen == {"imported_by_finish": [], "aside_loaded": True}

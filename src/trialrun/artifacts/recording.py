@@ -9,6 +9,7 @@ its receipt is left without ``run_end`` so that it reads as truncated.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
@@ -78,11 +79,13 @@ class RunRecorder:
         self._warming = False
 
     def warm_up(self) -> None:
-        """Load jinja2 and the report template on a thread; call once the first agents start.
+        """Load jinja2, the report template and the modules only the run's tail uses (JUnit
+        with ElementTree, the baseline's gates, the receipt's forked child) on a thread; call
+        once the first agents start.
 
-        They cost ~50 ms of CPU: the thread pays for them while the agents load their own
-        imports, instead of the event loop stalling on them (or the run's tail). Started any
-        earlier, it would only compete with getting the first agent started.
+        They cost ~60 ms of CPU: the thread pays for them while the agents load their own
+        imports, instead of the event loop stalling on them (or the run's tail, which waits for
+        each). Started any earlier, it would only compete with getting the first agent started.
         """
         if not self._warming:
             self._warming = True
@@ -180,7 +183,18 @@ class RunRecorder:
         return recorded
 
 
+_TAIL_MODULES = (
+    "trialrun.report.junit",
+    "trialrun.artifacts.baseline",
+    "trialrun.base.aside",
+    "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
+)
+"""Imported by ``finish`` and by the receipt of a case of many tool calls (~12 ms)."""
+
+
 def _warm_report() -> None:
     from trialrun.report.html import load_template
 
     load_template()
+    for name in _TAIL_MODULES:
+        importlib.import_module(name)
