@@ -216,6 +216,30 @@ def test_stream_json_tool_calls_usage_and_secrets_are_recorded_redacted(tmp_path
     assert verify_receipt(report.receipt_path).ok
 
 
+def test_numbers_no_report_can_hold_count_as_nothing_and_the_receipt_ends(tmp_path: Path) -> None:
+    # Two attempts each claiming $1e308 summed to infinity, which run_end's canonical JSON
+    # cannot hold: the receipt stopped short of run_end and the command exited 2.
+    workspace = make_workspace(tmp_path, score=1)
+    claim = {
+        "type": "result",
+        "usage": {"input_tokens": 1e308, "output_tokens": 2**53},
+        "total_cost_usd": 1e308,
+    }
+    plan = {
+        str(n): {
+            "stdout": [json.dumps(claim)],
+            "usage": [{"inputTokens": 4, "costUsd": 1e308}, {"inputTokens": 2**60}],
+        }
+        for n in (1, 2)
+    }
+    report = run_attempts(options(tmp_path, workspace, plan, attempts=2))
+    evs = events(report.receipt_path)
+    assert [u["totalTokens"] for u in of_type(evs, "usage")] == [0, 0]
+    totals = of_type(evs, "run_end")[0]["totals"]
+    assert (totals["totalTokens"], totals["costUsd"]) == (0, 0.0)
+    assert verify_receipt(report.receipt_path).ok
+
+
 def test_binary_file_change_has_hash_and_no_diff(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path, score=1)
     plan = {"1": {"write": {"score.txt": "0\n"}, "write_hex": {"img.bin": "00ff10"}}}

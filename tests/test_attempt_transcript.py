@@ -314,15 +314,33 @@ def test_usage_file_good_lines_become_receipt_members(tmp_path: Path) -> None:
     [
         ("tokens: 5", "expected a JSON object, found other text"),
         ("[1]", "expected a JSON object, found other text"),
-        ('{"inputTokens": -1}', "expected inputTokens to be a non-negative integer, found -1"),
-        ('{"inputTokens": 1.5}', "expected inputTokens to be a non-negative integer, found 1.5"),
+        (
+            '{"inputTokens": -1}',
+            "expected inputTokens to be a non-negative integer up to 2**53 - 1, found -1",
+        ),
+        (
+            '{"inputTokens": 1.5}',
+            "expected inputTokens to be a non-negative integer up to 2**53 - 1, found 1.5",
+        ),
         (
             '{"outputTokens": true}',
-            "expected outputTokens to be a non-negative integer, found True",
+            "expected outputTokens to be a non-negative integer up to 2**53 - 1, found True",
         ),
-        ('{"totalTokens": "3"}', "expected totalTokens to be a non-negative integer, found '3'"),
-        ('{"costUsd": -0.1}', "expected costUsd to be a non-negative number, found -0.1"),
-        ('{"costUsd": NaN}', "expected costUsd to be a non-negative number, found 'NaN'"),
+        (
+            '{"totalTokens": "3"}',
+            "expected totalTokens to be a non-negative integer up to 2**53 - 1, found '3'",
+        ),
+        ('{"costUsd": -0.1}', "expected costUsd to be a non-negative number up to 1e9, found -0.1"),
+        ('{"costUsd": NaN}', "expected costUsd to be a non-negative number up to 1e9, found 'NaN'"),
+        (
+            '{"inputTokens": 9007199254740992}',
+            "expected inputTokens to be a non-negative integer up to 2**53 - 1, "
+            "found 9007199254740992",
+        ),
+        (
+            '{"costUsd": 1e308}',
+            "expected costUsd to be a non-negative number up to 1e9, found 1e+308",
+        ),
         ('{"inputTokens": 1, "model": 3}', "expected model to be a string, found 3"),
         (
             '{"model": "m"}',

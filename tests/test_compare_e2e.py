@@ -408,3 +408,26 @@ def test_stored_arm_run_with_missing_fields_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read back"):
         store.stored_arm_runs(run)
     assert store.transcript_name("a", "candidate", 1, "text") == "a.candidate.1.txt"
+
+
+def test_numbers_no_report_can_hold_are_left_out_not_fatal(
+    home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The candidate claims 1e308 turns and dollars: rounding that for the HTML report raised
+    # (its whole part has 309 digits), after every arm had run.
+    agent = subject / "evals" / "agent.py"
+    claims = '"candidate": (1e308, 1e300, 1e308)'
+    agent.write_text(agent.read_text().replace('"candidate": (5, 41200, 0.25)', claims))
+
+    code, out, err = run_compare([str(subject), "-j", "4"], capsys)
+
+    assert code == 0, err
+    assert "Traceback" not in err
+    efficiency_line = next(line for line in out.splitlines() if line.startswith("efficiency:"))
+    assert efficiency_line == (
+        "efficiency: baseline 3.0 turns · 22.8s · $0.11 | incumbent 4.0 turns · 33.0s · $0.15"
+    )
+    receipt = only_receipt(home)
+    assert receipt["efficiency"]["candidate"]["turns"] is None
+    [report] = home.glob("evals/local/*/*/report.html")
+    assert "</html>" in report.read_text(encoding="utf-8")

@@ -410,6 +410,27 @@ def test_efficiency_falls_back_to_cost_usd_and_drops_bad_values() -> None:
     assert efficiency_of(negative, "stream-json") == Efficiency(None, 7, None, None)
 
 
+def test_efficiency_drops_numbers_no_report_can_hold() -> None:
+    # An agent's 1e308 turns made the report's rounding raise (its whole part has 309 digits);
+    # two such costs add up to infinity, which the receipt cannot hold.
+    huge = stream(
+        result_event(
+            num_turns=1e308,
+            duration_ms=1e300,
+            total_cost_usd=1e308,
+            cost_usd=10**400,
+            usage={"input_tokens": 2**53, "output_tokens": 3.0},
+        )
+    )
+    assert efficiency_of(huge, "stream-json") == Efficiency(None, 3, None, None)
+    at_bounds = stream(
+        result_event(
+            num_turns=2**53 - 1, duration_ms=1e12, total_cost_usd=1e9, usage={"input_tokens": 0}
+        )
+    )
+    assert efficiency_of(at_bounds, "stream-json") == Efficiency(2**53 - 1, 0, 1e9, 1e12)
+
+
 @pytest.mark.parametrize(
     ("transcript", "fmt"),
     [

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -287,6 +290,23 @@ def test_fixed_rounds_like_to_fixed(value: float, places: int, text: str) -> Non
     # 0.125 is an exact half and rounds up (Python's format would give 0.12); 2.675 is stored
     # just below its half, so it rounds down, as JavaScript's toFixed does.
     assert fixed(value, places) == text
+
+
+@given(st.floats(), st.integers(0, 6))
+def test_fixed_words_any_float(value: float, places: int) -> None:
+    # Agents report their own numbers: a mean of 1e308 turns made the rounding itself raise.
+    text = fixed(value, places)
+    if math.isnan(value):
+        assert text == "NaN"
+    elif abs(value) >= 1e21:  # JavaScript's toFixed gives the shortest form from here on
+        assert float(text.replace("Infinity", "inf")) == value
+    else:
+        whole, _, decimals = text.lstrip("-").partition(".")
+        assert len(decimals) == places and whole.isdigit()
+        scaled = abs(Fraction(value)) * 10**places
+        nearest = math.floor(scaled + Fraction(1, 2))  # exact halves away from zero
+        sign = -1 if value < 0 else 1
+        assert Fraction(Decimal(text)) == sign * Fraction(nearest, 10**places)
 
 
 @given(

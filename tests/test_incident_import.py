@@ -505,6 +505,40 @@ def test_parse_iso_accepts_z_offsets_naive_and_nanoseconds() -> None:
     assert parse_iso(None) is None
 
 
+def test_parse_iso_gives_utc_or_none_for_moments_without_a_utc_form() -> None:
+    assert parse_iso("2026-11-30T16:02:12+02:00") == parse_iso("2026-11-30T14:02:12Z")
+    assert parse_iso("0001-01-01T00:00:00+14:00") is None  # before year 1 in UTC
+    assert parse_iso("9999-12-31T23:59:59-14:00") is None  # after year 9999 in UTC
+
+
+# Start times of the first tool call that no datetime holds, as exports carry them (JSON text):
+# each raised while the file was read.
+OTLP_START = '"startTimeUnixNano":"1796047332370000000"'
+RUN_START = '"timestamp":1796047332.37'
+LANGFUSE_START = '"startTime": "2026-11-30T14:02:12.370Z"'
+FAR_STARTS = [
+    *(("otlp_collector.jsonl", OTLP_START, f'"startTimeUnixNano":{far}') for far in
+      ("1e400", "1e300", "-1e300", "9223372036854775807999", '"99999999999999999999999999"')),
+    *(("trialrun_run.jsonl", RUN_START, f'"timestamp":{far}') for far in
+      ("1e400", "1e300", "-1e300", "9223372036854775807999")),
+    ("langfuse_trace.json", LANGFUSE_START, '"startTime": "0001-01-01T00:00:00+14:00"'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "known", "far"), FAR_STARTS)
+def test_a_start_time_beyond_any_calendar_is_a_missing_one(
+    name: str, known: str, far: str, tmp_path: Path
+) -> None:
+    text = (DATA / name).read_text()
+    assert text.count(known) == 1
+    export = tmp_path / name
+    export.write_text(text.replace(known, far))
+    incident = import_export(export)
+    assert [call.name for call in incident.calls] == [call[0] for call in EXPECTED_CALLS]
+    missing_start = [call.started_at is None for call in incident.calls]
+    assert missing_start == [True, False, False, False, False]
+
+
 def test_an_empty_incident_file_has_no_line_number(tmp_path: Path) -> None:
     path = tmp_path / "incident.json"
     path.write_text("\n", encoding="utf-8")

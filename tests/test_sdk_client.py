@@ -458,7 +458,16 @@ def test_task_error_ends_the_case(start: Start) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"tokens_in": -1}, {"tokens_out": 1.5}, {"tokens_in": True}, {"cost_usd": math.nan}],
+    [
+        {"tokens_in": -1},
+        {"tokens_out": 1.5},
+        {"tokens_in": True},
+        {"cost_usd": math.nan},
+        # Beyond the runner's bounds, which would fail the case as a protocol error.
+        {"tokens_in": 2**53},
+        {"cost_usd": 1e10},
+        {"cost_usd": 10**400},
+    ],
 )
 def test_invalid_usage_is_refused_before_sending(start: Start, kwargs: dict[str, Any]) -> None:
     session, _, _ = start(FakeRunner("record"))

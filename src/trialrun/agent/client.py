@@ -27,7 +27,6 @@ import contextlib
 import contextvars
 import inspect
 import itertools
-import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from trialrun.agent.calllock import CallLock
 from trialrun.agent.channel import ENV_FD, Channel, ChannelError, encode_line
 from trialrun.agent.jsonable import NotJsonError, to_json_data
+from trialrun.base.reported import as_cost_usd, as_count
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -205,18 +205,16 @@ class Session:
         model: str | None = None,
     ) -> None:
         """Report tokens and cost spent since the previous ``usage`` call (the runner adds up)."""
+        # The runner's bounds (base.reported): beyond them it would fail the case instead.
         for key, count in (("tokens_in", tokens_in), ("tokens_out", tokens_out)):
-            if count is not None and (
-                isinstance(count, bool) or not isinstance(count, int) or count < 0
-            ):
-                raise ValueError(f"usage {key} must be a non-negative integer, found {count!r}")
-        if cost_usd is not None and (
-            isinstance(cost_usd, bool)
-            or not isinstance(cost_usd, int | float)
-            or not math.isfinite(cost_usd)
-            or cost_usd < 0
-        ):
-            raise ValueError(f"usage cost_usd must be a non-negative number, found {cost_usd!r}")
+            if count is not None and (not isinstance(count, int) or as_count(count) is None):
+                raise ValueError(
+                    f"usage {key} must be a non-negative integer up to 2**53 - 1, found {count!r}"
+                )
+        if cost_usd is not None and as_cost_usd(cost_usd) is None:
+            raise ValueError(
+                f"usage cost_usd must be a non-negative number up to 1e9, found {cost_usd!r}"
+            )
         self._post(
             {
                 "type": "usage",

@@ -21,7 +21,9 @@ Decisions:
   stays true (the writer ORs it with its own finding).
 * Usage comes from the last ``result`` line only; without one there is no usage (``None``),
   since token counts without the cost would make the receipt's totals look complete.
-  ``totalTokens`` is input + output, as in the receipt reference vectors.
+  ``totalTokens`` is input + output, as in the receipt reference vectors. A count or a cost that
+  no report can hold (``base.reported``: negative, fractional, beyond its bound) counts as 0
+  there; in a usage file it rejects its line.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.reported import as_cost_usd, as_count
 from trialrun.receipt.args_summary import SUMMARY_LIMIT, summarize_args
 
 __all__ = [
@@ -127,7 +130,7 @@ def usage_from_transcript(lines: Iterable[str | TimedLine]) -> dict[str, Any] | 
         "outputTokens": _count(usage.get("output_tokens")),
         "cacheReadTokens": _count(usage.get("cache_read_input_tokens")),
         "cacheWriteTokens": _count(usage.get("cache_creation_input_tokens")),
-        "costUsd": _cost(cost) or 0.0,
+        "costUsd": as_cost_usd(cost) or 0.0,
     }
     members["totalTokens"] = members["inputTokens"] + members["outputTokens"]
     model = model or _single_key(result.get("modelUsage"))
@@ -180,13 +183,17 @@ def _usage_record(raw: str) -> tuple[dict[str, Any] | None, str]:
     record: dict[str, Any] = {}
     for member in (*_TOKEN_MEMBERS, "totalTokens"):
         value = obj.get(member, 0)
-        if not _is_count(value):
-            return None, f"expected {member} to be a non-negative integer, found {value!r}"
-        record[member] = int(value)
-    cost = _cost(obj.get("costUsd", 0))
+        count = as_count(value)
+        if count is None:
+            return (
+                None,
+                f"expected {member} to be a non-negative integer up to 2**53 - 1, found {value!r}",
+            )
+        record[member] = count
+    cost = as_cost_usd(obj.get("costUsd", 0))
     if cost is None:
         found = obj.get("costUsd")
-        return None, f"expected costUsd to be a non-negative number, found {found!r}"
+        return None, f"expected costUsd to be a non-negative number up to 1e9, found {found!r}"
     record["costUsd"] = cost
     if "totalTokens" not in obj:
         record["totalTokens"] = record["inputTokens"] + record["outputTokens"]
@@ -298,12 +305,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
-def _is_count(value: Any) -> bool:
-    if not _is_number(value) or value < 0:
-        return False
-    return isinstance(value, int) or float(value).is_integer()
-
-
 def _as_float(value: Any) -> float | None:
     if not _is_number(value):
         return None
@@ -313,13 +314,8 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
-def _cost(value: Any) -> float | None:
-    amount = _as_float(value)
-    return amount if amount is not None and amount >= 0 else None
-
-
 def _count(value: Any) -> int:
-    return int(value) if _is_count(value) else 0
+    return as_count(value) or 0
 
 
 def _single_key(value: Any) -> str | None:

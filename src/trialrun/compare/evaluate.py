@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import signal
@@ -60,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
 __all__ = [
@@ -105,7 +105,8 @@ class CheckOutcome:
 
 @dataclass(frozen=True)
 class Efficiency:
-    """What the agent reported in its ``result`` event; a missing or non-finite value is None."""
+    """What the agent reported in its ``result`` event; a value it left out, or one no report
+    can hold (``base.reported``: negative, infinite, beyond its bound), is None."""
 
     turns: int | None
     tokens: int | None
@@ -159,14 +160,14 @@ def efficiency_of(transcript: str, transcript_format: TranscriptFormat) -> Effic
     result = results[-1]
     usage = result.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    token_counts = [_count(usage.get(key)) for key in ("input_tokens", "output_tokens")]
+    token_counts = [as_count(usage.get(key)) for key in ("input_tokens", "output_tokens")]
     present = [count for count in token_counts if count is not None]
-    cost = _number(result.get("total_cost_usd"))
+    cost = as_cost_usd(result.get("total_cost_usd"))
     efficiency = Efficiency(
-        turns=_count(result.get("num_turns")),
+        turns=as_count(result.get("num_turns")),
         tokens=sum(present) if present else None,
-        cost_usd=cost if cost is not None else _number(result.get("cost_usd")),
-        duration_ms=_number(result.get("duration_ms")),
+        cost_usd=cost if cost is not None else as_cost_usd(result.get("cost_usd")),
+        duration_ms=as_ms(result.get("duration_ms")),
     )
     if all(value is None for value in efficiency.as_dict().values()):
         return None
@@ -286,21 +287,6 @@ def _selection_names(text: Any) -> list[str]:
     if not isinstance(selected, list):
         return []
     return [item.strip() for item in selected if isinstance(item, str)]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
-def _count(value: Any) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None and number.is_integer() else None
 
 
 # ---- evaluating one check --------------------------------------------------------------------

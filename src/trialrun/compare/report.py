@@ -17,7 +17,8 @@ does, so ``0.125`` prints ``0.13`` here too.
 from __future__ import annotations
 
 import json
-from decimal import ROUND_HALF_UP, Decimal
+import math
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 from trialrun.compare.outcome import (
     ArmEfficiency,
@@ -39,10 +40,27 @@ __all__ = ["fixed", "format_report"]
 _DOT = " · "
 
 
+_FIXED_LIMIT = 1e21
+"""From here on, JavaScript's ``toFixed`` gives the number's shortest form (``1e+21``)."""
+
+
 def fixed(value: float, places: int) -> str:
-    """``value`` with ``places`` decimals, exact halves rounded away from zero."""
+    """``value`` with ``places`` decimals, exact halves rounded away from zero, as JavaScript's
+    ``toFixed`` words it; from 1e21 on, and for infinities and NaN, its shortest form.
+
+    Agents report their own numbers (an efficiency mean of 1e308 turns is theirs to claim), so
+    any float must come out as text: the default decimal context (28 digits) could not hold the
+    whole part of such a number.
+    """
+    if not abs(value) < _FIXED_LIMIT:  # NaN included
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
     quantum = Decimal(1).scaleb(-places)
-    return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP))
+    below_limit = Context(prec=21 + places)  # a whole part below 1e21 has at most 21 digits
+    return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP, context=below_limit))
 
 
 def format_report(outcome: CompareOutcome) -> str:

@@ -32,6 +32,7 @@ from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
 from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
+from trialrun.base.reported import MAX_COUNT, as_cost_usd
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
 
@@ -339,7 +340,7 @@ def _count(value: JsonObject, key: str, line_no: int, text: str) -> int | None:
     found = value.get(key)
     if found is None:
         return None
-    if isinstance(found, bool) or not isinstance(found, int) or not 0 <= found <= _MAX_COUNT:
+    if isinstance(found, bool) or not isinstance(found, int) or not 0 <= found <= MAX_COUNT:
         raise _violation(
             line_no,
             text,
@@ -348,27 +349,18 @@ def _count(value: JsonObject, key: str, line_no: int, text: str) -> int | None:
     return found
 
 
-_MAX_COUNT = 2**53 - 1
-"""The largest integer every JSON reader holds exactly (the receipt is read by JavaScript too)."""
-_MAX_COST_USD = 1e9
-"""Per message: the sums over a run stay finite, as the receipt's canonical JSON needs."""
-
-
 def _cost(value: JsonObject, line_no: int, text: str) -> float | None:
     found = value.get("cost_usd")
     if found is None:
         return None
-    if (
-        isinstance(found, bool)
-        or not isinstance(found, int | float)
-        or not 0 <= found <= _MAX_COST_USD
-    ):
+    cost = as_cost_usd(found)
+    if cost is None:
         raise _violation(
             line_no,
             text,
             f"usage.cost_usd must be a non-negative number up to 1e9, found {_shown(found)}",
         )
-    return float(found)
+    return cost
 
 
 def _shown(found: Any) -> str:

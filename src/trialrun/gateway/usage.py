@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.reported import as_count
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
 
@@ -57,9 +58,9 @@ class Usage:
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
         return cls(
             model=_text(data.get("model")),
-            tokens_in=_count(data.get("tokens_in")),
-            tokens_out=_count(data.get("tokens_out")),
-            tokens_cached=_count(data.get("tokens_cached")),
+            tokens_in=as_count(data.get("tokens_in")),
+            tokens_out=as_count(data.get("tokens_out")),
+            tokens_cached=as_count(data.get("tokens_cached")),
         )
 
 
@@ -120,24 +121,24 @@ def _from_raw(provider: str, raw: Mapping[str, Any], model: str | None) -> Usage
         details = raw.get("prompt_tokens_details")
         return Usage(
             model=model,
-            tokens_in=_count(raw.get("prompt_tokens")),
-            tokens_out=_count(raw.get("completion_tokens")) or 0,
-            tokens_cached=_count(details.get("cached_tokens"))
+            tokens_in=as_count(raw.get("prompt_tokens")),
+            tokens_out=as_count(raw.get("completion_tokens")) or 0,
+            tokens_cached=as_count(details.get("cached_tokens"))
             if isinstance(details, dict)
             else None,
         )
     if "input_tokens" not in raw and "output_tokens" not in raw:
         return Usage(model=model)
-    tokens_in = _count(raw.get("input_tokens"))
-    tokens_out = _count(raw.get("output_tokens"))
+    tokens_in = as_count(raw.get("input_tokens"))
+    tokens_out = as_count(raw.get("output_tokens"))
     if provider == "anthropic":
-        reads = _count(raw.get("cache_read_input_tokens"))
-        writes = _count(raw.get("cache_creation_input_tokens"))
+        reads = as_count(raw.get("cache_read_input_tokens"))
+        writes = as_count(raw.get("cache_creation_input_tokens"))
         if tokens_in is not None:
             tokens_in += (reads or 0) + (writes or 0)
         return Usage(model, tokens_in, tokens_out, reads)
     details = raw.get("input_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    cached = as_count(details.get("cached_tokens")) if isinstance(details, dict) else None
     return Usage(model, tokens_in, tokens_out, cached)
 
 
@@ -154,14 +155,6 @@ def _model_of(data: Any) -> str | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _count(value: Any) -> int | None:
-    # Beyond 2**53 - 1 a count is no count: JavaScript (the receipt's other readers) cannot hold
-    # it, and one of 400 digits would stop the run at the receipt.
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**53 - 1:
-        return None
-    return value
 
 
 # ---- prices ------------------------------------------------------------------------------

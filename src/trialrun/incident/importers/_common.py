@@ -22,6 +22,7 @@ __all__ = [
     "build_incident",
     "decode_text",
     "iso_from_datetime",
+    "moment_from_epoch",
     "parse_iso",
     "require",
 ]
@@ -111,9 +112,18 @@ def parse_iso(text: Any) -> datetime | None:
     trimmed = re.sub(r"(\.\d{6})\d+", r"\1", text.strip()).replace("Z", "+00:00")
     try:
         moment = datetime.fromisoformat(trimmed)
-    except ValueError:
+        # In UTC now: year 1 at +14:00 has no UTC form, and would fail where it is written.
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def moment_from_epoch(seconds: float) -> datetime | None:
+    """The moment ``seconds`` after 1970 UTC; None for NaN or beyond the years 1 to 9999."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):  # which one depends on how far, and the platform
+        return None
 
 
 def decode_text(value: Any) -> Any:

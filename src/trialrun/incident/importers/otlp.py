@@ -18,10 +18,15 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from trialrun.incident.importers._common import RawCall, build_incident, decode_text
+from trialrun.incident.importers._common import (
+    RawCall,
+    build_incident,
+    decode_text,
+    moment_from_epoch,
+)
 from trialrun.incident.model import Incident
 
 __all__ = ["detect", "to_incident"]
@@ -226,12 +231,13 @@ def _normal_id(raw: Any) -> str:
 def _nanos(raw: Any) -> datetime | None:
     try:
         nanos = int(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON 1e400 reads as inf
         return None
     if nanos <= 0:
         return None
     seconds, rest = divmod(nanos // 1000, 1_000_000)
-    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest)
+    moment = moment_from_epoch(seconds)
+    return None if moment is None else moment.replace(microsecond=rest)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -8,11 +8,11 @@ its only failing case; anything else is ambiguous and refused.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from trialrun.errors import ConfigError
-from trialrun.incident.importers._common import RawCall, build_incident
+from trialrun.incident.importers._common import RawCall, build_incident, moment_from_epoch
 from trialrun.incident.model import Incident
 
 __all__ = ["detect", "to_incident"]
@@ -98,4 +98,4 @@ def _one_case(events: list[dict[str, Any]], source_file: str) -> list[dict[str, 
 def _moment(timestamp: Any) -> datetime | None:
     if not isinstance(timestamp, int | float) or isinstance(timestamp, bool):
         return None
-    return datetime.fromtimestamp(timestamp, UTC)
+    return moment_from_epoch(timestamp)
