@@ -104,6 +104,14 @@ def write(tmp_path: Path, text: str | bytes) -> Path:
         ('{"cases": [],\n "aggregates": {\n  "pass_rate": "1"}}', 3, "must be a number"),
         ('{"cases": [],\n "aggregates": []}', 2, "'aggregates' must be an object"),
         ('{"cases": [],\n "schema_version": "1"}', 2, "'schema_version' must be an integer"),
+        # diff --html and merge apply these gates: a traceback met the first two.
+        ('{"cases": [],\n "policy_snapshot": 1.5}', 2, "'policy_snapshot' must be an object"),
+        ('{"cases": [],\n "policy_snapshot": []}', 2, "'policy_snapshot' must be an object"),
+        (
+            '{"cases": [],\n "policy_snapshot": {"min_pass_rate": "high"}}',
+            2,
+            "'policy_snapshot': regression threshold 'min_pass_rate' must be a number",
+        ),
     ],
 )
 def test_bad_baselines_name_file_line_and_expectation(

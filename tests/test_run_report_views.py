@@ -553,6 +553,23 @@ def test_diff_html_of_hostile_summaries_stays_inert(tmp_path: Path) -> None:
     assert PAYLOADS[1] in " ".join(parsed.text)
 
 
+def test_diff_html_of_a_summary_whose_gates_are_not_an_object_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The gates of run B are applied to the page: a number there raised AttributeError.
+    for name, policy in (("a", {"min_pass_rate": 1.0}), ("b", 1.5)):
+        (tmp_path / name).mkdir()
+        case = {"id": "x", "status": "pass", "tool_sequence": [], "wall_ms": 5}
+        summary = {"schema_version": 1, "cases": [case], "policy_snapshot": policy}
+        (tmp_path / name / "summary.json").write_text(json.dumps(summary, indent=2))
+    out = tmp_path / "diff.html"
+    assert run_cli(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "--html", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    summary_b = tmp_path / "b" / "summary.json"
+    assert err == f"error: {summary_b}:11: 'policy_snapshot' must be an object, found 1.5"
+    assert not out.exists()
+
+
 # -- in a browser ---------------------------------------------------------------------------
 
 

@@ -386,6 +386,14 @@ def _validate(document: Any, text: str, path: Path) -> None:
     version = document.get("schema_version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
         raise fail(f"'schema_version' must be an integer, found {version!r}", '"schema_version"')
+    # The gates diff, merge and promote apply from it: checked here, where the file is known.
+    policy = document.get("policy_snapshot")
+    if policy is not None and not isinstance(policy, dict):
+        raise fail(f"'policy_snapshot' must be an object, found {policy!r}", '"policy_snapshot"')
+    try:
+        thresholds_of(policy)
+    except ConfigError as exc:
+        raise fail(f"'policy_snapshot': {exc.message}", '"policy_snapshot"') from None
 
 
 def _line_of(text: str, needle: str | None) -> int:
