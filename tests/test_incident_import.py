@@ -312,6 +312,37 @@ def test_missing_export_file_is_a_config_error(tmp_path: Path) -> None:
         import_export(tmp_path / "absent.json")
 
 
+# Ids, parents and types that are JSON arrays or objects: set lookups of them raised TypeError.
+def _langfuse_with(tmp_path: Path, index: int, key: str, value: Any) -> Path:
+    trace = json.loads((DATA / "langfuse_trace.json").read_text())
+    trace["observations"][index][key] = value
+    path = tmp_path / "langfuse.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    return path
+
+
+def test_an_observation_type_that_is_not_text_is_no_langfuse_export(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unrecognized export format"):
+        import_export(_langfuse_with(tmp_path, 1, "type", ["GENERATION"]))
+
+
+@pytest.mark.parametrize(("key", "value"), [("id", ["obs-gen-1"]), ("parentObservationId", {})])
+def test_langfuse_ids_that_are_not_text_name_no_observation(
+    tmp_path: Path, key: str, value: Any
+) -> None:
+    incident = import_export(_langfuse_with(tmp_path, 1, key, value))
+    assert _core(incident)["calls"] == _core(import_export(DATA / "langfuse_trace.json"))["calls"]
+
+
+def test_langsmith_ids_that_are_not_text_name_no_run(tmp_path: Path) -> None:
+    runs = json.loads((DATA / "langsmith_runs.json").read_text())
+    runs[0]["id"], runs[-1]["parent_run_id"] = ["x"], {"y": 1}
+    path = tmp_path / "langsmith.json"
+    path.write_text(json.dumps(runs), encoding="utf-8")
+    names = [call.name for call in import_export(path).calls]
+    assert names == [call[0] for call in EXPECTED_CALLS]
+
+
 # ---- model ---------------------------------------------------------------------------------
 
 _json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8)

@@ -138,7 +138,9 @@ def test_a_complete_receipt_is_usable() -> None:
         ("content_digest", "sha256:short", "content_digest"),
         ("run_id", "", "run_id"),
         ("verdict", "WIN", "verdict"),
+        ("verdict", ["PASS"], "verdict"),  # a list raised TypeError in the set lookup
         ("execution_status", "done", "execution_status"),
+        ("execution_status", {"complete": True}, "execution_status"),
         ("scored_rows", True, "scored_rows"),
         ("expected_rows", -1, "expected_rows"),
         ("comparisons", [], "comparisons"),
@@ -149,6 +151,24 @@ def test_a_bad_field_is_named(key: str, value: Any, expected: str) -> None:
     receipt[key] = value
     problem = receipt_problem(receipt)
     assert problem is not None and expected in problem
+
+
+# Any JSON value in any required field: never an exception, a usable receipt only as written.
+@given(
+    st.sampled_from(
+        ["schema_version", "content_digest", "run_id", "verdict", "execution_status", "comparisons"]
+    ),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner),
+        max_leaves=4,
+    ),
+)
+def test_any_value_in_a_field_is_judged_without_raising(key: str, value: Any) -> None:
+    receipt = make_receipt(DIGEST_A, "20260101T000000Z")
+    receipt[key] = value
+    problem = receipt_problem(receipt)
+    assert problem is None or key.replace("_", "") in problem.replace("_", "")
 
 
 REQUIRED = [

@@ -98,11 +98,12 @@ def receipt_problem(document: Any) -> str | None:
         return f"expected content_digest 'sha256:<64 hex>', found {digest!r}"
     if not isinstance(document.get("run_id"), str) or not document["run_id"]:
         return f"expected a run_id string, found {document.get('run_id')!r}"
-    if document.get("verdict") not in _VERDICTS:
-        return f"expected verdict PASS, NEUTRAL or FAIL, found {document.get('verdict')!r}"
-    if document.get("execution_status") not in _STATUSES:
-        found = document.get("execution_status")
-        return f"expected execution_status complete, partial or failed, found {found!r}"
+    # A string first: a list there cannot even be looked up in a set.
+    verdict, status = document.get("verdict"), document.get("execution_status")
+    if not isinstance(verdict, str) or verdict not in _VERDICTS:
+        return f"expected verdict PASS, NEUTRAL or FAIL, found {verdict!r}"
+    if not isinstance(status, str) or status not in _STATUSES:
+        return f"expected execution_status complete, partial or failed, found {status!r}"
     for count in ("expected_rows", "scored_rows"):
         value = document.get(count)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

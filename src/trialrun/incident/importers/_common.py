@@ -21,6 +21,7 @@ __all__ = [
     "RawCall",
     "build_incident",
     "decode_text",
+    "first_root",
     "iso_from_datetime",
     "moment_from_epoch",
     "parse_iso",
@@ -124,6 +125,19 @@ def moment_from_epoch(seconds: float) -> datetime | None:
         return datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, ValueError, OSError):  # which one depends on how far, and the platform
         return None
+
+
+def first_root(nodes: list[dict[str, Any]], id_key: str, parent_key: str) -> dict[str, Any] | None:
+    """The first of ``nodes`` whose parent is none of them (a span tree's root).
+
+    An id that is a JSON array or object names nothing: it cannot even be looked up in a set.
+    """
+    ids = {node.get(id_key) for node in nodes if not isinstance(node.get(id_key), list | dict)}
+    for node in nodes:
+        parent = node.get(parent_key)
+        if isinstance(parent, list | dict) or parent not in ids:
+            return node
+    return None
 
 
 def decode_text(value: Any) -> Any:

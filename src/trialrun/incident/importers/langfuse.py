@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trialrun.incident.importers._common import RawCall, build_incident, decode_text, parse_iso
+from trialrun.incident.importers._common import (
+    RawCall,
+    build_incident,
+    decode_text,
+    first_root,
+    parse_iso,
+)
 from trialrun.incident.model import Incident
 
 __all__ = ["detect", "to_incident"]
@@ -25,7 +31,10 @@ _OBSERVATION_TYPES = frozenset(
 def detect(records: list[Any]) -> bool:
     observations = _observations(records)
     return bool(observations) and all(
-        isinstance(o, dict) and o.get("type") in _OBSERVATION_TYPES and "traceId" in o
+        isinstance(o, dict)
+        and isinstance(o.get("type"), str)
+        and o["type"] in _OBSERVATION_TYPES
+        and "traceId" in o
         for o in observations
     )
 
@@ -33,8 +42,7 @@ def detect(records: list[Any]) -> bool:
 def to_incident(records: list[Any], source_file: str) -> Incident:
     observations = [o for o in _observations(records) if isinstance(o, dict)]
     trace = records[0] if len(records) == 1 and isinstance(records[0], dict) else {}
-    ids = {o.get("id") for o in observations}
-    root = next((o for o in observations if o.get("parentObservationId") not in ids), {})
+    root = first_root(observations, "id", "parentObservationId") or {}
     input_value = decode_text(trace.get("input", root.get("input")))
     final_output = decode_text(trace.get("output", root.get("output")))
     calls = [_call(o) for o in observations if o.get("type") == "TOOL"]

@@ -13,7 +13,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trialrun.incident.importers._common import RawCall, build_incident, decode_text, parse_iso
+from trialrun.incident.importers._common import (
+    RawCall,
+    build_incident,
+    decode_text,
+    first_root,
+    parse_iso,
+)
 from trialrun.incident.model import Incident
 
 __all__ = ["detect", "to_incident"]
@@ -29,8 +35,7 @@ def detect(records: list[Any]) -> bool:
 def to_incident(records: list[Any], source_file: str) -> Incident:
     runs = [r for r in _runs(records) if isinstance(r, dict)]
     runs.sort(key=lambda r: str(r.get("dotted_order") or ""))
-    run_ids = {r.get("id") for r in runs}
-    root = next((r for r in runs if r.get("parent_run_id") not in run_ids), None)
+    root = first_root(runs, "id", "parent_run_id")
     calls = [_call(r) for r in runs if r.get("run_type") == "tool"]
     input_value = _unwrap(root.get("inputs"), "input") if root else None
     final_output = _unwrap(root.get("outputs"), "output") if root else None
