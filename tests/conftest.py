@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ from typing import Any
 import pytest
 
 from gateway_fake_upstream import FakeUpstream
+
+# A shell without job control starts its background jobs with Ctrl-C ignored, and an ignored
+# signal stays ignored in every program they start: the tests that interrupt a run would see
+# trialrun keep ignoring it, as it rightly does for a background job.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # What trialrun keeps between runs (compiled report templates) stays out of the user's home.
 _CACHE = tempfile.mkdtemp(prefix="trialrun-test-cache-")
