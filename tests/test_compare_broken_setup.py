@@ -185,6 +185,20 @@ def test_an_agent_command_that_never_starts_is_a_broken_setup(
     assert only_receipt(home)["broken_setup"] == ["agent"]
 
 
+def test_an_agent_command_holding_a_nul_is_a_broken_setup_not_a_traceback(
+    home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compare = subject / "evals" / "compare.yaml"
+    compare.write_text(compare.read_text().replace("{evals}/agent.py", "{evals}/agent\\0.py"))
+
+    code, out, err = run_compare([str(subject), "-j", "2", "--case", "build"], capsys)
+
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert out.splitlines()[1].startswith("BROKEN SETUP: every arm run died")
+    assert "embedded null byte" in out.splitlines()[1]
+
+
 def test_a_trigger_selector_that_fails_every_call_is_a_broken_setup(
     tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -713,6 +713,16 @@ def test_paths_escaping_the_repository_are_refused(repo: Path, probe: _ProbeType
     ]
 
 
+def test_paths_holding_a_nul_are_refused(repo: Path, probe: _ProbeType) -> None:
+    # Path.resolve raised ValueError ("embedded null byte") while the suite loaded.
+    case = CASE.format(id="t").replace("cassettes/t.jsonl", '"cassettes/t\\0.jsonl"')
+    suite_dir = make_suite(repo, cases={"t.yaml": case})
+    assert problems(suite_dir) == [
+        "suite/cases/t.yaml:4: 'cassette': path 'cassettes/t\\x00.jsonl' holds a NUL character, "
+        "which no file name can"
+    ]
+
+
 def test_without_a_repository_the_suite_dir_is_the_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: _ProbeType
 ) -> None:

@@ -425,6 +425,15 @@ def test_missing_agent_command_is_an_agent_error() -> None:
     assert event_types(run) == ["task_start", "agent_error"]
 
 
+def test_an_agent_command_holding_a_nul_is_an_agent_error() -> None:
+    # YAML lets "\0" into a command; spawning it raised ValueError through the whole run.
+    run = run_case([sys.executable, "agent\0.py"])
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("agent_error", "error")
+    assert "embedded null byte" in run.failure.message
+    assert event_types(run) == ["task_start", "agent_error"]
+
+
 # -- deadlines and teardown ------------------------------------------------------------------------
 
 

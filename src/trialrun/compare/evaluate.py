@@ -356,8 +356,8 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        except OSError as error:
-            return False, f"cannot start bash: {error.strerror or error}", False
+        except (OSError, ValueError) as error:  # ValueError: the command holds a NUL
+            return False, f"cannot start bash: {getattr(error, 'strerror', None) or error}", False
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -32,7 +32,10 @@ class Answer:
 def ask_command(
     argv: list[str], payload: str, *, timeout_s: float, env: Mapping[str, str] | None = None
 ) -> Answer:
-    """Send ``payload`` to ``argv`` and collect its answer. ``OSError`` when it cannot start."""
+    """Send ``payload`` to ``argv`` and collect its answer.
+
+    ``OSError`` when it cannot start; ``ValueError`` when ``argv`` or ``env`` holds a NUL.
+    """
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,

@@ -52,7 +52,7 @@ def probe_requirement(requirement: str) -> str | None:
         )
     except subprocess.TimeoutExpired:
         return f"importing '{module}' with {python} did not finish within {PROBE_TIMEOUT_S:g}s"
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: the module name holds a NUL
         return f"could not start {python} to import '{module}': {exc}"
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1:]

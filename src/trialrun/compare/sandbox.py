@@ -154,7 +154,7 @@ async def run_command(
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, env or cwd
         return CommandOutcome(None, False, "", "", time.monotonic() - started, str(exc))
     assert proc.stdout is not None and proc.stderr is not None
     out_chunks: list[bytes] = []

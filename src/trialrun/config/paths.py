@@ -82,6 +82,8 @@ class SuitePaths:
         """The absolute, symlink-free path ``raw`` names; PathEscapeError if it leaves the root."""
         if not raw.strip():
             raise PathEscapeError("path is empty")
+        if "\0" in raw:
+            raise PathEscapeError(f"path {raw!r} holds a NUL character, which no file name can")
         resolved = (self.suite_dir / with_forward_slashes(raw)).resolve()
         if not resolved.is_relative_to(self.root):
             boundary = "the repository" if self.in_repository else "the suite directory"

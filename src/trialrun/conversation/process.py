@@ -257,6 +257,8 @@ class AgentProcess:
                 os.close(stdout_r)
             if isinstance(exc, OSError):
                 raise AgentStartError(_start_problem(command[0], exc)) from None
+            if isinstance(exc, ValueError):  # a NUL in the command, its environment or cwd
+                raise AgentStartError(f"Could not start agent command {command!r}: {exc}") from None
             raise
         finally:
             # The agent holds its own copy now; ours must go, or its exit would never show as EOF.

@@ -57,9 +57,10 @@ class Upstream:
             raise UpstreamError(
                 f"cannot start MCP server: permission denied: {self.argv[0]}"
             ) from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: the command holds a NUL
             raise UpstreamError(
-                f"cannot start MCP server {describe(self.argv)}: {exc.strerror or exc}"
+                f"cannot start MCP server {describe(self.argv)}: "
+                f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
         assert process.stdin is not None and process.stdout is not None
         self._process = process
