@@ -252,6 +252,24 @@ def test_incumbent_path_must_exist_and_version_may_be_a_number(tmp_path: Path) -
     assert assets.config.arms.incumbent.version == "3" and assets.incumbent_path is None
 
 
+def test_paths_holding_a_nul_are_refused_where_they_are_written(tmp_path: Path) -> None:
+    # Path.resolve raised ValueError on each of them, after the arms had started for some.
+    compare = COMPARE.replace("path: ../../old", 'path: "../../o\\0ld"').replace(
+        "stage: .claude/skills/{name}", 'stage: ".claude/sk\\0ills/{name}"'
+    )
+    case = 'task: t\nfiles:\n  "a\\0.txt": x\nfixture: "fix\\0ture"\n'
+    errors = _errors(
+        _full(tmp_path, **{"evals/compare.yaml": compare, "evals/cases/fix-test.yaml": case})
+    )
+    nul = "holds a NUL character, which no file name can"
+    assert errors == [
+        f"compare.yaml:4: 'stage': path '.claude/sk\\x00ills/subject' {nul}",
+        f"compare.yaml:9: incumbent path '../../o\\x00ld' {nul}",
+        f"cases/fix-test.yaml:3: 'files': path 'a\\x00.txt' {nul}",
+        f"cases/fix-test.yaml:4: fixture 'fix\\x00ture' {nul}",
+    ]
+
+
 def test_session_rules(tmp_path: Path) -> None:
     session = """\
 task: chores
@@ -324,6 +342,7 @@ def test_nothing_to_compare(tmp_path: Path) -> None:
         ("..\\b", "path '..\\b' escapes the sandbox"),
         ("C:/x", "path 'C:/x' is absolute; write it relative to the sandbox"),
         ("./", "path './' names the sandbox itself, not a file in it"),
+        ("a\0b", "path 'a\\x00b' holds a NUL character, which no file name can"),
     ],
 )
 def test_sandbox_path_problem(raw: str, problem: str | None) -> None:

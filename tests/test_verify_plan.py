@@ -231,6 +231,9 @@ def test_time_limit_skips_remaining_steps(root: Path) -> None:
         ({"regressions": [{"name": "p", "expect": [{"case": "a_reset", "failure": "f"}],
                            "patch": {"file": "../verify.yaml", "replace": "a", "with": ""}}]},
          "is outside the suite directory"),
+        ({"regressions": [{"name": "p", "expect": [{"case": "a_reset", "failure": "f"}],
+                           "patch": {"file": "suite\0.yaml", "replace": "a", "with": ""}}]},
+         "patch file 'suite\\x00.yaml' holds a NUL character"),
         ({"regresions": []}, "unknown key 'regresions' in plan (did you mean 'regressions'?)"),
     ],
 )  # fmt: skip

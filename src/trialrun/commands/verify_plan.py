@@ -156,6 +156,8 @@ def _unknown_case(case_id: str, case_ids: Sequence[str]) -> str:
 
 
 def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
+    if "\0" in patch.file:
+        return f"patch file {patch.file!r} holds a NUL character, which no file name can"
     target = (suite_dir / patch.file).resolve()
     if not target.is_relative_to(suite_dir.resolve()):
         return f"patch file '{patch.file}' is outside the suite directory {suite_dir}"

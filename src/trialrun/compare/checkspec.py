@@ -49,6 +49,8 @@ def sandbox_path_problem(raw: str) -> str | None:
     cleaned = raw.replace("\\", "/")
     if not cleaned.strip():
         return "path is empty"
+    if "\0" in cleaned:
+        return f"path {raw!r} holds a NUL character, which no file name can"
     if cleaned.startswith("/") or re.match(r"[A-Za-z]:", cleaned):
         return f"path '{raw}' is absolute; write it relative to the sandbox"
     normal = posixpath.normpath(cleaned)

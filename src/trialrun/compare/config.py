@@ -306,6 +306,10 @@ class _AssetsLoader:
         raw = incumbent.get("path")
         if not isinstance(raw, str):
             return None
+        if "\0" in raw:
+            message = f"incumbent path {raw!r} holds a NUL character, which no file name can"
+            self._add(doc.error(message, (*at, "path"), "path"))
+            return None
         path = (self._evals / raw.replace("\\", "/")).resolve()
         if not path.is_dir():
             message = f"incumbent path '{raw}' is not a directory ({display_path(path)})"
@@ -415,6 +419,10 @@ class _AssetsLoader:
                     self._add(doc.error(message, at, key))
         fixture = doc.data.get("fixture")
         if not isinstance(fixture, str):
+            return None
+        if "\0" in fixture:
+            problem = f"fixture {fixture!r} holds a NUL character, which no file name can"
+            self._add(doc.error(problem, ("fixture",), "fixture"))
             return None
         path = (file.parent / fixture.replace("\\", "/")).resolve()
         if not path.is_relative_to(self._subject):
