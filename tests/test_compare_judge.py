@@ -255,6 +255,13 @@ def test_a_missing_command_is_a_tie(tmp_path: Path) -> None:
     assert "cannot start" in result.errors[0]
 
 
+def test_a_command_holding_a_nul_cannot_start_and_is_a_tie() -> None:
+    # Popen raises ValueError for it; ask_command words it as any command that cannot start.
+    result = ask([sys.executable, "jud\0ge.py"])
+    assert (result.winner, result.cause) == ("tie", "judge-error")
+    assert f"cannot start {sys.executable!r}: embedded null byte" in result.errors[0]
+
+
 def test_an_empty_command_is_a_configuration_error() -> None:
     with pytest.raises(JudgeError, match="judge command is empty"):
         ask([])

@@ -28,7 +28,7 @@ from trialrun.base.fsutil import read_problem
 from trialrun.base.suggest import closest
 from trialrun.config import Suite, load_suite
 from trialrun.config.messages import validation_errors
-from trialrun.config.paths import display_path
+from trialrun.config.paths import display_path, nul_problem
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -156,8 +156,8 @@ def _unknown_case(case_id: str, case_ids: Sequence[str]) -> str:
 
 
 def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
-    if "\0" in patch.file:
-        return f"patch file {patch.file!r} holds a NUL character, which no file name can"
+    if (problem := nul_problem(patch.file, "patch file")) is not None:
+        return problem
     target = (suite_dir / patch.file).resolve()
     if not target.is_relative_to(suite_dir.resolve()):
         return f"patch file '{patch.file}' is outside the suite directory {suite_dir}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.messages import describe_value
+from trialrun.config.paths import nul_problem
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
 
@@ -49,8 +50,8 @@ def sandbox_path_problem(raw: str) -> str | None:
     cleaned = raw.replace("\\", "/")
     if not cleaned.strip():
         return "path is empty"
-    if "\0" in cleaned:
-        return f"path {raw!r} holds a NUL character, which no file name can"
+    if (problem := nul_problem(raw)) is not None:
+        return problem
     if cleaned.startswith("/") or re.match(r"[A-Za-z]:", cleaned):
         return f"path '{raw}' is absolute; write it relative to the sandbox"
     normal = posixpath.normpath(cleaned)

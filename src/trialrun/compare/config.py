@@ -36,7 +36,7 @@ from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_probl
 from trialrun.compare.placeholders import expand, placeholder_problems
 from trialrun.compare.selector import SelectorSection, read_description
 from trialrun.config.messages import validation_errors
-from trialrun.config.paths import display_path
+from trialrun.config.paths import display_path, nul_problem
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -306,9 +306,8 @@ class _AssetsLoader:
         raw = incumbent.get("path")
         if not isinstance(raw, str):
             return None
-        if "\0" in raw:
-            message = f"incumbent path {raw!r} holds a NUL character, which no file name can"
-            self._add(doc.error(message, (*at, "path"), "path"))
+        if (problem := nul_problem(raw, "incumbent path")) is not None:
+            self._add(doc.error(problem, (*at, "path"), "path"))
             return None
         path = (self._evals / raw.replace("\\", "/")).resolve()
         if not path.is_dir():
@@ -420,8 +419,7 @@ class _AssetsLoader:
         fixture = doc.data.get("fixture")
         if not isinstance(fixture, str):
             return None
-        if "\0" in fixture:
-            problem = f"fixture {fixture!r} holds a NUL character, which no file name can"
+        if (problem := nul_problem(fixture, "fixture")) is not None:
             self._add(doc.error(problem, ("fixture",), "fixture"))
             return None
         path = (file.parent / fixture.replace("\\", "/")).resolve()

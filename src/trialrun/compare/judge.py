@@ -285,11 +285,9 @@ def _run(argv: list[str], payload: str, timeout_s: float) -> tuple[str, str, int
     """Run one ask; return ``(stdout, stderr, exit code)`` or raise ``_AskFailed``."""
     try:
         answer = ask_command(argv, payload, timeout_s=timeout_s)
-    except (OSError, ValueError) as error:
+    except OSError as error:
         raise _AskFailed(
-            "judge-error",
-            f"cannot start {argv[0]!r}: {getattr(error, 'strerror', None) or error}",
-            final=False,
+            "judge-error", f"cannot start {argv[0]!r}: {error.strerror or error}", final=False
         ) from None
     except CommandTimeout:
         raise _AskFailed(

@@ -8,6 +8,7 @@ and a helper it left in the background never outlives the call.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -32,18 +33,19 @@ class Answer:
 def ask_command(
     argv: list[str], payload: str, *, timeout_s: float, env: Mapping[str, str] | None = None
 ) -> Answer:
-    """Send ``payload`` to ``argv`` and collect its answer.
-
-    ``OSError`` when it cannot start; ``ValueError`` when ``argv`` or ``env`` holds a NUL.
-    """
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=None if env is None else dict(env),
-        start_new_session=True,
-    )
+    """Send ``payload`` to ``argv`` and collect its answer. ``OSError`` when it cannot start,
+    a NUL in ``argv`` or ``env`` included (``EINVAL``; ``Popen`` raises ValueError for it)."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+    except ValueError as exc:
+        raise OSError(errno.EINVAL, str(exc)) from None
     try:
         out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -225,9 +225,9 @@ def _ask(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]
     env = {**os.environ, "TRIALRUN_REP": str(rep)}
     try:
         answer = ask_command(argv, payload, timeout_s=timeout_s, env=env)
-    except (OSError, ValueError) as error:
+    except OSError as error:
         raise SelectorCallError(
-            f"cannot start selector {argv[0]!r}: {getattr(error, 'strerror', None) or error}"
+            f"cannot start selector {argv[0]!r}: {error.strerror or error}"
         ) from None
     except CommandTimeout:
         raise SelectorCallError(

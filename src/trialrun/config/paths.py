@@ -52,6 +52,16 @@ def display_path(path: str | Path, cwd: Path | None = None) -> str:
     return absolute.as_posix()
 
 
+def nul_problem(raw: str, what: str = "path") -> str | None:
+    """Why ``raw`` names no file when it holds a NUL (YAML lets ``"\\0"`` in), else None.
+
+    Checked before anything resolves it: ``Path.resolve`` raises ValueError on one.
+    """
+    if "\0" not in raw:
+        return None
+    return f"{what} {raw!r} holds a NUL character, which no file name can"
+
+
 @lru_cache(maxsize=16)
 def _resolved_dir(directory: str) -> Path:
     # A run names hundreds of files relative to one or two directories: resolve each once.
@@ -82,8 +92,8 @@ class SuitePaths:
         """The absolute, symlink-free path ``raw`` names; PathEscapeError if it leaves the root."""
         if not raw.strip():
             raise PathEscapeError("path is empty")
-        if "\0" in raw:
-            raise PathEscapeError(f"path {raw!r} holds a NUL character, which no file name can")
+        if (problem := nul_problem(raw)) is not None:
+            raise PathEscapeError(problem)
         resolved = (self.suite_dir / with_forward_slashes(raw)).resolve()
         if not resolved.is_relative_to(self.root):
             boundary = "the repository" if self.in_repository else "the suite directory"
