@@ -366,7 +366,7 @@ def test_directory_holding_a_new_git_dir_is_kept_when_not_empty(workspace: Path)
 def test_discarded_snapshot_cannot_be_used(workspace: Path) -> None:
     ws = Workspace(workspace)
     snap = ws.snapshot()
-    store = snap._store
+    store = snap.store
     assert store.is_dir()
     snap.discard()
     snap.discard()

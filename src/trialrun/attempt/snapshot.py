@@ -1,41 +1,47 @@
 """Exact snapshots of a workspace, so a worse attempt can be rolled back and changes reported.
 
-``Workspace(root).snapshot()`` copies every regular file and symlink under ``root`` into a private
-temporary directory and remembers modes and directories. ``.gitignore`` is not honoured: an agent
-may touch ignored files too, and an exact rollback means everything. Any entry named ``.git``
-(the repository, a submodule's git file) is never read, copied, deleted or rewritten; neither are
-sockets, FIFOs and device files (copying a FIFO would block), nor the paths given as
-``exclude`` (the run's own receipt, when it is written inside the workspace).
+``Workspace(root).snapshot(store)`` copies every regular file and symlink under ``root`` into the
+new directory ``store`` and writes the map of modes, directories and copies there last
+(``trialrun.attempt.snapshot_store``): from then on the snapshot can be loaded again
+(``Snapshot.load``) by another process, after the one that took it was killed. Without ``store``
+the copies go to a private temporary directory that lives only as long as the ``Snapshot``.
+``.gitignore`` is not honoured: an agent may touch ignored files too, and an exact rollback means
+everything. Any entry named ``.git`` (the repository, a submodule's git file) is never read,
+copied, deleted or rewritten; neither are sockets, FIFOs and device files (copying a FIFO would
+block), nor the paths given as ``exclude`` (the run's own receipt, when it is written inside the
+workspace).
 
 Safety of ``restore``: files are never written in place. A path that must change is unlinked and
 created afresh with ``O_EXCL | O_NOFOLLOW``, so a symlink or hard link the agent planted cannot
 redirect the write outside the workspace, and removing a symlink removes the link, never what it
-points to. Restored files get a fresh modification time (build tools then rebuild them).
+points to. Restored files get a fresh modification time (build tools then rebuild them). A
+restore that stopped half way (killed, a full disk) is finished by restoring again: it compares
+what is there with the snapshot and redoes only what differs.
 
-``changes_since`` reports files and symlinks only (directories carry no content). Diffs are
-git-style unified diffs with ``a/`` and ``b/`` headers (``old mode`` / ``new mode`` lines first
-when the mode changed). ``diff_sha256`` is always present: the SHA-256 of the full UTF-8 diff text
-even when the text itself is omitted for size, or, for binary files (a NUL byte, or not UTF-8),
-of the new bytes (the empty string's hash for a deleted file). A symlink's content is its target.
-Secrets are NOT redacted here: the harness redacts diffs before they enter a receipt.
+``changes_since`` reports files and symlinks only (directories carry no content), as
+``trialrun.attempt.changes.FileChange``.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import os
 import shutil
 import stat
 import tempfile
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
 
-from trialrun.errors import TrialrunError
+from trialrun.attempt.changes import DEFAULT_MAX_DIFF_BYTES, FileChange, describe, git_mode
+from trialrun.attempt.snapshot_store import (
+    GIT_NAME,
+    Entry,
+    Kind,
+    SnapshotError,
+    read_map,
+    write_map,
+)
 
 __all__ = [
     "DEFAULT_MAX_DIFF_BYTES",
@@ -45,73 +51,37 @@ __all__ = [
     "Workspace",
 ]
 
-DEFAULT_MAX_DIFF_BYTES = 64 * 1024
-_GIT_NAME = ".git"
 _COPY_CHUNK = 1024 * 1024
-
-Kind = Literal["file", "symlink", "dir"]
-ChangeKind = Literal["added", "modified", "deleted"]
-_RECEIPT_STATUS: dict[ChangeKind, str] = {
-    "added": "created",
-    "modified": "modified",
-    "deleted": "deleted",
-}
-
-
-class SnapshotError(TrialrunError):
-    """A workspace could not be snapshotted or restored (the message names the path)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FileChange:
-    """One file that differs between a snapshot and the workspace now."""
-
-    path: str  # posix, relative to the workspace root
-    change: ChangeKind
-    diff: str | None  # None for binary files and for diffs past max_diff_bytes
-    diff_sha256: str
-    binary: bool
-    truncated: bool
-    before_sha256: str | None = None  # content hash in the snapshot; None when added
-    after_sha256: str | None = None  # content hash now; None when deleted
-
-    def receipt_data(self) -> dict[str, Any]:
-        """The ``file_change`` event members of the receipt format (status ``created`` etc.)."""
-        data: dict[str, Any] = {
-            "path": self.path,
-            "status": _RECEIPT_STATUS[self.change],
-            "beforeSha256": self.before_sha256,
-            "afterSha256": self.after_sha256,
-            "diffSha256": self.diff_sha256,
-        }
-        if self.diff is not None:
-            data["diff"] = self.diff
-        if self.truncated:
-            data["diffTruncated"] = True
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    kind: Kind
-    mode: int  # permission bits (stat.S_IMODE)
-    size: int
-    stored: str | None = None  # file name inside the snapshot's store (files only)
-    target: str | None = None  # link text (symlinks only)
 
 
 class Snapshot:
-    """The saved state of a workspace; owns a temporary directory until ``discard()``."""
+    """The saved state of a workspace, in a store directory that ``discard()`` deletes.
 
-    def __init__(self, root: Path, store: Path, entries: dict[str, _Entry]) -> None:
+    A temporary store (``Workspace.snapshot()`` without a directory) is also deleted when the
+    object is collected or the interpreter exits; a store the caller named is deleted only by
+    ``discard()``: it may be all that is left of the workspace when this process dies.
+    """
+
+    def __init__(
+        self, root: Path, store: Path, entries: dict[str, Entry], *, temporary: bool = False
+    ) -> None:
         self.root = root
-        self._store = store
+        self.store = store
         self._entries = entries
-        self._finalizer = weakref.finalize(self, shutil.rmtree, store, ignore_errors=True)
+        self._discarded = False
+        self._finalizer = (
+            weakref.finalize(self, shutil.rmtree, store, ignore_errors=True) if temporary else None
+        )
+
+    @classmethod
+    def load(cls, store: Path) -> Snapshot:
+        """The snapshot saved in ``store``, checked entry by entry (SnapshotError if damaged)."""
+        root, entries = read_map(store)
+        return cls(root, store, entries)
 
     @property
     def discarded(self) -> bool:
-        return not self._finalizer.alive
+        return self._discarded
 
     @property
     def paths(self) -> list[str]:
@@ -120,7 +90,11 @@ class Snapshot:
 
     def discard(self) -> None:
         """Delete the saved copies; the snapshot can no longer be restored. Idempotent."""
-        self._finalizer()
+        self._discarded = True
+        if self._finalizer is not None:
+            self._finalizer()
+        else:
+            shutil.rmtree(self.store, ignore_errors=True)
 
     def __enter__(self) -> Snapshot:
         return self
@@ -137,10 +111,10 @@ class Snapshot:
         entry = self._entries[rel]
         if entry.kind == "symlink":
             return os.fsencode(entry.target or "")
-        return (self._store / (entry.stored or "")).read_bytes()
+        return (self.store / (entry.stored or "")).read_bytes()
 
-    def _stored_path(self, entry: _Entry) -> Path:
-        return self._store / (entry.stored or "")
+    def _stored_path(self, entry: Entry) -> Path:
+        return self.store / (entry.stored or "")
 
 
 class Workspace:
@@ -153,9 +127,22 @@ class Workspace:
         self.exclude = frozenset(exclude)
         """Relative posix paths left alone like ``.git``: never saved, compared or restored."""
 
-    def snapshot(self) -> Snapshot:
-        store = Path(tempfile.mkdtemp(prefix="trialrun-snapshot-"))
-        entries: dict[str, _Entry] = {}
+    def snapshot(self, store: Path | None = None) -> Snapshot:
+        """Save the workspace into ``store`` (a new directory; its parent must exist), or into
+        a temporary directory when None. The map is written last: a store without one is an
+        unfinished snapshot."""
+        temporary = store is None
+        if store is None:
+            store = Path(tempfile.mkdtemp(prefix="trialrun-snapshot-"))
+        else:
+            try:
+                store.mkdir(mode=0o700)
+            except OSError as exc:
+                raise SnapshotError(
+                    f"snapshot of {self.root}: cannot create its store {store}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+        entries: dict[str, Entry] = {}
         try:
             for index, (rel, kind, st) in enumerate(_walk(self.root, self.exclude)):
                 mode = stat.S_IMODE(st.st_mode)
@@ -163,12 +150,13 @@ class Workspace:
                     stored = f"{index:07d}"
                     # The store is our own fresh 0o700 directory: nothing can be planted there.
                     shutil.copyfile(self.root / rel, store / stored, follow_symlinks=False)
-                    entries[rel] = _Entry(kind, mode, st.st_size, stored=stored)
+                    entries[rel] = Entry(kind, mode, st.st_size, stored=stored)
                 elif kind == "symlink":
                     target = os.readlink(self.root / rel)
-                    entries[rel] = _Entry(kind, mode, st.st_size, target=target)
+                    entries[rel] = Entry(kind, mode, st.st_size, target=target)
                 else:
-                    entries[rel] = _Entry(kind, mode, 0)
+                    entries[rel] = Entry(kind, mode, 0)
+            write_map(store, self.root, entries)
         except OSError as exc:
             shutil.rmtree(store, ignore_errors=True)
             raise SnapshotError(
@@ -177,7 +165,7 @@ class Workspace:
         except BaseException:
             shutil.rmtree(store, ignore_errors=True)
             raise
-        return Snapshot(self.root, store, entries)
+        return Snapshot(self.root, store, entries, temporary=temporary)
 
     def restore(self, snapshot: Snapshot) -> None:
         """Make the workspace (outside ``.git``) exactly as it was when ``snapshot`` was taken."""
@@ -211,14 +199,17 @@ class Workspace:
         changes: list[FileChange] = []
         for rel in sorted(saved.keys() | current.keys()):
             before = saved.get(rel)
-            old = (snapshot._content(rel), _git_mode(before.kind, before.mode)) if before else None
+            old = None
+            if before is not None:
+                old = (snapshot._content(rel), git_mode(before.kind == "symlink", before.mode))
             now = current.get(rel)
             new = None
             if now is not None:
                 kind, st = now
-                new = (self._read_content(rel, kind), _git_mode(kind, stat.S_IMODE(st.st_mode)))
+                mode = git_mode(kind == "symlink", stat.S_IMODE(st.st_mode))
+                new = (self._read_content(rel, kind), mode)
             if old != new:
-                changes.append(_describe(rel, old, new, max_diff_bytes))
+                changes.append(describe(rel, old, new, max_diff_bytes))
         return changes
 
     def _check_usable(self, snapshot: Snapshot) -> None:
@@ -234,7 +225,7 @@ class Workspace:
         return os.fsencode(os.readlink(path)) if kind == "symlink" else path.read_bytes()
 
     def _remove_extra(
-        self, saved: dict[str, _Entry], current: dict[str, tuple[Kind, os.stat_result]]
+        self, saved: dict[str, Entry], current: dict[str, tuple[Kind, os.stat_result]]
     ) -> None:
         # Children sort after their parent, so reverse order removes contents before directories.
         for rel in sorted(current, reverse=True):
@@ -304,7 +295,7 @@ def _walk(
         rel_dir, abs_dir = pending.pop()
         with os.scandir(abs_dir) as entries:
             for dir_entry in entries:
-                if dir_entry.name == _GIT_NAME:
+                if dir_entry.name == GIT_NAME:
                     continue
                 rel = f"{rel_dir}/{dir_entry.name}" if rel_dir else dir_entry.name
                 if rel in exclude:
@@ -341,57 +332,3 @@ def _same_bytes(left: Path, right: Path) -> bool:
                 return False
             if not chunk_a:
                 return True
-
-
-def _git_mode(kind: Kind, mode: int) -> str:
-    return "120000" if kind == "symlink" else f"{stat.S_IFREG | mode:06o}"
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _as_text(data: bytes) -> str | None:
-    if b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _describe(
-    rel: str,
-    old: tuple[bytes, str] | None,
-    new: tuple[bytes, str] | None,
-    max_diff_bytes: int,
-) -> FileChange:
-    change: ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
-    old_bytes = old[0] if old else b""
-    new_bytes = new[0] if new else b""
-    before = _sha256(old_bytes) if old else None
-    after = _sha256(new_bytes) if new else None
-    old_text, new_text = _as_text(old_bytes), _as_text(new_bytes)
-    if old_text is None or new_text is None:
-        return FileChange(rel, change, None, _sha256(new_bytes), True, False, before, after)
-    header = ""
-    if old and new and old[1] != new[1]:
-        header = f"old mode {old[1]}\nnew mode {new[1]}\n"
-    text = header + _unified_diff(rel, old_text, new_text)
-    digest = _sha256(text.encode("utf-8", "surrogateescape"))
-    if len(text.encode("utf-8", "surrogateescape")) > max_diff_bytes:
-        return FileChange(rel, change, None, digest, False, True, before, after)
-    return FileChange(rel, change, text, digest, False, False, before, after)
-
-
-def _unified_diff(rel: str, old_text: str, new_text: str) -> str:
-    lines = difflib.unified_diff(
-        old_text.splitlines(keepends=True),
-        new_text.splitlines(keepends=True),
-        fromfile=f"a/{rel}",
-        tofile=f"b/{rel}",
-    )
-    # A last line without a newline gets git's marker, so the diff stays line-structured.
-    return "".join(
-        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
-    )
