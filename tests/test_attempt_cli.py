@@ -26,6 +26,12 @@ TESTS = (
 VERIFY = f"PYTHONDONTWRITEBYTECODE=1 {sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
 
 
+@pytest.fixture(autouse=True)
+def _own_trialrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workspace's snapshots live in the trialrun home: never the user's own here.
+    monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "trialrun-home"))
+
+
 def make_project(tmp_path: Path, plan: dict[str, Any]) -> tuple[Path, str]:
     workspace = tmp_path / "project"
     workspace.mkdir()

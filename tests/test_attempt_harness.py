@@ -27,6 +27,12 @@ AGENT = Path(__file__).parent / "attempt_agents" / "scripted.py"
 VERIFY = 'n=$(cat score.txt); if [ "$n" = 0 ]; then echo ok; else echo "$n failed"; exit 1; fi'
 
 
+@pytest.fixture(autouse=True)
+def _own_trialrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workspace's snapshots live in the trialrun home: never the user's own here.
+    monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "trialrun-home"))
+
+
 def make_workspace(tmp_path: Path, score: int = 2) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()

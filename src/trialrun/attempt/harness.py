@@ -14,7 +14,14 @@ Everything is written as it happens into one Run Receipt v0 (``ReceiptWriter`` r
 chains it). After the last attempt one ``file_change`` per file that differs from the start, then
 ``run_end``. An interruption (KeyboardInterrupt: Ctrl-C, or SIGTERM turned into one by the CLI)
 kills the running command's process group, restores the last kept state and ends the receipt with
-stopReason ``interrupted``.
+stopReason ``interrupted``; any other error restores it too before it propagates.
+
+The snapshots live on disk in the workspace's recovery directory (``trialrun.attempt.recovery``),
+claimed before anything else happens and named on stderr and in ``run_start`` (``snapshotDir``)
+before the agent first runs. Whenever the workspace may differ from its last kept state (during
+the baseline verify, an attempt, a rollback) the directory names the snapshot that holds that
+state, so a killed run can be undone with ``trialrun attempt recover``; when the run ends with
+the workspace in a kept state, the directory is removed.
 """
 
 from __future__ import annotations
@@ -31,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from trialrun import __version__
 from trialrun.attempt.process import CommandResult, run_shell
+from trialrun.attempt.recovery import RecoveryDir, attempts_home, recover_command
 from trialrun.attempt.score import failure_score
-from trialrun.attempt.snapshot import FileChange, Snapshot, Workspace
+from trialrun.attempt.snapshot import FileChange, Snapshot, SnapshotError, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
 from trialrun.base.gitinfo import git_state
 from trialrun.base.redact import redact_text
@@ -103,11 +111,25 @@ def run_attempts(
 ) -> AttemptReport:
     """Run the whole loop and write the receipt. Raises AttemptInputError for bad options."""
     workspace_root = _check_options(options)
-    writer = ReceiptWriter(options.receipt_path, signer=options.signer)
-    workspace = Workspace(workspace_root, exclude=_inside(options.receipt_path, workspace_root))
-    with writer, tempfile.TemporaryDirectory(prefix="trialrun-attempt-") as scratch_dir:
-        run = _AttemptRun(options, workspace_root, workspace, writer, Path(scratch_dir), progress)
-        return run.execute()
+    # Neither the receipt nor the snapshots themselves (a TRIALRUN_HOME inside the workspace)
+    # may be saved, diffed or rolled back.
+    exclude = [
+        *_inside(options.receipt_path, workspace_root),
+        *_inside(attempts_home(), workspace_root),
+    ]
+    # Claimed first: a workspace that a stopped run may have left half rolled back is refused
+    # before anything (a receipt, a verify run) touches it.
+    with RecoveryDir.claim(workspace_root, exclude=exclude, receipt=options.receipt_path) as saved:
+        writer = ReceiptWriter(options.receipt_path, signer=options.signer)
+        progress(
+            f"snapshots: {saved.path} (if trialrun is killed, restore the workspace with: "
+            f"{recover_command(workspace_root)})"
+        )
+        workspace = Workspace(workspace_root, exclude=exclude)
+        with writer, tempfile.TemporaryDirectory(prefix="trialrun-attempt-") as scratch_dir:
+            scratch = Path(scratch_dir)
+            run = _AttemptRun(options, workspace_root, workspace, saved, writer, scratch, progress)
+            return run.execute()
 
 
 class _AttemptRun:
@@ -116,6 +138,7 @@ class _AttemptRun:
         options: AttemptOptions,
         root: Path,
         workspace: Workspace,
+        saved: RecoveryDir,
         writer: ReceiptWriter,
         scratch: Path,
         progress: Progress,
@@ -123,6 +146,7 @@ class _AttemptRun:
         self.options = options
         self.root = root
         self.workspace = workspace
+        self.saved = saved
         self.writer = writer
         self.scratch = scratch
         self.progress = progress
@@ -131,7 +155,7 @@ class _AttemptRun:
         self.state = _RunState()
 
     def execute(self) -> AttemptReport:
-        initial = self.workspace.snapshot()
+        initial = self.saved.snapshot(self.workspace, "initial")
         # What an interruption restores: the start of the current attempt (None between them).
         kept: Snapshot | None = initial
         stop_reason, verified, baseline_score = "attempts_exhausted", False, None
@@ -145,28 +169,34 @@ class _AttemptRun:
                     "repoHead": head,
                     "branch": branch,
                     "tool": {"name": "trialrun", "version": __version__},
+                    "snapshotDir": str(self.saved.path),
                 },
             )
             baseline_score, verified = self._verify(0)
             self.state.best_score = baseline_score
+            # The baseline verify's own writes stay, as before: from here the workspace is kept.
+            self.saved.point_to(None)
+            kept = None
             for number in range(1, self.options.attempts + 1):
                 if verified:
                     break
-                kept = self.workspace.snapshot()
+                kept = self.saved.snapshot(self.workspace, f"attempt-{number}")
                 verified = self._attempt(number, kept)
-                # Not in a finally: an interruption below still needs it (the finalizer of
-                # Snapshot frees it after any other error).
+                self.saved.point_to(None)
                 kept.discard()
                 kept = None
             stop_reason = "verified" if verified else "attempts_exhausted"
         except KeyboardInterrupt:
             with _ignoring_interrupts():
                 self.progress("interrupted: restoring the workspace to the last kept state")
-                if kept is not None:
-                    self.workspace.restore(kept)
-                    if kept is not initial:
-                        kept.discard()
+                self._restore_kept(kept, initial)
                 stop_reason, verified = "interrupted", False
+        except BaseException:
+            # The workspace may hold half an attempt: put the kept state back before the error
+            # leaves (the snapshot stays on disk if even that fails).
+            with _ignoring_interrupts():
+                self._restore_kept(kept, initial)
+            raise
         with _ignoring_interrupts():
             try:
                 changes = self.workspace.changes_since(initial)
@@ -197,6 +227,23 @@ class _AttemptRun:
             receipt_path=self.writer.path,
         )
 
+    def _restore_kept(self, kept: Snapshot | None, initial: Snapshot) -> None:
+        if kept is not None:
+            self._restore(kept)
+            if kept is not initial:
+                kept.discard()
+        self.saved.point_to(None)
+
+    def _restore(self, snapshot: Snapshot) -> None:
+        """Roll the workspace back; a failure names the snapshot and how to finish the job."""
+        try:
+            self.workspace.restore(snapshot)
+        except SnapshotError as exc:
+            raise SnapshotError(
+                f"{exc}; the workspace may be half rolled back: its last kept state stays in "
+                f"{snapshot.store}; once the cause is fixed, run: {recover_command(self.root)}"
+            ) from exc
+
     def _attempt(self, number: int, before: Snapshot) -> bool:
         """One attempt from attempt_start to attempt_end; True when the verifier passed."""
         self.writer.emit("attempt_start", {"attempt": number})
@@ -206,7 +253,7 @@ class _AttemptRun:
         self._record_transcript(number, result, usage_file)
         if not result.succeeded:
             reason = result.failure_reason(self.options.agent_timeout_s)
-            self.workspace.restore(before)
+            self._restore(before)
             self.writer.emit("rollback", {"attempt": number, "reason": reason})
             return self._end(number, "agent_error", None, rolled_back=True, note=reason)
         score, passed = self._verify(number)
@@ -218,7 +265,7 @@ class _AttemptRun:
             return self._end(number, "improved", score, rolled_back=False)
         if score == best:
             return self._end(number, "unchanged", score, rolled_back=False)
-        self.workspace.restore(before)
+        self._restore(before)
         reason = f"failureScore rose from {best} to {score}"
         self.writer.emit("rollback", {"attempt": number, "reason": reason})
         return self._end(number, "worse", score, rolled_back=True, note=reason)

@@ -3,6 +3,10 @@
 Exit codes: 0 the verifier passed, 1 it never did, 2 bad input (``error: ...``), 130 interrupted
 (Ctrl-C or SIGTERM: the workspace is restored to the last kept state and the receipt ends with
 stopReason ``interrupted``). docs/attempt.md describes the loop and the receipt.
+
+``trialrun attempt recover`` (routed by ``trialrun.cli.group``: ``attempt`` takes no argument)
+puts a workspace back from the snapshot a killed attempt left, or drops it with ``--discard``;
+until then ``trialrun attempt`` refuses to start in that workspace.
 """
 
 from __future__ import annotations
@@ -86,7 +90,10 @@ def attempt(
     agent_timeout: float,
     verify_timeout: float,
 ) -> int:
-    """Let AGENT work on GOAL in WORKSPACE until VERIFY passes, rolling back worse attempts."""
+    """Let AGENT work on GOAL in WORKSPACE until VERIFY passes, rolling back worse attempts.
+
+    If trialrun is killed, `trialrun attempt recover --workspace DIR` restores the workspace.
+    """
     from trialrun.artifacts.rundir import new_run_id
     from trialrun.attempt.harness import AttemptOptions, run_attempts
 
@@ -117,3 +124,47 @@ def attempt(
     if report.stop_reason == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if report.verified else EXIT_FAILED
+
+
+@click.command(
+    "recover",
+    short_help="Restore a workspace from the snapshot a killed `trialrun attempt` left.",
+)
+@click.option(
+    "--workspace",
+    type=PathParam(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The workspace the stopped attempt worked in.",
+)
+@click.option(
+    "--discard",
+    is_flag=True,
+    help="Delete the snapshot and keep the workspace as it is now.",
+)
+def attempt_recover(workspace: Path, discard: bool) -> int:
+    """Put WORKSPACE back to its last kept state from the snapshot a stopped attempt left.
+
+    The snapshot is removed afterwards; a new `trialrun attempt` may then start there.
+    """
+    from trialrun.attempt.recovery import recover
+
+    root = workspace.resolve()
+    if not root.is_dir():
+        raise click.BadParameter(
+            f"expected an existing directory, found {workspace}", param_hint="--workspace"
+        )
+    recovered = recover(root, discard=discard)
+    if discard:
+        click.echo(f"Discarded the snapshot {recovered.path}; {root} is left as it is.")
+    elif recovered.restored is None:
+        click.echo(
+            f"Nothing to restore: {root} was in a kept state when the run stopped; "
+            f"removed {recovered.path}."
+        )
+    else:
+        click.echo(
+            f"Restored {root} to its last kept state ({recovered.restored}); "
+            f"removed {recovered.path}."
+        )
+    return EXIT_OK

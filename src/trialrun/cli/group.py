@@ -16,8 +16,10 @@ from trialrun.cli.table import COMMANDS, DESCRIPTION
 # (command, first argument) -> (module, attribute): a command reached by a word after another.
 # `compare` takes a SUBJECT folder, so it cannot be a click group; `compare merge` is routed here
 # instead, and only when `merge` comes right after `compare` (a folder named merge: ./merge).
+# `attempt` takes no argument at all, so `attempt recover` cannot mean anything else.
 _ROUTED: dict[tuple[str, str], tuple[str, str]] = {
     ("compare", "merge"): ("trialrun.cli.compare_cmd", "compare_merge"),
+    ("attempt", "recover"): ("trialrun.cli.attempt_cmd", "attempt_recover"),
 }
 
 
