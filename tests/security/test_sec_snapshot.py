@@ -417,3 +417,30 @@ def test_a_snapshot_loaded_from_disk_restores_what_was_saved(
     workspace = Workspace(root)
     workspace.restore(Snapshot.load(store))  # a fresh object: only what is on disk
     assert listing(root) == before
+
+
+def test_a_full_disk_while_publish_adds_an_id_leaves_compare_yaml_whole(tmp_path: Path) -> None:
+    # The same mistake elsewhere: publish rewrote the user's compare.yaml in place, so a write
+    # that failed half way (here: a file size limit, as a full disk would) truncated it.
+    subject = tmp_path / "subject"
+    (subject / "evals").mkdir(parents=True)
+    compare_yaml = subject / "evals" / "compare.yaml"
+    original = "name: demo\n" + "".join(f"# the user's own note {i}\n" for i in range(80))
+    compare_yaml.write_text(original)
+    limit = len(original) // 2
+
+    def small_files() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    code = "import sys; from pathlib import Path; from trialrun.team.publish import "
+    code += "ensure_subject_id; ensure_subject_id(Path(sys.argv[1]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(subject)], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, preexec_fn=small_files,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "File too large" in proc.stderr, proc.stderr
+    assert compare_yaml.read_text() == original
+    assert sorted(p.name for p in compare_yaml.parent.iterdir()) == ["compare.yaml"]
