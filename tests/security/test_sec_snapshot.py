@@ -263,6 +263,13 @@ def test_discard_drops_the_snapshot_and_leaves_the_workspace_as_it_is(project: P
 
 
 def test_a_finished_run_names_its_snapshots_first_and_leaves_none(project: Project) -> None:
+    # What a crash while a directory was being removed or built leaves is swept too.
+    trash = project.home / "attempt" / ".trash-ws-0123456789abcdef-00ff00ff"
+    abandoned = project.home / "attempt" / ".new-other-fedcba9876543210-11ee11ee"
+    for leftover in (trash, abandoned):
+        leftover.mkdir(parents=True)
+        (leftover / "state.json").write_text("{}")
+        (leftover / "lock").write_text("")
     seen = project.root / "seen.json"
     proc = subprocess.run(
         project.attempt_args("out/receipt.jsonl", attempts=2), cwd=project.root,
