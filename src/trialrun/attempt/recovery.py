@@ -88,13 +88,14 @@ class RecoveryDir:
                 raise RecoveryError(_in_the_way(root, final))
             staging = final.with_name(f".new-{final.name}-{os.urandom(4).hex()}")
             staging.mkdir(mode=0o700)
+            # Nobody else locks a directory that holds no state yet.
+            lock_fd = _lock(staging / LOCK_FILE)
         except OSError as exc:
             raise RecoveryError(
                 f"{exc.filename or final}: cannot keep the workspace's snapshots there "
                 f"({exc.strerror or exc}); set TRIALRUN_HOME to a folder you can write"
             ) from exc
-        lock_fd = _lock(staging / LOCK_FILE)
-        if lock_fd is None:  # nobody else touches a directory that holds no state yet
+        if lock_fd is None:
             raise RecoveryError(f"{staging}: its lock is held by another process")
         state: dict[str, object] = {
             "workspace": os.fsdecode(root),
@@ -263,12 +264,15 @@ def _remove(path: Path) -> None:
 def _sweep(home: Path) -> None:
     """Delete what a crash left while a directory was being built or removed."""
     for leftover in home.iterdir():
-        if leftover.name.startswith(".trash-") or (
-            leftover.name.startswith(".new-")
-            and (leftover / STATE_FILE).exists()
-            and not _is_held(leftover / LOCK_FILE)
-        ):
-            shutil.rmtree(leftover, ignore_errors=True)
+        # A builder locks its .new- directory before writing the state and holds the lock
+        # until it dies: a state without a held lock is a crash's leftover.
+        with contextlib.suppress(OSError):  # sweeping is a courtesy; it never blocks a run
+            if leftover.name.startswith(".trash-") or (
+                leftover.name.startswith(".new-")
+                and (leftover / STATE_FILE).exists()
+                and not _is_held(leftover / LOCK_FILE)
+            ):
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _quoted(path: Path) -> str:
