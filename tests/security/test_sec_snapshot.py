@@ -451,3 +451,18 @@ def test_a_full_disk_while_publish_adds_an_id_leaves_compare_yaml_whole(tmp_path
     assert proc.returncode != 0 and "File too large" in proc.stderr, proc.stderr
     assert compare_yaml.read_text() == original
     assert sorted(p.name for p in compare_yaml.parent.iterdir()) == ["compare.yaml"]
+
+
+def test_a_damaged_state_file_is_one_error_line_and_discard_still_works(project: Project) -> None:
+    kill_mid_rollback(project)
+    [state] = (project.home / "attempt").glob("*/state.json")
+    state.write_text('{"restore": ')
+    half = listing(project.workspace)
+    broken = project.trialrun("attempt", "recover", "--workspace", str(project.workspace))
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert broken.stderr.startswith(f"error: {state}: ") and "--discard" in broken.stderr
+    assert len(broken.stderr.splitlines()) == 1 and listing(project.workspace) == half
+    dropped = project.trialrun(
+        "attempt", "recover", "--workspace", str(project.workspace), "--discard"
+    )
+    assert dropped.returncode == 0 and project.leftovers() == []
