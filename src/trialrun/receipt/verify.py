@@ -25,9 +25,18 @@ from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnumbers import refuse_constant
-from trialrun.receipt.envelope import ZERO_HASH, event_hash
+from trialrun.base.signedjson import DuplicateKeyError, unique_keys
+from trialrun.receipt.envelope import SIGNATURE_KEY, ZERO_HASH, event_hash, signature_problem
 
-__all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]
+__all__ = [
+    "REASONS",
+    "KeyOrder",
+    "Reason",
+    "SignatureResult",
+    "Status",
+    "VerifyResult",
+    "verify_receipt",
+]
 
 Reason = Literal[
     "unreadable",
@@ -46,6 +55,8 @@ Reason = Literal[
 ]
 REASONS: Final[tuple[Reason, ...]] = get_args(Reason)
 KeyOrder = Literal["utf16", "codepoint"]
+Status = Literal["verified", "incomplete", "unsigned", "untrusted", "tampered", "invalid"]
+"""What a verdict means to whoever acts on it (the reason says why, in the reference's words)."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _READ_BUFFER_BYTES = 1 << 20
@@ -100,6 +111,19 @@ class VerifyResult:
     event-shaped line makes a file a receipt: garbage on its other lines is tampering. Not part
     of ``to_json``, which is the reference's object.
     """
+
+    @property
+    def status(self) -> Status:
+        """``verified``; ``incomplete`` when the chain is intact but has no run_end (a crash, an
+        interrupt, a cut tail: nothing in it was changed); ``unsigned`` or ``untrusted`` when a
+        required or pinned signature is missing or not the expected key's; ``invalid`` when the
+        input is no receipt at all (``input_error``); else ``tampered`` (tampered with or
+        invalid: the receipt holds something its chain or signature does not vouch for)."""
+        if self.ok:
+            return "verified"
+        if self.input_error is not None:
+            return "invalid"
+        return _STATUS_OF.get(self.reason, "tampered")
 
     def to_json(self) -> dict[str, Any]:
         """The reference verifier's result object (``keyOrder`` only when it is "codepoint")."""
@@ -167,6 +191,11 @@ def _verify_stream(
         text = raw.decode("utf-8", "replace")
         try:
             event = parse(text)
+        except DuplicateKeyError as exc:
+            # JSON.parse keeps the last one, but the hash covers both: unsigned content.
+            message = f"{_NOT_JSON.format(count + 1, count)}: {exc}"
+            failure = _fail(count, "invalid_json", message)
+            break
         except (ValueError, RecursionError):
             failure = _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count))
             break
@@ -184,12 +213,14 @@ def _verify_stream(
                 and (event["prev"] == prev or _is_hex64(event["prev"]))
                 and _is_hex64(stored_hash)
                 and -_SEQ_LIMIT < event["seq"] < _SEQ_LIMIT
+                and SIGNATURE_KEY not in event
             )
         except KeyError:
             usual_shape = False
         if not usual_shape:
-            # Not the usual shape: name the first problem exactly as the reference does.
-            problem = _shape_problem(event)
+            # Not the usual shape: name the first problem exactly as the reference does, then
+            # what the reference lets through: a signature where nothing checks it.
+            problem = _shape_problem(event) or signature_problem(event)
             if problem is not None:
                 failure = _fail(count, "invalid_event", f"Event at seq {count}: {problem}")
                 break
@@ -278,7 +309,10 @@ class _EventHasher:
             return int(text)
 
         decoder = json.JSONDecoder(
-            parse_float=parse_float, parse_int=parse_int, parse_constant=refuse_constant
+            object_pairs_hook=unique_keys,
+            parse_float=parse_float,
+            parse_int=parse_int,
+            parse_constant=refuse_constant,
         )
         scan, decode = decoder.scan_once, decoder.decode  # type: ignore[attr-defined]
 
@@ -395,6 +429,11 @@ def _check_signature(
 
 
 _UNSIGNED: Final = SignatureResult(False)
+_STATUS_OF: Final[dict[Reason | None, Status]] = {
+    "truncated": "incomplete",
+    "unsigned": "unsigned",
+    "untrusted_key": "untrusted",
+}
 
 
 def _fail(seq: int, reason: Reason, message: str) -> VerifyResult:
