@@ -11,7 +11,8 @@ no hash and no signature.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,97 @@ def test_every_strict_vector_gives_its_result(
     args = [] if opts == "(none)" else ["--public-key", str(VECTORS / opts.split()[1])]
     code, out, _ = call(["verify", str(VECTORS / file), *args, "--json"], capsys)
     assert (code, json.loads(out)) == (1, {**expected, "status": status})
+
+
+# ---- other files whose bytes are hashed, or checked against a receipt ---------------------------
+# No writer of trialrun's emits a key twice; a file that holds one was made to read one way
+# here and another way elsewhere.
+
+
+def _twice(text: str, member: str, shadow: str) -> str:
+    """``text`` with ``shadow`` written before the first ``member`` of it, as the same key."""
+    assert member in text
+    key = member.split(":", 1)[0]
+    return text.replace(member, f"{key}:{shadow},{member}", 1)
+
+
+def test_a_baseline_holding_a_key_twice_is_refused(tmp_path: Path) -> None:
+    from trialrun.artifacts.baseline import load_baseline
+    from trialrun.errors import ConfigError
+
+    document = {"schema_version": 1, "cases": [{"id": "a", "status": "fail"}]}
+    path = tmp_path / "baseline.json"
+    path.write_text(_twice(json.dumps(document), '"status": "fail"', '"pass"'), encoding="utf-8")
+    with pytest.raises(ConfigError, match='duplicate key "status"'):
+        load_baseline(path)
+
+
+def test_a_shard_summary_holding_a_key_twice_is_refused_by_the_merge(tmp_path: Path) -> None:
+    # The summary's statuses are checked against the receipt's case_end events; a second
+    # "status" before the real one passed that check while a first-wins reader saw a failure.
+    from test_merge import make_suite, run_shard  # type: ignore[import-not-found]
+    from trialrun.artifacts.merge import merge_runs
+    from trialrun.errors import ConfigError
+    from trialrun.running.sharding import ShardSpec
+
+    case_ids = [f"case_{n:03d}" for n in range(3)]
+    suite = make_suite(tmp_path, "dup", len(case_ids))
+    shards = [run_shard(suite, ShardSpec(i, 2), tmp_path / f"s{i}", case_ids) for i in (1, 2)]
+    summary = shards[0] / "summary.json"
+    text = summary.read_text(encoding="utf-8")
+    summary.write_text(_twice(text, '"status": "pass"', '"fail"'), encoding="utf-8")
+    with pytest.raises(ConfigError, match='duplicate key "status"'):
+        merge_runs(shards, tmp_path / "merged", baseline=None)
+
+
+@pytest.fixture(scope="module")
+def compare_shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from test_compare_e2e import make_subject  # type: ignore[import-not-found]
+
+    root = tmp_path_factory.mktemp("compare-dup")
+    subject = make_subject(root)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRIALRUN_HOME", str(root / "home"))
+        for name in ("SCRIPTED_FLIP", "SCRIPTED_WAIT_FOR", "TRIALRUN_TEAM"):
+            patch.delenv(name, raising=False)
+        for index in (1, 2):
+            args = ["compare", str(subject), "--shard", f"{index}/2", "--out", str(root / "s")]
+            assert run_cli([*args, "--case", "build", "--k", "1"]) == 0
+        yield {"root": root, "shards": sorted((root / "s").glob("*-of-2"))}
+
+
+def test_a_compare_shard_holding_a_key_twice_is_refused(
+    compare_shards: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trialrun.compare.shards import SHARD_FILE
+
+    first, second = (tmp_path / "1", tmp_path / "2")
+    shutil.copytree(compare_shards["shards"][0], first)
+    shutil.copytree(compare_shards["shards"][1], second)
+    text = (first / SHARD_FILE).read_text(encoding="utf-8")
+    # A first-wins reader sees no units at all; the merge read the real ones.
+    (first / SHARD_FILE).write_text(_twice(text, '"units": [', "[]"), encoding="utf-8")
+    capsys.readouterr()
+    code = run_cli(["compare", "merge", str(first), str(second), "--no-commit"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f'error: {first}: cannot read shard.json: duplicate key "units"')
+
+
+def test_a_compare_receipt_holding_a_key_twice_is_not_scored(
+    compare_shards: dict[str, Any], tmp_path: Path
+) -> None:
+    from trialrun.team.scores import _read_receipt
+
+    assert run_cli(["compare", "merge", *map(str, compare_shards["shards"]), "--no-commit"]) in (
+        0,
+        1,
+    )
+    stored = (compare_shards["root"] / "home").glob("evals/local/*/*/receipt.json")
+    receipt = max(stored, key=lambda path: path.stat().st_mtime_ns)
+    assert _read_receipt(receipt)[0] is not None
+    copy = tmp_path / "receipt.json"
+    text = receipt.read_text(encoding="utf-8")
+    copy.write_text(_twice(text, '"verdict": ', '"PASS"'), encoding="utf-8")
+    document, problem = _read_receipt(copy)
+    assert document is None and problem is not None and 'duplicate key "verdict"' in problem

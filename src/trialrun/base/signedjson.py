@@ -1,12 +1,12 @@
-"""JSON whose bytes a hash or a signature covers: read one way only, or refused.
+"""JSON whose bytes a hash or a signature vouches for: one reading only, or refused.
 
-A digest vouches for bytes, but a program acts on its parse of them. Python's parser keeps the
-last of two equal keys in an object (JavaScript's too), reads ``NaN`` and ``Infinity`` (which
-no other JSON reader does) and turns ``1e400`` into infinity. Each of those lets two readers, or
-one reader and the person who checked the digest, see different data under one valid digest:
-``{"ok": false, "ok": true}`` hashes as its bytes and reads as ``true``. Files that are hashed
-or signed are therefore read with ``SIGNED_JSON`` (``loads_signed``), which refuses all of
-them, and a byte-order mark as well, with a ``ValueError`` that names the problem.
+A digest vouches for bytes, but a program acts on its parse of them. Python's parser, like
+JavaScript's, keeps the last of two equal keys in an object: ``{"ok": false, "ok": true}`` is
+read as ``true`` here and as ``false`` by a reader that keeps the first, under one valid digest.
+No writer of trialrun's emits a key twice, so a file that holds one was made by hand: it is
+refused (``DuplicateKeyError``, a ``ValueError`` naming the key), with a byte-order mark, which
+some readers skip and others refuse. Numbers are left as ``json.loads`` reads them; the receipt
+verifier refuses NaN and infinity itself, as canonical JSON cannot hash them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from trialrun.base.jsonnumbers import finite_float, refuse_constant
-
-__all__ = ["SIGNED_JSON", "DuplicateKeyError", "loads_signed", "unique_keys"]
+__all__ = ["UNIQUE_KEYS_JSON", "DuplicateKeyError", "loads_unique", "unique_keys"]
 
 
 class DuplicateKeyError(ValueError):
@@ -42,18 +40,13 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return built
 
 
-SIGNED_JSON: Final = json.JSONDecoder(
-    object_pairs_hook=unique_keys, parse_constant=refuse_constant, parse_float=finite_float
-)
-"""The decoder for hashed or signed JSON, built once: no duplicate key, NaN or infinity."""
+UNIQUE_KEYS_JSON: Final = json.JSONDecoder(object_pairs_hook=unique_keys)
+"""``json.loads``'s decoder refusing a key twice in an object, built once."""
 
 
-def loads_signed(text: str) -> Any:
-    """``text`` parsed by ``SIGNED_JSON``; a byte-order mark is refused like the rest.
-
-    ``json.loads`` refuses a BOM in ``str`` input and ``read_text("utf-8")`` keeps one, yet a
-    reader that opens the file with ``utf-8-sig`` would skip it: one file, two verdicts.
-    """
+def loads_unique(text: str) -> Any:
+    """``json.loads(text)``, refusing a key twice in an object (and a byte-order mark, as
+    ``json.loads`` does: a reader that opens the file as ``utf-8-sig`` would skip it)."""
     if text.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (a byte-order mark)", text, 0)
-    return SIGNED_JSON.decode(text)
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return UNIQUE_KEYS_JSON.decode(text)
