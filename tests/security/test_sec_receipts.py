@@ -420,3 +420,12 @@ def test_a_compare_receipt_holding_a_key_twice_is_not_scored(
     copy.write_text(_twice(text, '"verdict": ', '"PASS"'), encoding="utf-8")
     document, problem = _read_receipt(copy)
     assert document is None and problem is not None and 'duplicate key "verdict"' in problem
+
+
+def test_check_signature_refuses_a_block_with_a_member_it_does_not_sign(tmp_path: Path) -> None:
+    from trialrun.receipt.signing import check_signature
+
+    event = json.loads(signed_receipt(tmp_path / "receipt.jsonl")[3])
+    assert check_signature(event["signature"], event["hash"])
+    block = {**event["signature"], "approvedBy": "security"}
+    assert not check_signature(block, event["hash"])
