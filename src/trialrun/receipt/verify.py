@@ -9,7 +9,10 @@ A chain hashed with keys in code-point order (the spec's wording) also verifies 
 chain agrees on that one order; the result then says ``key_order == "codepoint"``. After the chain
 breaks, the rest of the file is read without verifying it, for two facts the reference's result
 leaves out: whether the file is a receipt at all (``input_error``) and whether its run_end carries
-a signature (present, not checked).
+a signature (present, not checked). Stricter than the reference, which verifies them though no
+hash or signature covers what they add: a key held twice in an object is ``invalid_json``; a
+``signature`` on an event other than run_end, or a member in it beyond alg/publicKey/sig, is
+``invalid_event``.
 """
 
 from __future__ import annotations
@@ -188,7 +191,7 @@ def _verify_stream(
         try:
             event = parse(text)
         except DuplicateKeyError as exc:
-            # JSON.parse keeps the last one, but the hash covers both: unsigned content.
+            # The hash covers the last value only; a reader keeping the first sees unsigned data.
             message = f"{_NOT_JSON.format(count + 1, count)}: {exc}"
             failure = _fail(count, "invalid_json", message)
             break
