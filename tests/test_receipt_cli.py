@@ -89,7 +89,23 @@ def expected_head(result: dict[str, Any]) -> str:
         return f"UNTRUSTED SIGNER (untrusted_key): {message}"
     if reason == "bad_signature":
         return f"TAMPERED or invalid signature (bad_signature): {message}"
+    if reason == "truncated":
+        count = result["eventCount"]
+        return (
+            f"incomplete (truncated): the run did not finish: no run_end after seq {count - 1} "
+            f"(the {count} events up to there are intact)"
+        )
     return f"TAMPERED or invalid at seq {result['firstBadSeq']} ({reason}): {message}"
+
+
+def expected_status(file: str, result: dict[str, Any]) -> str:
+    """What ``--json`` adds to the reference's object: what the verdict means."""
+    if file in NOT_RECEIPTS:
+        return "invalid"
+    if result["ok"]:
+        return "verified"
+    statuses = {"truncated": "incomplete", "unsigned": "unsigned", "untrusted_key": "untrusted"}
+    return statuses.get(result["reason"], "tampered")
 
 
 def test_verify_json_matches_every_conformance_result(
@@ -104,7 +120,7 @@ def test_verify_json_matches_every_conformance_result(
             code, out, err = call(
                 ["verify", str(conformance / entry["file"]), *args, "--json"], capsys
             )
-            result = check["result"]
+            result = {**check["result"], "status": expected_status(entry["file"], check["result"])}
             code_wanted = expected_exit(entry["file"], result)
             err_wanted = code_wanted == 2  # one error line beside the JSON, as for any exit 2
             if (code, json.loads(out)) != (code_wanted, result) or bool(err) != err_wanted:

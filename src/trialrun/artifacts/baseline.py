@@ -35,6 +35,7 @@ from typing import Any, TypeGuard
 
 from trialrun.base.fsutil import write_json
 from trialrun.base.nesting import unreadable_json
+from trialrun.base.signedjson import loads_unique
 from trialrun.config.models import Regression
 from trialrun.errors import ConfigError, TrialrunError
 
@@ -338,7 +339,8 @@ def _read_document(path: Path, *, what: str) -> dict[str, Any]:
     if not text.strip():  # about the file as a whole: the parser would blame line 1
         raise ConfigError(f"the file is empty; {_EXPECTED}", file=path)
     try:
-        document = json.loads(text)
+        # A key twice would gate on its last value while a reviewer reads the first.
+        document = loads_unique(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"invalid JSON: {exc.msg} (column {exc.colno}); {_EXPECTED}", file=path, line=exc.lineno

@@ -296,10 +296,10 @@ def _write_receipt(
 
 
 def _run_start(shard: ShardArtifacts) -> dict[str, Any]:
-    import json
+    from trialrun.base.signedjson import loads_unique
 
     with shard.receipt_path.open(encoding="utf-8") as stream:
-        first = json.loads(stream.readline())
+        first = loads_unique(stream.readline())
     data: dict[str, Any] = first.get("data") or {}
     return data
 

@@ -14,7 +14,6 @@ texts are used when the verdict events carry them and are absent otherwise.
 from __future__ import annotations
 
 import hashlib
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from trialrun.base.results import (
     Usage,
     case_start_timestamp,
 )
+from trialrun.base.signedjson import loads_unique
 from trialrun.errors import TrialrunError
 from trialrun.receipt.verify import VerifyResult, verify_receipt
 
@@ -228,7 +228,8 @@ def _event_log(
 
 def _event(line: str, path: Path, line_no: int) -> dict[str, Any]:
     try:
-        event = json.loads(line)
+        # These bytes are hashed into the receipt: they must read one way only.
+        event = loads_unique(line)
     except (ValueError, RecursionError) as exc:
         raise MergeError(
             f"{path}:{line_no}: expected one JSON event per line: {unreadable_json(exc)}"
@@ -261,7 +262,7 @@ def _check_against_receipt(
     ends: dict[str, dict[str, Any]] = {}
     with path.open(encoding="utf-8") as stream:
         for line in stream:
-            event = json.loads(line)
+            event = loads_unique(line)
             if event.get("type") == "case_end":
                 data = event.get("data") or {}
                 ends[str(data.get("case"))] = data

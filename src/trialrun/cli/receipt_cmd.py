@@ -58,6 +58,9 @@ def verify(
     problems = _schema_problems(file) if schema and not not_a_receipt else []
     if as_json:
         payload: dict[str, Any] = result.to_json()
+        # The reference's object says why; status says what it means (an incomplete run is
+        # not a tampered one), in the words the exit code cannot carry.
+        payload["status"] = result.status
         if schema:
             payload["schemaProblems"] = problems
         click.echo(json.dumps(payload, indent=2))

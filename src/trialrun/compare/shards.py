@@ -29,7 +29,6 @@ A shard directory holds ``shard.json`` (below), ``run.jsonl`` (the shard's event
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, get_args
 
 from trialrun.artifacts.rundir import safe_dir_name
 from trialrun.base import canonjson
+from trialrun.base.signedjson import loads_unique
 from trialrun.compare.judge import JudgeCause, JudgeDecision, JudgeWinner
 from trialrun.compare.outcome import (
     ArmSampleResult,
@@ -284,7 +284,8 @@ def _load_document(path: Path) -> dict[str, Any]:
             file=path,
         )
     try:
-        document = json.loads(where.read_text(encoding="utf-8"))
+        # A key twice would read as its last value here and as its first elsewhere.
+        document = loads_unique(where.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"cannot read {SHARD_FILE}: {exc}", file=path) from None
     if not isinstance(document, dict) or document.get("kind") != SHARD_KIND:

@@ -11,6 +11,7 @@ one serialization per event, byte for byte what the reference writer produces.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -22,11 +23,13 @@ from trialrun.base import canonjson
 __all__ = [
     "ENVELOPE_KEYS",
     "SIGNATURE_KEY",
+    "SIGNATURE_MEMBERS",
     "SPEC_VERSION",
     "ZERO_HASH",
     "EventText",
     "event_hash",
     "format_ts",
+    "signature_problem",
     "unsigned_event",
 ]
 
@@ -35,6 +38,8 @@ ZERO_HASH: Final = "0" * 64
 # In the order an event is built; the line on disk sorts them (canonical JSON).
 ENVELOPE_KEYS: Final = ("v", "seq", "ts", "type", "data", "prev", "hash")
 SIGNATURE_KEY: Final = "signature"
+# A malformed block (a member missing or of the wrong type) is the reference's bad_signature.
+SIGNATURE_MEMBERS: Final = frozenset({"alg", "publicKey", "sig"})
 _NOT_HASHED: Final = ("hash", SIGNATURE_KEY)
 
 
@@ -82,6 +87,33 @@ def _utc_second(seconds: int) -> str | None:
         f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
         f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
     )
+
+
+def signature_problem(event: Mapping[str, Any]) -> str | None:
+    """What is wrong with where ``event`` carries ``signature`` and what it holds, or None.
+
+    The hash leaves ``signature`` out on every event, and the signature covers only the last
+    hash: a ``signature`` member anywhere but on ``run_end``, or a member inside it beyond
+    ``alg``, ``publicKey`` and ``sig``, would pass as signed while nothing vouches for it.
+    The spec allows neither (only run_end may carry one, and the block has those three).
+    """
+    if SIGNATURE_KEY not in event:
+        return None
+    kind = event.get("type")
+    if kind != "run_end":
+        return f"only run_end may carry a signature, found one on {_quoted(kind)}"
+    block = event[SIGNATURE_KEY]
+    if type(block) is dict and not block.keys() <= SIGNATURE_MEMBERS:
+        extra = ", ".join(_quoted(key) for key in sorted(block.keys() - SIGNATURE_MEMBERS))
+        expected = ", ".join(sorted(SIGNATURE_MEMBERS))
+        return f"signature holds {extra}, which no signature covers (expected only {expected})"
+    return None
+
+
+def _quoted(value: object) -> str:
+    # Text from the receipt, for a message: escaped and short.
+    text = json.dumps(value, ensure_ascii=False) if type(value) is str else type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def event_hash(event: Mapping[str, Any], *, codepoint: bool = False) -> str:

@@ -29,6 +29,7 @@ TEMPLATE_NAME = "receipt.html.j2"
 LIST_MAX, CASES_MAX = 200, 10_000
 TEXT_CHARS_MAX = 20_000
 TERMINAL_OUTPUT_LINES = 6
+INCOMPLETE = "incomplete (truncated): the run did not finish"
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -241,6 +242,11 @@ def _verdict_head(result: VerifyResult) -> str:
         return f"UNTRUSTED SIGNER (untrusted_key): {message}"
     if result.reason == "bad_signature":
         return f"TAMPERED or invalid signature (bad_signature): {message}"
+    if result.reason == "truncated":
+        # What a crash or an interrupt leaves: every event there is intact, the end is missing.
+        last = result.event_count - 1
+        intact = f"the {result.event_count} events up to there are intact"
+        return f"{INCOMPLETE}: no run_end after seq {last} ({intact})"
     seq = result.first_bad_seq if result.first_bad_seq is not None else 0
     return f"TAMPERED or invalid at seq {seq} ({result.reason or 'unknown'}): {message}"
 

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 ALG: Final = "ed25519"
+_MEMBERS: Final = frozenset({"alg", "publicKey", "sig"})
 PRIVATE_KEY_FILE: Final = "receipt-key.pem"
 PUBLIC_KEY_FILE: Final = "receipt-key.pub.pem"
 _SEED_BYTES: Final = 32
@@ -166,11 +167,13 @@ def load_public_key(value: KeySource) -> str:
 def check_signature(sig: Mapping[str, Any], hash_hex: str) -> bool:
     """Whether ``sig`` is a valid Ed25519 signature block over ``hash_hex``. Never raises.
 
+    The block holds exactly ``alg``, ``publicKey`` and ``sig``: the signature covers the hash,
+    not the block, so any other member would read as signed without being so.
     Base64 is decoded as leniently as Node's ``Buffer.from(text, "base64")`` (the reference):
     characters outside the alphabet are skipped, URL-safe letters accepted, ``=`` ends the data.
     """
     try:
-        if not isinstance(sig, Mapping) or sig.get("alg") != ALG:
+        if not isinstance(sig, Mapping) or sig.get("alg") != ALG or sig.keys() != _MEMBERS:
             return False
         public_key, signature = sig.get("publicKey"), sig.get("sig")
         if not (

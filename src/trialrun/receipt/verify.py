@@ -9,14 +9,15 @@ A chain hashed with keys in code-point order (the spec's wording) also verifies 
 chain agrees on that one order; the result then says ``key_order == "codepoint"``. After the chain
 breaks, the rest of the file is read without verifying it, for two facts the reference's result
 leaves out: whether the file is a receipt at all (``input_error``) and whether its run_end carries
-a signature (present, not checked).
+a signature (present, not checked). Stricter than the reference, which verifies them though no
+hash or signature covers what they add: a key held twice in an object is ``invalid_json``; a
+``signature`` on an event other than run_end, or a member in it beyond alg/publicKey/sig, is
+``invalid_event``.
 """
 
 from __future__ import annotations
 
 import json
-import json.encoder
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from hashlib import sha256
@@ -25,9 +26,19 @@ from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnumbers import refuse_constant
-from trialrun.receipt.envelope import ZERO_HASH, event_hash
+from trialrun.base.signedjson import DuplicateKeyError
+from trialrun.receipt.envelope import SIGNATURE_KEY, ZERO_HASH, signature_problem
+from trialrun.receipt.linehash import EventHasher, sorted_compact
 
-__all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]
+__all__ = [
+    "REASONS",
+    "KeyOrder",
+    "Reason",
+    "SignatureResult",
+    "Status",
+    "VerifyResult",
+    "verify_receipt",
+]
 
 Reason = Literal[
     "unreadable",
@@ -46,6 +57,8 @@ Reason = Literal[
 ]
 REASONS: Final[tuple[Reason, ...]] = get_args(Reason)
 KeyOrder = Literal["utf16", "codepoint"]
+Status = Literal["verified", "incomplete", "unsigned", "untrusted", "tampered", "invalid"]
+"""What a verdict means to whoever acts on it (the reason says why, in the reference's words)."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _READ_BUFFER_BYTES = 1 << 20
@@ -54,9 +67,6 @@ _MESSAGE_VALUE_CHARS = 200
 _HEX_DIGITS = "0123456789abcdef"
 _SEQ_LIMIT = 2**63
 _DOUBLE_OVERFLOW = 2**1024
-# Key order can only matter when some character is >= U+E000 (raw, or as a \u escape).
-_HIGH_CHAR = re.compile("[\ue000-\U0010ffff]")
-_HIGH_ESCAPE = re.compile(rb"\\u[dDeEfF]")
 
 
 class _Absent:
@@ -101,6 +111,19 @@ class VerifyResult:
     of ``to_json``, which is the reference's object.
     """
 
+    @property
+    def status(self) -> Status:
+        """``verified``; ``incomplete`` when the chain is intact but has no run_end (a crash, an
+        interrupt, a cut tail: nothing in it was changed); ``unsigned`` or ``untrusted`` when a
+        required or pinned signature is missing or not the expected key's; ``invalid`` when the
+        input is no receipt at all (``input_error``); else ``tampered`` (tampered with or
+        invalid: the receipt holds something its chain or signature does not vouch for)."""
+        if self.ok:
+            return "verified"
+        if self.input_error is not None:
+            return "invalid"
+        return _STATUS_OF.get(self.reason, "tampered")
+
     def to_json(self) -> dict[str, Any]:
         """The reference verifier's result object (``keyOrder`` only when it is "codepoint")."""
         out: dict[str, Any] = {"ok": self.ok, "eventCount": self.event_count}
@@ -143,7 +166,7 @@ def _verify_stream(
     stream: BinaryIO, name: str, pinned_key: str | None, require_signature: bool
 ) -> VerifyResult:
     readline, limit = stream.readline, MAX_LINE_BYTES
-    hasher = _EventHasher()
+    hasher = EventHasher()
     parse = hasher.parse
     prev = ZERO_HASH
     count = 0  # events verified so far, which is also the seq the next line must carry
@@ -167,6 +190,11 @@ def _verify_stream(
         text = raw.decode("utf-8", "replace")
         try:
             event = parse(text)
+        except DuplicateKeyError as exc:
+            # The hash covers the last value only; a reader keeping the first sees unsigned data.
+            message = f"{_NOT_JSON.format(count + 1, count)}: {exc}"
+            failure = _fail(count, "invalid_json", message)
+            break
         except (ValueError, RecursionError):
             failure = _fail(count, "invalid_json", _NOT_JSON.format(count + 1, count))
             break
@@ -184,12 +212,14 @@ def _verify_stream(
                 and (event["prev"] == prev or _is_hex64(event["prev"]))
                 and _is_hex64(stored_hash)
                 and -_SEQ_LIMIT < event["seq"] < _SEQ_LIMIT
+                and SIGNATURE_KEY not in event
             )
         except KeyError:
             usual_shape = False
         if not usual_shape:
-            # Not the usual shape: name the first problem exactly as the reference does.
-            problem = _shape_problem(event)
+            # Not the usual shape: name the first problem exactly as the reference does, then
+            # what the reference lets through: a signature where nothing checks it.
+            problem = _shape_problem(event) or signature_problem(event)
             if problem is not None:
                 failure = _fail(count, "invalid_event", f"Event at seq {count}: {problem}")
                 break
@@ -206,7 +236,7 @@ def _verify_stream(
         event_signature = event.pop("signature", _ABSENT)
         try:
             if hasher.plain_numbers and raw.isascii() and b"\\u" not in raw:
-                matches = sha256(_sorted_compact(event).encode()).hexdigest() == stored_hash
+                matches = sha256(sorted_compact(event).encode()).hexdigest() == stored_hash
             else:
                 matches = hasher.matches(event, stored_hash, raw, text)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
@@ -247,75 +277,6 @@ _HASH = "seq {}: hash does not match the event content: the event was edited"
 _TRUNCATED = "No run_end event after seq {}: the receipt is truncated or the run did not finish"
 
 
-class _EventHasher:
-    """Parses lines and recomputes event hashes, serializing each event once.
-
-    The fast path hashes the stdlib C encoder's sorted compact text. That text is canonical
-    exactly when canonjson's own fast path would take it: the line is ASCII without any \\u
-    escape (so every key is ASCII, where UTF-16 and code-point order agree, and no string holds a
-    lone surrogate) and every number is an int of at most 15 digits or a non-integral float with
-    1e-4 <= |x| < 1e16. The numbers are watched while parsing, so no second walk over the event
-    is needed. Any other line goes through ``envelope.event_hash``, in both key orders when the
-    order can matter; the chain must then hold together under one order from start to end.
-    """
-
-    __slots__ = ("codepoint_ok", "parse", "plain_numbers", "utf16_ok")
-
-    def __init__(self) -> None:
-        self.plain_numbers = True
-        self.utf16_ok = True
-        self.codepoint_ok = True
-
-        def parse_float(text: str) -> float:
-            value = float(text)
-            if value.is_integer() or not 1e-4 <= abs(value) < 1e16:
-                self.plain_numbers = False
-            return value
-
-        def parse_int(text: str) -> int:
-            if len(text) > 15:
-                self.plain_numbers = False
-            return int(text)
-
-        decoder = json.JSONDecoder(
-            parse_float=parse_float, parse_int=parse_int, parse_constant=refuse_constant
-        )
-        scan, decode = decoder.scan_once, decoder.decode  # type: ignore[attr-defined]
-
-        def parse(text: str) -> Any:
-            # The C scanner directly; decode() adds two regex passes and two Python frames.
-            try:
-                value, end = scan(text, 0)
-            except StopIteration:  # leading whitespace, or not JSON: let decode() judge
-                return decode(text)
-            if end != len(text) and text[end:].strip(" \t\r\n"):
-                raise ValueError(f"extra data after the JSON value at character {end}")
-            return value
-
-        self.parse = parse
-
-    def matches(self, event: dict[str, Any], stored_hash: str, raw: bytes, text: str) -> bool:
-        """Slow path: whether ``event`` (without hash and signature) hashes to ``stored_hash``."""
-        self.plain_numbers = True
-        if not _order_may_matter(raw, text):
-            return event_hash(event) == stored_hash
-        self.utf16_ok = self.utf16_ok and event_hash(event) == stored_hash
-        self.codepoint_ok = self.codepoint_ok and event_hash(event, codepoint=True) == stored_hash
-        return self.utf16_ok or self.codepoint_ok
-
-
-def _compact_encoder() -> Callable[[Any], str]:
-    """Sorted compact JSON text; CPython's C encoder built once, not once per event."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - interpreters without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
-    chunks = make(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, False)
-    return lambda value: "".join(chunks(value, 0))
-
-
-_sorted_compact: Final = _compact_encoder()
-
-
 def _shape_problem(event: dict[str, Any]) -> str | None:
     version = event.get("v", _ABSENT)
     if version != "0":
@@ -344,13 +305,6 @@ def _is_integer(value: object) -> bool:
     if type(value) is float:
         return value.is_integer()
     return type(value) is int and abs(value) < _DOUBLE_OVERFLOW
-
-
-def _order_may_matter(raw: bytes, text: str) -> bool:
-    """Whether UTF-16 and code-point key order could sort some object of this line differently."""
-    if raw.isascii():
-        return b"\\u" in raw and _HIGH_ESCAPE.search(raw) is not None
-    return _HIGH_CHAR.search(text) is not None or _HIGH_ESCAPE.search(raw) is not None
 
 
 def _check_signature(
@@ -395,6 +349,11 @@ def _check_signature(
 
 
 _UNSIGNED: Final = SignatureResult(False)
+_STATUS_OF: Final[dict[Reason | None, Status]] = {
+    "truncated": "incomplete",
+    "unsigned": "unsigned",
+    "untrusted_key": "untrusted",
+}
 
 
 def _fail(seq: int, reason: Reason, message: str) -> VerifyResult:

@@ -8,7 +8,6 @@ attaches every local receipt of them.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text, undecodable
+from trialrun.base.signedjson import loads_unique
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
@@ -217,7 +217,7 @@ def local_receipts(digest: str) -> list[LocalReceipt]:
     found: list[LocalReceipt] = []
     for run_dir in sorted(folder.iterdir()) if folder.is_dir() else []:
         try:
-            receipt: Any = json.loads((run_dir / RECEIPT_FILE).read_text(encoding="utf-8"))
+            receipt: Any = loads_unique((run_dir / RECEIPT_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             continue  # a run still going, or interrupted before its receipt: nothing to share
         if isinstance(receipt, dict) and receipt.get("content_digest") == digest:

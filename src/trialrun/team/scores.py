@@ -18,13 +18,13 @@ the team store's job.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base.signedjson import loads_unique
 from trialrun.errors import ConfigError
 from trialrun.home.digest import content_digest
 from trialrun.home.paths import store_root
@@ -115,7 +115,7 @@ def receipt_problem(document: Any) -> str | None:
 
 def _read_receipt(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = loads_unique(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         return None, f"cannot read it as JSON ({exc})"
     problem = receipt_problem(document)

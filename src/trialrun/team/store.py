@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import random
 import re
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import dumps_json
+from trialrun.base.signedjson import loads_unique
 from trialrun.errors import TrialrunError
 from trialrun.home.digest import (
     EXCLUDED_NAMES_ANYWHERE,
@@ -271,7 +271,7 @@ def _copy_subject(subject: Path, target: Path) -> None:
 
 def _stamped(path: Path, subject_id: str, version: int) -> tuple[str, str]:
     try:
-        receipt: Any = json.loads(path.read_text(encoding="utf-8"))
+        receipt: Any = loads_unique(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise TeamError(f"{path}: expected a readable receipt JSON, found {exc}") from None
     if not isinstance(receipt, dict) or not isinstance(receipt.get("run_id"), str):
