@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun.base.fsutil import undecodable
+from trialrun.base.fsutil import atomic_write_text, undecodable
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
@@ -194,9 +194,9 @@ def ensure_subject_id(subject: Path) -> str:
     text = compare_file.read_text(encoding="utf-8")
     new_id = str(uuid.uuid4())
     separator = "" if text.endswith("\n") or not text else "\n"
-    compare_file.write_text(f"{text}{separator}id: {new_id}\n", encoding="utf-8")
+    atomic_write_text(compare_file, f"{text}{separator}id: {new_id}\n")
     if subject_identity(subject) != (name, new_id):
-        compare_file.write_text(text, encoding="utf-8")
+        atomic_write_text(compare_file, text)
         raise ConfigError(f"{compare_file}: cannot add 'id: {new_id}'; add an 'id:' key by hand")
     return new_id
 

@@ -120,7 +120,7 @@ class RecordingBackend:
             self._file.flush()
         except OSError as exc:
             raise CassetteError(
-                f"cannot write recording: {exc.strerror or exc}", file=self.temp_path
+                f"cannot write recording: {exc.strerror or exc}", file=self.cassette_path
             ) from None
         self.recorded += 1
         return line
