@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import json
 import os
 import resource
 import shutil
@@ -26,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
 
@@ -292,3 +296,128 @@ def test_other_writers_on_a_full_disk(
     assert disk.failed
     assert_one_error_line(outcome, artifact, NO_SPACE)
     assert leftovers(work / folder) == []
+
+
+# -- line separators inside JSON strings ---------------------------------------------------------
+
+SEPARATORS = "a\u2028b\u2029c\x85d\x0be\x0cf"
+"""What ``str.splitlines`` ends a line at besides CR and LF; JSON keeps U+2028, U+2029 and
+U+0085 raw inside a string (VT and FF it escapes)."""
+
+separated_text = st.text(
+    alphabet=st.sampled_from(["a", "é", " ", "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1e"]),
+    max_size=12,
+)
+
+
+def jsonl(values: list[object], end: str = "\n") -> str:
+    return "".join(json.dumps(value, ensure_ascii=False) + end for value in values)
+
+
+def test_incident_import_reads_trialrun_s_own_run_jsonl_with_line_separators_in_it(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case_file = work / "suite" / "cases" / "t1.yaml"
+    case = yaml.safe_load(case_file.read_text(encoding="utf-8"))
+    case["input"]["note"] = SEPARATORS
+    case_file.write_text(json.dumps(case), encoding="utf-8")  # JSON is YAML; escapes stay
+    assert cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys).code == 0
+    (run_dir,) = (work / "out" / "demo").iterdir()
+    assert "\u2028".encode() in (run_dir / "run.jsonl").read_bytes()
+    outcome = cli(["incident", "import", str(run_dir / "run.jsonl"), "--out", "inc"], capsys)
+    assert outcome.code == 0, outcome.err
+    incident = json.loads((work / "inc" / "incident.json").read_text(encoding="utf-8"))
+    assert incident["input"]["note"] == SEPARATORS
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(notes=st.lists(separated_text, min_size=1, max_size=4), crlf=st.booleans())
+def test_incident_records_split_at_line_feeds_only(
+    notes: list[str], crlf: bool, tmp_path: Path
+) -> None:
+    from trialrun.incident.importers import read_records
+
+    records = [{"type": "log", "n": n, "note": note} for n, note in enumerate(notes)]
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(jsonl(records, "\r\n" if crlf else "\n").encode("utf-8"))
+    assert read_records(export) == records
+
+
+@settings(max_examples=40, deadline=None)
+@given(contents=st.lists(separated_text, min_size=1, max_size=4), crlf=st.booleans())
+def test_gateway_sse_events_keep_line_separators_in_their_data(
+    contents: list[str], crlf: bool
+) -> None:
+    from trialrun.gateway.usage import iter_sse_data
+
+    end = "\r\n" if crlf else "\n"
+    chunks = [{"choices": [{"delta": {"content": content}}]} for content in contents]
+    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}{end}{end}" for c in chunks)
+    assert [json.loads(data) for _, data in iter_sse_data(body)] == chunks
+
+
+def test_gateway_sse_stream_with_a_line_separator_still_reports_its_usage() -> None:
+    from trialrun.gateway.usage import extract_usage
+
+    chunks = [
+        {"model": "gpt-x", "choices": [{"delta": {"content": "hi"}}]},
+        {
+            "model": "gpt-x",
+            "choices": [{"delta": {"content": SEPARATORS}}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        },
+    ]
+    body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks)
+    body += "data: [DONE]\n\n"
+    usage = extract_usage("openai", "/v1/chat/completions", "text/event-stream", body)
+    assert (usage.model, usage.tokens_in, usage.tokens_out) == ("gpt-x", 7, 3)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(models=st.lists(separated_text.filter(bool), min_size=1, max_size=4))
+def test_attempt_usage_file_lines_keep_line_separators(models: list[str], tmp_path: Path) -> None:
+    from trialrun.attempt.transcript import parse_usage_file
+
+    usage = tmp_path / "usage.jsonl"
+    lines = [
+        {"inputTokens": n, "outputTokens": 1, "model": model} for n, model in enumerate(models)
+    ]
+    usage.write_bytes(jsonl(lines).encode("utf-8"))
+    records = parse_usage_file(usage)
+    assert records.rejected == 0, records.problems
+    assert [record["model"] for record in records] == models
+
+
+@settings(max_examples=40, deadline=None)
+@given(commands=st.lists(separated_text, min_size=1, max_size=3))
+def test_compare_transcript_events_keep_line_separators(commands: list[str]) -> None:
+    from trialrun.compare.evaluate import commands_in, efficiency_of
+
+    events: list[object] = [
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": c}}
+                ]
+            },
+        }
+        for n, c in enumerate(commands)
+    ]
+    events.append({"type": "result", "result": SEPARATORS, "num_turns": 2, "duration_ms": 5})
+    transcript = jsonl(events)
+    assert commands_in(transcript, "stream-json") == commands
+    efficiency = efficiency_of(transcript, "stream-json")
+    assert efficiency is not None and efficiency.turns == 2
+
+
+def test_compare_transcript_view_keeps_one_event_a_line() -> None:
+    from trialrun.compare.transcript_view import readable
+
+    event = {"type": "result", "result": SEPARATORS, "num_turns": 1}
+    shown = readable(jsonl([event]))
+    assert shown.startswith("[result] num_turns=1"), shown

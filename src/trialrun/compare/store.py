@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.compare.arms import ArmRun
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
@@ -175,7 +176,7 @@ def arm_run_record(run: ArmRun, transcript_file: str) -> dict[str, Any]:
 def read_run_log(run: RunDir) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(type, data)`` of each event of a stored ``run.jsonl``; a torn last line is skipped."""
     try:
-        lines = run.run_log.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(run.run_log.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read {run.run_log}: {exc.strerror or exc}") from None
     for number, line in enumerate(lines, start=1):
