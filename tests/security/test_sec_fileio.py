@@ -18,10 +18,12 @@ import errno
 import fnmatch
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -421,3 +423,76 @@ def test_compare_transcript_view_keeps_one_event_a_line() -> None:
     event = {"type": "result", "result": SEPARATORS, "num_turns": 1}
     shown = readable(jsonl([event]))
     assert shown.startswith("[result] num_turns=1"), shown
+
+
+# -- control and bidi characters in what the views show ----------------------------------------
+
+EVIL_ID = "t1\x00\x1b[31m\u202eevil"
+SHOWN_ID = "t1\\x00\\x1b[31m\\u202eevil"
+HIDDEN = ("\x00", "\x1b", "\u202e")
+
+
+def test_a_case_id_with_nul_esc_and_a_bidi_override_is_shown_escaped_in_every_view(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case_file = work / "suite" / "cases" / "t1.yaml"
+    case = yaml.safe_load(case_file.read_text(encoding="utf-8"))
+    case["id"] = EVIL_ID
+    case["assertions"].append({"type": "required_fields", "fields": ["nope\x1b[2J"]})
+    case_file.write_text(json.dumps(case), encoding="utf-8")  # JSON is YAML; escapes stay
+    step_summary = work / "step-summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    outcome = cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys)
+    assert outcome.code == 1, outcome.err
+    (run_dir,) = (work / "out" / "demo").iterdir()
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    junit = (run_dir / "junit.xml").read_text(encoding="utf-8")
+    summary = step_summary.read_text(encoding="utf-8")
+    views = {
+        "console": outcome.out + outcome.err,
+        "report.html": report,
+        "junit.xml": junit,
+        "step summary": summary,
+    }
+    for view, text in views.items():
+        raw = [char for char in HIDDEN if char in text]
+        assert raw == [], f"{view} holds {raw!r} raw"
+    assert f"FAIL {SHOWN_ID}" in outcome.out
+    assert f"fail  {SHOWN_ID}" in outcome.err  # the progress line
+    assert f"title=trialrun: {SHOWN_ID}::" in outcome.out  # the GitHub annotation
+    assert SHOWN_ID in report and "nope\\x1b[2J" in report
+    (testcase,) = ET.fromstring(junit.encode("utf-8")).iter("testcase")
+    assert testcase.get("name") == SHOWN_ID
+    # Markdown escapes the backslashes, so GitHub renders the same escapes.
+    assert SHOWN_ID.replace("\\", "\\\\").replace("[", "\\[") in summary
+
+
+hidden_text = st.text(
+    alphabet=st.sampled_from(
+        [
+            *("a", "\\", "\n", "\t", "\r", "\x00", "\x1b", "\x7f", "\x85", "\u061c", "\u200f"),
+            *("\u202a", "\u202e", "\u2028", "\u2066", "\u2069", "\ud800", "é", "字"),
+        ]
+    ),
+    max_size=30,
+)
+HIDDEN_CLASS = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\u2028\u2029\ud800-\udfff]|\r(?!\n)"
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=hidden_text)
+def test_visible_text_holds_no_hidden_character_and_keeps_the_rest(text: str) -> None:
+    from trialrun.base.visible import visible, visible_name
+
+    shown, name = visible(text), visible_name(text)
+    assert HIDDEN_CLASS.search(shown) is None
+    assert HIDDEN_CLASS.search(name) is None and not set(name) & {"\n", "\t", "\r"}
+    assert visible(shown) == shown and visible_name(name) == name
+    assert shown.count("\n") == text.count("\n") and shown.count("\t") == text.count("\t")
+    shown.encode("utf-8")  # raises on a lone surrogate left in
+    if HIDDEN_CLASS.search(text) is None:
+        assert shown == text
