@@ -167,15 +167,29 @@ def work(made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 # -- a full disk --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("artifact", ["receipt.jsonl", "run.jsonl", "summary.json", "report.html"])
-def test_run_on_a_full_disk_says_which_file_and_why_and_leaves_no_temporary_file(
-    artifact: str, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("artifact", "code"),
+    [
+        ("receipt.jsonl", errno.ENOSPC),
+        ("run.jsonl", errno.ENOSPC),
+        ("summary.json", errno.ENOSPC),
+        ("report.html", errno.ENOSPC),
+        ("run.jsonl", errno.EROFS),
+        ("junit.xml", errno.EACCES),
+    ],
+)
+def test_run_that_cannot_write_says_which_file_and_why_and_leaves_no_temporary_file(
+    artifact: str,
+    code: int,
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = work / "out"
-    disk = BadDisk(monkeypatch, out, artifact, errno.ENOSPC)
+    disk = BadDisk(monkeypatch, out, artifact, code)
     outcome = cli(["run", str(work / "suite"), "--no-baseline", "--out", str(out)], capsys)
     assert disk.failed, "the injected failure never happened"
-    assert_one_error_line(outcome, artifact, NO_SPACE)
+    assert_one_error_line(outcome, artifact, os.strerror(code))
     assert leftovers(out) == []
 
 
