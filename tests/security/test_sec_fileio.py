@@ -482,6 +482,27 @@ def test_a_case_id_with_nul_esc_and_a_bidi_override_is_shown_escaped_in_every_vi
     assert SHOWN_ID.replace("\\", "\\\\").replace("[", "\\[") in summary
 
 
+def test_a_compare_case_named_with_esc_is_shown_escaped(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evals = work / "subject" / "evals"
+    (evals / "cases").mkdir(parents=True)
+    (evals / "compare.yaml").write_text(
+        "name: demo\nagent:\n  command: [python3, -c, 'print(1)', '{task}']\nk: 1\nseed: 0\n",
+        encoding="utf-8",
+    )
+    (evals / "cases" / "c\x1b[31m\u202e1.yaml").write_text(
+        "task: say hi\nchecks:\n  - transcript_mentions: hi\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("TRIALRUN_HOME", str(work / "home"))
+    monkeypatch.setenv("TRIALRUN_HANDLE", "tester")
+    outcome = cli(["compare", str(work / "subject")], capsys)
+    assert outcome.code == 0, outcome.err
+    shown = outcome.out + outcome.err
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "c\\x1b[31m\\u202e1 rep 0" in outcome.err  # the progress lines
+
+
 hidden_text = st.text(
     alphabet=st.sampled_from(
         [
