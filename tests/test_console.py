@@ -209,14 +209,14 @@ def test_passing_run_has_no_failure_block() -> None:
     assert "Failures" not in text and "Gate failures" not in text and "Regression" not in text
 
 
-def test_agent_text_is_redacted_and_stripped_of_terminal_controls() -> None:
+def test_agent_text_is_redacted_and_its_terminal_controls_shown_as_escapes() -> None:
     token = "ghp_" + "d" * 36
     nasty = case(
         "t\x1b[2J1", "error", failure=Failure("task_error", f"{token}\x1b[31m red\r", "error")
     )
     text = "\n".join(format_failures([nasty], []))
     assert token not in text and "\x1b" not in text and "\r" not in text
-    assert "ERROR t[2J1" in text and "[REDACTED][31m red" in text
+    assert "ERROR t\\x1b[2J1" in text and "[REDACTED]\\x1b[31m red\\r" in text
 
 
 def test_a_faulty_agent_shows_the_end_of_its_stderr() -> None:
@@ -225,7 +225,7 @@ def test_a_faulty_agent_shows_the_end_of_its_stderr() -> None:
     run = AgentRun(case_id="t1", failure=failure, stderr_tail=traceback)
     case = CaseResult(case_id="t1", status="error", run=run, failure=failure)
     text = "\n".join(format_failures([case], []))
-    assert "RuntimeError: boom" in text and "\x1b" not in text
+    assert "RuntimeError: boom \\x1b[31m" in text and "\x1b" not in text
     assert "frame 13" in text and "frame 12" not in text  # only the last lines
 
 

@@ -225,13 +225,16 @@ def test_wrongly_typed_members_do_not_break_the_summary(tmp_path: Path) -> None:
     assert_no_live_markup(render_html(tmp_path / "odd.jsonl"))
 
 
-def test_control_characters_and_lone_surrogates_are_made_safe(tmp_path: Path) -> None:
-    goal = "bell\x07 escape\x1b[31mred\x1b[0m cr\r nul\x00 lone\ud800 ok"
+def test_control_characters_and_lone_surrogates_are_shown_as_escapes(tmp_path: Path) -> None:
+    goal = "bell\x07 escape\x1b[31mred\x1b[0m cr\r nul\x00 rlo\u202e lone\ud800 ok"
     path = write_receipt(tmp_path / "ctl.jsonl", [("run_start", RUN_START | {"goal": goal})])
     text = summarize(path)
-    assert "Goal:    bell escape[31mred[0m cr nul lone\ufffd ok" in text
+    shown = "bell\\x07 escape\\x1b[31mred\\x1b[0m cr\\r nul\\x00 rlo\\u202e lone\\ud800 ok"
+    assert f"Goal:    {shown}" in text
     text.encode("utf-8")
-    render_html(path).encode("utf-8")
+    page = render_html(path)
+    assert shown in page and "\u202e" not in page
+    page.encode("utf-8")
 
 
 def everything_hostile(payload: str) -> list[tuple[str, dict[str, Any]]]:

@@ -272,11 +272,15 @@ class TrialrunSession:
             out_dir=self.out_dir,
             started_at=self.started_at,
         )
-        for result in cases:
-            recorder.record(result)
-        found = suite.baseline_path
-        baseline = Baseline(load_baseline(found), found) if found and found.is_file() else None
-        recorded = recorder.finish(cases, interrupted=interrupted, baseline=baseline)
+        try:
+            for result in cases:
+                recorder.record(result)
+            found = suite.baseline_path
+            baseline = Baseline(load_baseline(found), found) if found and found.is_file() else None
+            recorded = recorder.finish(cases, interrupted=interrupted, baseline=baseline)
+        except BaseException:
+            recorder.abandon()  # no temporary file stays behind a file it could not write
+            raise
         gates_passed = recorded.regression is None or bool(recorded.regression["passed"])
         line = (
             f"{suite.config.suite_name}: {recorded.result.cases_passed}/{len(cases)} cases passed; "

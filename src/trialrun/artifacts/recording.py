@@ -68,13 +68,17 @@ class RunRecorder:
         self.started_at = time.time() if started_at is None else started_at
         out = out_dir or suite.output_dir or DEFAULT_OUT_DIR
         self._dir = RunDirectory(out, suite.config.suite_name, new_run_id(self.started_at))
-        self._receipt = SuiteReceipt(
-            self._dir.path / "receipt.jsonl",
-            suite_name=suite.config.suite_name,
-            command_line=command_line,
-            repository=suite.root,
-            signer=signer,
-        )
+        try:
+            self._receipt = SuiteReceipt(
+                self._dir.path / "receipt.jsonl",
+                suite_name=suite.config.suite_name,
+                command_line=command_line,
+                repository=suite.root,
+                signer=signer,
+            )
+        except BaseException:
+            self._dir.abandon()
+            raise
         self._case_views: list[tuple[str, dict[str, Any]]] = []
         self._warming = False
 
@@ -181,6 +185,12 @@ class RunRecorder:
         else:
             self._receipt.finish(result.cases, verified=recorded.passed)
         return recorded
+
+    def abandon(self) -> None:
+        """The run stopped on an error (a file it could not write): leave no temporary file
+        and a receipt that reads as truncated."""
+        self._dir.abandon()
+        self._receipt.abandon()
 
 
 _TAIL_MODULES = (

@@ -8,15 +8,22 @@ each case's trace; the verdict events, which quote agent output, are redacted he
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from trialrun.base.fsutil import atomic_write_text, make_output_dir, write_json
+from trialrun.base.fsutil import (
+    atomic_write_text,
+    make_output_dir,
+    naming,
+    write_all,
+    write_json,
+)
 from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.redact import redact
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
@@ -46,15 +53,26 @@ class RunDirectory:
         make_output_dir(out_dir)
         self.path.mkdir(parents=True, exist_ok=False)
         self._events_tmp = self.path / ".run.jsonl.partial"
-        self._events: IO[bytes] | None = self._events_tmp.open("wb")
+        self._events_path = self.path / "run.jsonl"
+        try:
+            self._events: int | None = os.open(
+                self._events_tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                0o666,
+            )
+        except OSError as exc:
+            raise naming(exc, self._events_path) from None
 
     def write_case_events(self, result: CaseResult) -> str:
         """Append one finished case's events, then those of its verdict; SHA-256 of the lines."""
         assert self._events is not None, "event log already closed"
         events = [*result.run.events, *(redact(event) for event in verdict_events(result))]
         lines = _event_lines(events)
-        self._events.write(lines)
-        self._events.flush()
+        try:
+            write_all(self._events, lines)
+        except OSError as exc:
+            self.abandon()
+            raise naming(exc, self._events_path) from None
         return hashlib.sha256(lines).hexdigest()
 
     def finish(self, run: RunResult, summary: dict[str, Any], junit: str, html: str) -> None:
@@ -66,11 +84,26 @@ class RunDirectory:
     def close_events(self) -> None:
         if self._events is None:
             return
-        self._events.flush()
-        os.fsync(self._events.fileno())
-        self._events.close()
-        self._events = None
-        os.replace(self._events_tmp, self.path / "run.jsonl")
+        try:
+            try:
+                os.fsync(self._events)
+            finally:
+                os.close(self._events)
+                self._events = None
+            os.replace(self._events_tmp, self._events_path)
+        except OSError as exc:
+            self.abandon()
+            raise naming(exc, self._events_path) from None
+
+    def abandon(self) -> None:
+        """Drop the unfinished event log: a run whose files cannot be written leaves no
+        temporary file behind (the receipt, written as it goes, reads as truncated)."""
+        if self._events is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._events)
+            self._events = None
+        with contextlib.suppress(OSError):
+            self._events_tmp.unlink()
 
 
 def verdict_events(result: CaseResult) -> list[dict[str, Any]]:

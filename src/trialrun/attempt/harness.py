@@ -42,6 +42,7 @@ from trialrun.attempt.recovery import RecoveryDir, attempts_home, recover_comman
 from trialrun.attempt.score import failure_score
 from trialrun.attempt.snapshot import FileChange, Snapshot, SnapshotError, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
+from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.gitinfo import git_state
 from trialrun.base.redact import redact_text
 from trialrun.errors import TrialrunError
@@ -151,7 +152,7 @@ class _AttemptRun:
         self.scratch = scratch
         self.progress = progress
         self.verify_output_file = scratch / "verify-output.txt"
-        self.verify_output_file.write_text("", encoding="utf-8")
+        atomic_write_text(self.verify_output_file, "")
         self.state = _RunState()
 
     def execute(self) -> AttemptReport:
@@ -248,7 +249,7 @@ class _AttemptRun:
         """One attempt from attempt_start to attempt_end; True when the verifier passed."""
         self.writer.emit("attempt_start", {"attempt": number})
         usage_file = self.scratch / f"usage-{number}.jsonl"
-        usage_file.write_text("", encoding="utf-8")
+        atomic_write_text(usage_file, "")
         result = self._run_agent(number, usage_file)
         self._record_transcript(number, result, usage_file)
         if not result.succeeded:
@@ -346,7 +347,7 @@ class _AttemptRun:
         output = result.output
         passed = result.succeeded
         score = failure_score(output, result.exit_code, passed)
-        self.verify_output_file.write_text(output, encoding="utf-8")
+        atomic_write_text(self.verify_output_file, output)
         data: dict[str, Any] = {
             "attempt": attempt,
             "command": self.options.verify_command,

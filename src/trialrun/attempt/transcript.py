@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.reported import as_cost_usd, as_count
 from trialrun.receipt.args_summary import SUMMARY_LIMIT, summarize_args
 
@@ -164,7 +165,7 @@ def parse_usage_file(path: str | Path) -> UsageRecords:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return records
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(jsonl_lines(text), start=1):
         if not raw.strip():
             continue
         record, problem = _usage_record(raw)

@@ -20,26 +20,54 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically, creating missing parent directories."""
+    """Replace ``path`` with ``data`` atomically, creating missing parent directories.
+
+    A failure (a full disk, a read-only file system, a folder the user may not write) raises
+    ``OSError`` naming ``path`` itself, never the temporary file; the previous file is untouched
+    and the temporary file is gone.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # secrets.token_hex(6), without importing random and hmac before the first agent starts.
     temp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
-    # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
-    # as for any file the user creates.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
+        # as for any file the user creates.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as exc:
+        raise naming(exc, target) from None
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         _keep_permissions(target, temp)
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             temp.unlink()
+        if isinstance(exc, OSError):
+            raise naming(exc, target) from None
         raise
     fsync_directory(target.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte of ``data`` is written (a write may take only part)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def naming(exc: OSError, path: str | Path) -> OSError:
+    """``exc`` as an error about ``path``: what a failed write says to the user.
+
+    A ``write`` or ``fsync`` that fails (``ENOSPC``, ``EIO``) carries no file name, and one on a
+    temporary file names a file the user never asked for; the CLI reports an ``OSError`` that
+    names a file as ``error: <file>: <cause>``. The errno picks the same subclass.
+    """
+    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -9,7 +9,6 @@ either run cannot be read (the ``ConfigError`` reaches ``run_cli``, which prints
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import click
@@ -28,7 +27,6 @@ from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
 
 SEQUENCE_MAX_SHOWN = 30
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @click.command(short_help="Show what changed between two runs.")
@@ -166,5 +164,7 @@ def _wall(change: WallChange) -> str:
 
 
 def _clean(text: str) -> str:
-    """Agent-chosen text reaches a terminal: drop control characters (escape sequences)."""
-    return _CONTROL.sub("", text)
+    """Agent-chosen text reaches a terminal: control and bidi characters shown as escapes."""
+    from trialrun.base.visible import visible_name
+
+    return visible_name(text)

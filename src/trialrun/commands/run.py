@@ -110,30 +110,36 @@ def execute_run(
         if on_case_decided is not None:
             on_case_decided(result)
 
-    with _loaded_data_frozen():
-        try:
-            asyncio.run(
-                _stop_on_sigterm(
-                    run_suite(
-                        prepared.suite,
-                        options,
-                        progress,
-                        on_case_done=lambda _index, result: recorder.record(result),
-                        on_case_decided=decided,
-                        on_first_agent=recorder.warm_up,
-                        on_conversation_end=recorder.conversation_ended,
+    try:
+        with _loaded_data_frozen():
+            try:
+                asyncio.run(
+                    _stop_on_sigterm(
+                        run_suite(
+                            prepared.suite,
+                            options,
+                            progress,
+                            on_case_done=lambda _index, result: recorder.record(result),
+                            on_case_decided=decided,
+                            on_first_agent=recorder.warm_up,
+                            on_conversation_end=recorder.conversation_ended,
+                        )
                     )
                 )
-            )
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            interrupted = True
-        with _last_artifacts_first():
-            recorded = recorder.finish(
-                progress.ordered(),
-                interrupted=interrupted,
-                baseline=prepared.baseline,
-                shard=prepared.shard,
-            )
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                interrupted = True
+            with _last_artifacts_first():
+                recorded = recorder.finish(
+                    progress.ordered(),
+                    interrupted=interrupted,
+                    baseline=prepared.baseline,
+                    shard=prepared.shard,
+                )
+    except BaseException:
+        # A file that cannot be written (a full disk) or a second Ctrl-C while the last files
+        # are written: the error is reported, and no temporary file stays behind.
+        recorder.abandon()
+        raise
     return FinishedRun(recorded, interrupted)
 
 

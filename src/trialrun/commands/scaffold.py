@@ -280,7 +280,7 @@ def add_gitignore_entry(gitignore: Path, entry: str) -> bool:
     except (OSError, UnicodeDecodeError) as exc:
         raise TrialrunError(f"{gitignore}: cannot read it to add {entry}: {exc}") from exc
     wanted = entry.strip("/")
-    if any(line.strip().strip("/") == wanted for line in text.splitlines()):
+    if any(line.strip().strip("/") == wanted for line in text.split("\n")):
         return False
     separator = "" if not text or text.endswith("\n") else "\n"
     atomic_write_text(gitignore, f"{text}{separator}{entry}\n")

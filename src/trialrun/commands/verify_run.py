@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trialrun.base.canonjson import dumps
+from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.results import CaseResult
 from trialrun.commands.verify_plan import Breakage, FilePatch, VerifyPlan
 from trialrun.config import Suite, load_suite
@@ -189,5 +190,5 @@ def _patched_suite(suite: Suite, patch: FilePatch) -> Iterator[Suite]:
         shutil.copytree(suite.suite_dir, copy, symlinks=True)
         target = copy / patch.file
         text = target.read_text(encoding="utf-8")
-        target.write_text(text.replace(patch.replace, patch.with_), encoding="utf-8")
+        atomic_write_text(target, text.replace(patch.replace, patch.with_))
         yield load_suite(copy / suite.suite_file.relative_to(suite.suite_dir))

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
@@ -225,7 +226,7 @@ def _read_transcript(transcript: str, transcript_format: TranscriptFormat) -> _T
 
 
 def _events(transcript: str) -> Iterator[dict[str, Any]]:
-    for line in transcript.splitlines():
+    for line in jsonl_lines(transcript):
         stripped = line.strip().lstrip("\ufeff")
         if not stripped.startswith("{"):
             continue

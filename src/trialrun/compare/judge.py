@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact_text
 from trialrun.compare.oneshot import CommandTimeout, ask_command
@@ -127,7 +128,7 @@ def parse_answer(stdout: str) -> JudgeAnswer:
         raise ValueError('expected {"winner": "A"|"B"|"tie", "reason": ...}, found empty output')
     document = _load_object(text)
     if document is None:
-        for line in reversed(text.splitlines()):
+        for line in reversed(jsonl_lines(text)):
             document = _load_object(line.strip())
             if document is not None:
                 break

@@ -20,6 +20,7 @@ import json
 import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
+from trialrun.base.visible import visible_name
 from trialrun.compare.outcome import (
     ArmEfficiency,
     CompareOutcome,
@@ -122,8 +123,9 @@ def _comparison_summary(stats: ComparisonStats, outcome: CompareOutcome) -> str:
 
 
 def _hole_line(hole: Hole) -> str:
-    where = hole.case if hole.rep is None else f"{hole.case} rep {hole.rep}"
-    return f"hole ({hole.kind}): {where} — {hole.detail}"
+    case = visible_name(hole.case)  # a case file's name may hold ESC or a bidi override
+    where = case if hole.rep is None else f"{case} rep {hole.rep}"
+    return f"hole ({hole.kind}): {where} — {visible_name(hole.detail)}"
 
 
 def _rate(value: float | None) -> str:
@@ -137,7 +139,7 @@ def _trigger_lines(triggers: TriggerOutcome) -> list[str]:
         f"(tp={triggers.tp} fn={triggers.fn} fp={triggers.fp} tn={triggers.tn}{errored})"
     ]
     for probe in triggers.probes:
-        prompt = json.dumps(probe.prompt, ensure_ascii=False)
+        prompt = visible_name(json.dumps(probe.prompt, ensure_ascii=False))
         if probe.fired is None:
             lines.append(f"  ERROR: {prompt} ({_preview(probe.error or 'no answer')})")
         elif probe.wrong:
@@ -146,7 +148,7 @@ def _trigger_lines(triggers: TriggerOutcome) -> list[str]:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+    flat = visible_name(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trialrun.base.fsutil import atomic_write_text
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -103,7 +104,7 @@ def write_case_files(sandbox: Path, files: Mapping[str, str]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_symlink():
             target.unlink()  # a fixture's link must not redirect the write elsewhere
-        target.write_text(text, encoding="utf-8")
+        atomic_write_text(target, text)
         normal = posixpath.normpath(relpath.replace("\\", "/"))
         if normal.endswith(".sh") or normal.startswith("bin/"):
             target.chmod(0o755)

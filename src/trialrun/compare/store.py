@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.compare.arms import ArmRun
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
@@ -97,8 +99,16 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR))
-    partial.rename(target)
+    try:
+        shutil.copytree(run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR))
+        partial.rename(target)
+    except OSError as exc:
+        # A full disk halfway through: no half copy stays behind, and the error names where
+        # the copy was going with its first cause (copytree gathers one per file).
+        shutil.rmtree(partial, ignore_errors=True)
+        errors = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+        why = errors[0][2] if isinstance(errors, list) and errors else exc.strerror or str(exc)
+        raise OSError(exc.errno, f"cannot copy the run there: {why}", str(target)) from None
     return target
 
 
@@ -166,7 +176,7 @@ def arm_run_record(run: ArmRun, transcript_file: str) -> dict[str, Any]:
 def read_run_log(run: RunDir) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(type, data)`` of each event of a stored ``run.jsonl``; a torn last line is skipped."""
     try:
-        lines = run.run_log.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(run.run_log.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read {run.run_log}: {exc.strerror or exc}") from None
     for number, line in enumerate(lines, start=1):
@@ -216,7 +226,7 @@ def stored_arm_runs(run: RunDir) -> list[ArmRun]:
 def log_arm_run(run: ArmRun, run_dir: RunDir, log: ReceiptWriter, transcript_format: str) -> None:
     """Keep one finished arm: its transcript file and its ``arm_sample`` event."""
     name = transcript_name(run.case, run.arm, run.rep, transcript_format)
-    (run_dir.transcripts / name).write_text(run.transcript, encoding="utf-8")
+    atomic_write_text(run_dir.transcripts / name, run.transcript)
     log.emit(ARM_SAMPLE_EVENT, arm_run_record(run, name))
 
 

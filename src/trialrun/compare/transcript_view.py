@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact_text
 from trialrun.compare.arms import SESSION_RUN_NAME
@@ -86,7 +87,7 @@ class TranscriptShelf:
 def readable(text: str) -> str:
     """A stream-json transcript as one line per block (who said or called what); other text as
     it is. A line that is not a JSON event is kept as written."""
-    lines = text.splitlines()
+    lines = jsonl_lines(text)
     if not lines or not all(line.lstrip().startswith("{") for line in lines if line.strip()):
         return text
     shown: list[str] = []

@@ -26,6 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_text
 from trialrun.compare.arms import SESSION_RUN_NAME, ArmRun, ArmSpec, PlannedRun, run_all
 from trialrun.compare.config import CaseConfig, CompareCase, EvalAssets
 from trialrun.compare.evaluate import TranscriptFormat, trigger_fired
@@ -119,7 +120,7 @@ def run_probes(
         plan = by_name[run.case]
         probe = probe_from_run(plan, run, transcript_format, assets.config.name)
         file_name = transcript_name(run.case, run.arm, run.rep, transcript_format)
-        (run_dir.transcripts / file_name).write_text(run.transcript, encoding="utf-8")
+        atomic_write_text(run_dir.transcripts / file_name, run.transcript)
         log.emit(TRIGGER_PROBE_EVENT, _probe_event(probe, arm_run_record(run, file_name)))
 
     work = run_all(

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_text
 from trialrun.config.models import CaseConfig, SuiteConfig
 from trialrun.config.spec import Record, record_schema
 
@@ -43,7 +44,7 @@ def write_schemas(directory: Path = SCHEMA_DIR) -> list[Path]:
     written: list[Path] = []
     for file_name, text in export_schemas().items():
         target = directory / file_name
-        target.write_text(text, encoding="utf-8", newline="\n")
+        atomic_write_text(target, text)
         written.append(target)
     return written
 

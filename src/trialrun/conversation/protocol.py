@@ -23,7 +23,6 @@ its fields.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.reported import MAX_COUNT, as_cost_usd
 from trialrun.base.results import JsonObject
+from trialrun.base.visible import visible_name
 from trialrun.errors import ProtocolError
 
 AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage", "tool_report")
@@ -388,14 +388,8 @@ def _noise(text: str, line_no: int) -> StdoutNoiseError:
 
 
 def _preview(text: str) -> str:
-    """The start of a line the agent sent, control characters written as escapes: a console
-    strips them, and a line of binary garbage would then show as nothing at all."""
+    """The start of a line the agent sent, control and bidi characters written as escapes
+    (``base.visible``): a line of binary garbage shows as something, and none can colour or
+    reorder the message around it."""
     text = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
-    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def _escaped(found: re.Match[str]) -> str:
-    return repr(found.group())[1:-1]
+    return visible_name(text)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.linesplit import sse_lines
 from trialrun.base.reported import as_count
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -81,7 +82,7 @@ def iter_sse_data(text: str) -> Iterator[tuple[str | None, str]]:
     """``(event name, data)`` of each server-sent event, data lines joined by newlines."""
     event: str | None = None
     data: list[str] = []
-    for line in text.splitlines():
+    for line in sse_lines(text):
         if not line:
             if data:
                 yield event, "\n".join(data)

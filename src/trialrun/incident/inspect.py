@@ -20,6 +20,7 @@ from typing import Any
 from trialrun.base.fsutil import atomic_write_text, dumps_json, escape_lone_surrogates
 from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.redact import redact
+from trialrun.base.visible import visible
 from trialrun.incident.model import (
     Incident,
     IncidentCall,
@@ -213,4 +214,5 @@ def _json_html(value: Any) -> str:
 
 
 def _esc(value: Any) -> str:
-    return html.escape(value if isinstance(value, str) else json.dumps(value), quote=True)
+    # visible: html.escape leaves control and bidi characters in the page as they are.
+    return html.escape(visible(value) if isinstance(value, str) else json.dumps(value), quote=True)

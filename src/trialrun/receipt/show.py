@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.visible import visible, visible_value
 from trialrun.errors import ReceiptError
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ LIST_MAX, CASES_MAX = 200, 10_000
 TEXT_CHARS_MAX = 20_000
 TERMINAL_OUTPUT_LINES = 6
 INCOMPLETE = "incomplete (truncated): the run did not finish"
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Data = dict[str, Any]
@@ -313,6 +313,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible_value,
     )
     environment.filters["number"] = _number
     environment.filters["ok_text"] = _ok_text
@@ -403,15 +404,16 @@ def _shown(total: int, kept: list[Any]) -> str:
 
 
 def _text(value: Any, *, limit: int = TEXT_CHARS_MAX) -> str:
-    """Displayable text, cut at ``limit``: no control characters but newline and tab."""
+    """Displayable text, cut at ``limit``: control and bidi characters (newline and tab aside)
+    shown as escapes (``base.visible``), so a receipt cannot colour or reorder what it shows."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = visible(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     if len(text) > limit:
         # Exactly ``limit`` long once cut, so cleaning a cleaned text changes nothing.
         suffix = f"... ({len(text):,} characters)"
         text = text[: limit - len(suffix)] + suffix
-    return _UNSAFE.sub(lambda match: "\ufffd" if _SURROGATE.match(match.group()) else "", text)
+    return text
 
 
 def _float(value: Any) -> float:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from trialrun.base.fsutil import naming, write_all
 from trialrun.errors import ReceiptError
 
 if TYPE_CHECKING:
@@ -229,21 +230,27 @@ def generate_keypair(directory: Path) -> tuple[Path, Path]:
     except FileExistsError as exc:
         raise ReceiptError(f"refusing to overwrite the existing key file {exc.filename}") from None
     except OSError as exc:
-        raise ReceiptError(f"cannot write the key pair in {directory}: {exc.strerror}") from exc
+        where = exc.filename or directory
+        raise ReceiptError(f"{where}: cannot write the key pair: {exc.strerror}") from exc
     return private_path, public_path
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
     try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, mode)  # the umask may have removed bits we promise (0600 stays 0600)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)  # the umask may have removed bits we promise (0600 stays 0600)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        # Half a key (a full disk) is no key: it must not block the next keygen either.
+        path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise naming(exc, path) from None
+        raise
 
 
 def _read_source(source: KeySource, kind: str) -> tuple[bytes, str]:

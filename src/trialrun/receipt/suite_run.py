@@ -161,6 +161,15 @@ class SuiteReceipt:
             self._ahead[2].discard()
             self._ahead = None
 
+    def abandon(self) -> None:
+        """Stop where the receipt stands, without ``run_end``: the run's files could not all
+        be written, so it reads as truncated. Events still in the making are dropped."""
+        self.discard_prepared()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[2].discard()
+        self._writer.abandon()
+
     def record_case(self, result: CaseResult, *, write_trace: Callable[[], str]) -> None:
         """Record a judged case. ``write_trace`` writes its lines to run.jsonl and returns their
         SHA-256 (``RunDirectory.write_case_events``); the caller's other work on the case

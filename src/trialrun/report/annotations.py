@@ -14,13 +14,13 @@ Agent text is redacted and stripped of control characters first.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.visible import visible
 from trialrun.config.yamlload import load_yaml_file
 from trialrun.errors import ConfigError
 from trialrun.report.console import FailureDetail, failure_details, gate_failures
@@ -33,9 +33,6 @@ MAX_ERRORS_PER_STEP = 10
 MAX_MESSAGE_CHARS = 4000
 """An annotation is a pointer, not the report: the full text is in the artifacts."""
 MAX_FIELD_CHARS = 600
-
-_CONTROL_BUT_NEWLINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def github_annotations(
@@ -81,8 +78,9 @@ def case_locations(suite: Suite, *, workspace: Path | None = None) -> dict[str, 
 
 
 def escape_data(value: str) -> str:
-    """A workflow-command message: ``%``, CR and LF percent-encoded."""
-    value = _CONTROL_BUT_NEWLINES.sub("", _SURROGATE.sub("\ufffd", value))
+    """A workflow-command message: control and bidi characters shown as escapes
+    (``base.visible``), then ``%``, CR and LF percent-encoded."""
+    value = visible(value)
     return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -7,22 +7,22 @@ failures, in its layout, with one fix: the first line of each entry says what ki
 is (``assertion: <type>`` for an assertion, ``budget: <field>`` for a budget, ``failure: <kind>``
 for anything else), where the peer wrote ``assertion:`` for all of them.
 
-Agent text is redacted and stripped of terminal control characters before it is printed. GitHub
-annotations live in ``report/annotations.py``.
+Agent text is redacted, and its control and bidi characters are shown as escapes
+(``base.visible``) before it is printed: a case id holding ``\x1b[31m`` prints those seven
+characters, not red. GitHub annotations live in ``report/annotations.py``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.visible import visible, visible_name
 from trialrun.report.summary import stderr_tail_of
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _VALUE_COLUMN = 13
 """Width of ``"  message:   "``: continuation lines of a message line up under its first line."""
 
@@ -44,14 +44,14 @@ class FailureDetail:
     observed: str | None = None
 
     def cleaned(self) -> FailureDetail:
-        """The same detail without terminal control characters, for display."""
+        """The same detail with its hidden characters shown as escapes, for display."""
         return FailureDetail(
-            case_id=strip_controls(self.case_id),
+            case_id=visible_name(self.case_id),
             label=self.label,
-            type=strip_controls(self.type),
-            message=strip_controls(self.message),
-            expected=strip_controls(self.expected) if self.expected is not None else None,
-            observed=strip_controls(self.observed) if self.observed is not None else None,
+            type=visible_name(self.type),
+            message=visible(self.message),
+            expected=visible(self.expected) if self.expected is not None else None,
+            observed=visible(self.observed) if self.observed is not None else None,
         )
 
 
@@ -104,7 +104,7 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
                 f"< required {fmt_number(threshold)} (baseline {fmt_number(baseline)})"
             )
         elif gate == "status_regressions":
-            cases = ", ".join(str(case_id) for case_id in check.get("cases") or [])
+            cases = ", ".join(clean_name(str(case_id)) for case_id in check.get("cases") or [])
             message = (
                 f"Regression gate status_regressions failed: {current} case(s) passed in the "
                 f"baseline and no longer pass: {cases}"
@@ -123,15 +123,17 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
                 f"threshold {fmt_number(threshold)}, baseline {fmt_number(baseline)}"
             )
         if check.get("note"):
-            message = f"{message} ({check['note']})"
+            message = f"{message} ({clean(str(check['note']))})"
         found.append((gate, message))
     return found
 
 
 def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, Any] | None) -> str:
     """The whole console report for a finished run (no trailing newline)."""
-    lines = [f"trialrun results: {clean(run.suite_name)} ({run.mode}, run {run.run_id})"]
-    rows = [[clean(case.case_id), case.status.upper(), str(case.run.wall_ms)] for case in run.cases]
+    lines = [f"trialrun results: {clean_name(run.suite_name)} ({run.mode}, run {run.run_id})"]
+    rows = [
+        [clean_name(case.case_id), case.status.upper(), str(case.run.wall_ms)] for case in run.cases
+    ]
     lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
     aggregates = summary.get("aggregates") or {}
     lines.append(
@@ -157,8 +159,8 @@ def format_unused(cases: Sequence[CaseResult]) -> list[str]:
     failure block.
     """
     lines = [
-        f"  {clean(case.case_id)}: {case.run.unused_recordings}"
-        + (f" ({clean(names)})" if (names := unused_tools_text(case)) else "")
+        f"  {clean_name(case.case_id)}: {case.run.unused_recordings}"
+        + (f" ({clean_name(names)})" if (names := unused_tools_text(case)) else "")
         for case in cases
         if case.run.unused_recordings
     ]
@@ -183,15 +185,15 @@ def format_regression(regression: dict[str, Any]) -> list[str]:
         for check in regression.get("checks") or []
     ]
     lines += table(["Check", "Status", "Details"], rows)
-    lines += [f"Warning: {warning}" for warning in regression.get("warnings") or []]
+    lines += [f"Warning: {clean(str(warning))}" for warning in regression.get("warnings") or []]
     diffs = regression.get("case_diffs") or {}
     changes = [
-        f"  {clean(str(c.get('id')))}: {c.get('baseline')} -> {c.get('current')}"
+        f"  {clean_name(str(c.get('id')))}: {c.get('baseline')} -> {c.get('current')}"
         for c in diffs.get("status_changed") or []
     ]
     for key, title in (("missing_in_current", "missing"), ("new_in_current", "new")):
         if diffs.get(key):
-            changes.append(f"  {title}: {', '.join(clean(str(i)) for i in diffs[key])}")
+            changes.append(f"  {title}: {', '.join(clean_name(str(i)) for i in diffs[key])}")
     if changes:
         lines += ["", "Case changes vs baseline:", *changes]
     return lines
@@ -204,7 +206,7 @@ def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]
     if failing:
         lines.append(f"Failures ({len(failing)} case{'' if len(failing) == 1 else 's'}):")
         for case in failing:
-            lines += ["", f"{case.status.upper()} {clean(case.case_id)}"]
+            lines += ["", f"{case.status.upper()} {clean_name(case.case_id)}"]
             for detail in failure_details(case):
                 lines += detail_lines(detail)
             lines += _stderr_lines(case)
@@ -264,12 +266,13 @@ def fmt_number(value: object) -> str:
 
 
 def clean(text: str) -> str:
-    """Redacted, without terminal control characters (newlines and tabs stay)."""
-    return strip_controls(redact_text(text))
+    """Redacted, its control and bidi characters shown as escapes (newlines and tabs stay)."""
+    return visible(redact_text(text))
 
 
-def strip_controls(text: str) -> str:
-    return _CONTROL.sub("", text)
+def clean_name(text: str) -> str:
+    """A case id, suite or tool name as ``clean`` shows text, on one line (``\\n`` escaped)."""
+    return visible_name(redact_text(text))
 
 
 _CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}

@@ -13,7 +13,10 @@ Security model (RunLedger interpolated agent text into ``innerHTML``: a stored X
   in ``<pre>``; nothing is embedded as data for scripts and the script never builds markup;
 * the only script is a fixed status filter; a Content-Security-Policy allows exactly that script
   (by its SHA-256), inline styles, and nothing else: no network, no inline event handlers;
-* agent text is redacted; lone surrogates become U+FFFD so the page always encodes as UTF-8.
+* agent text is redacted; every string a template prints passes through ``base.visible``
+  (jinja2's ``finalize``), which shows control and bidi characters as escapes (``\\x1b``,
+  ``\\u202e``: autoescape neutralises neither) and lone surrogates as ``\\udxxx``, so the page
+  always encodes as UTF-8.
 
 Big runs stay reasonable: each event's JSON is cut at ``EVENT_CHARS_MAX`` characters and each
 case shows at most ``EVENTS_PER_CASE_MAX`` events, with a note saying what was left out.
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from trialrun.base.fsutil import escape_lone_surrogates
 from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.visible import visible_value
 from trialrun.report.console import clean, failure_details, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
 from trialrun.report.timeline import timeline_view
@@ -154,6 +158,7 @@ def template_environment(directory: Path) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=visible_value,
         bytecode_cache=_bytecode_cache(),
     )
 
@@ -178,7 +183,9 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (OSError, RuntimeError):  # RuntimeError: no home directory to be found
         return None
-    return QuietCache(str(directory))
+    # jinja2 compiles ``finalize`` into the template's code, and a cache entry is keyed by the
+    # template's source only: entries of a build without it must never be loaded.
+    return QuietCache(str(directory), pattern="__trialrun_visible_%s.cache")
 
 
 def pretty_json(

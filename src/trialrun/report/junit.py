@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 
 from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.visible import visible
 from trialrun.base.xmltext import xml_text
 from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
 from trialrun.report.summary import stderr_tail_of
@@ -53,7 +54,7 @@ def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
 
 
 def _first_line(details: list[FailureDetail]) -> str:
-    lines = details[0].message.splitlines()
+    lines = visible(details[0].message).splitlines()
     return lines[0] if lines else details[0].type
 
 

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from trialrun.base.visible import visible_name
+
 __all__ = ["CompareTracker", "Display", "RunTracker", "format_duration"]
 
 Clock = Callable[[], float]
@@ -83,7 +85,9 @@ class RunTracker:
             else:
                 self._failed += 1
             done = self._passed + self._failed
-            line = f"[{done}/{self._total}] {status:<5} {case_id} · {self._counts(done)}"
+            line = (
+                f"[{done}/{self._total}] {status:<5} {visible_name(case_id)} · {self._counts(done)}"
+            )
         self._display.finished(line)
         self._display.changed()
 
@@ -157,7 +161,8 @@ class CompareTracker:
             if self._left[unit] <= 0:
                 self._units_done += 1
                 arms = ", ".join(self._ended.pop(unit))
-                line = f"[unit {self._units_done}/{self._units_total}] {case} rep {rep}: {arms}"
+                where = f"[unit {self._units_done}/{self._units_total}] {visible_name(case)}"
+                line = f"{where} rep {rep}: {arms}"
                 line += f" · {self._arm_counts()}"
         if line is not None:
             self._display.finished(line)
@@ -190,8 +195,8 @@ class CompareTracker:
             if self._rows_left[unit] <= 0:
                 self._scored_units += 1
                 rows = ", ".join(self._rows_of.pop(unit))
-                where = f"[scored {self._scored_units}/{len(self._rows_left)}] {case} rep {rep}"
-                line = f"{where}: {rows} · {self._row_counts()}"
+                where = f"[scored {self._scored_units}/{len(self._rows_left)}] {visible_name(case)}"
+                line = f"{where} rep {rep}: {rows} · {self._row_counts()}"
         if line is not None:
             self._display.finished(line)
         self._display.changed()
@@ -227,7 +232,7 @@ class CompareTracker:
         )
 
     def _running_text(self) -> str:
-        running = [f"{case}#{rep} {arm}" for case, rep, arm in self._running]
+        running = [f"{visible_name(case)}#{rep} {arm}" for case, rep, arm in self._running]
         shown = ", ".join(running[:_RUNNING_SHOWN])
         more = len(running) - _RUNNING_SHOWN
         return shown + (f" (+{more} more)" if more > 0 else "")

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.visible import visible
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
@@ -40,8 +41,6 @@ MAX_LISTED_UNUSED = 20
 _FOOTER_ALLOWANCE = 200
 """Bytes kept back from the failing-case table for its "and N more" line."""
 
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # What can start inline markup in GitHub Markdown: emphasis, code, links and images (via "["),
 # strikethrough, math ("$"), and "|" which would end a table cell. Block syntax ("#", "-", ...)
 # cannot start mid-line, and the text never holds a raw newline.
@@ -124,7 +123,7 @@ def markdown_text(text: str) -> str:
 
 
 def _inert(text: str) -> str:
-    text = _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
+    text = visible(text)
     text = "".join(_HTML.get(char, char) for char in text)
     text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ").split("\n")

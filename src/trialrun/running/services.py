@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.fsutil import atomic_write_bytes
+from trialrun.base.fsutil import atomic_write_bytes, atomic_write_text
 from trialrun.base.results import (
     AgentRun,
     Failure,
@@ -292,7 +292,7 @@ class CaseServices:
             entries[name] = entry
         config_path = self._workdir / "mcp.json"
         document = json.dumps({"mcpServers": entries}, indent=2)
-        config_path.write_text(document + "\n", encoding="utf-8")
+        atomic_write_text(config_path, document + "\n")
         return {MCP_CONFIG_ENV: str(config_path), MCP_SERVERS_ENV: document}
 
     def _open_http(self, proxy: HttpMcpProxy, cassette: Path) -> dict[str, Any]:

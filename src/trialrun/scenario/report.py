@@ -6,12 +6,13 @@ then the fixed agent into the same folder gives a before/after report.
 
 from __future__ import annotations
 
+import html
 import json
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.visible import visible
 
 
 def write_reports(out: Path, summary: dict[str, Any]) -> list[Path]:
@@ -34,15 +35,15 @@ def render_html(runs: list[dict[str, Any]]) -> str:
     for run in runs:
         ids += [s["id"] for s in run["scenarios"] if s["id"] not in ids]
     by_agent = {str(run["agent"]): {s["id"]: s for s in run["scenarios"]} for run in runs}
-    header = "".join(f"<th>{escape(a)}</th>" for a in agents)
+    header = "".join(f"<th>{_escape(a)}</th>" for a in agents)
     rows = []
     for scenario_id in ids:
         cells = "".join(
-            f"<td class='{escape(_status(by_agent[a].get(scenario_id)))}'>"
-            f"{escape(_status(by_agent[a].get(scenario_id)))}</td>"
+            f"<td class='{_escape(_status(by_agent[a].get(scenario_id)))}'>"
+            f"{_escape(_status(by_agent[a].get(scenario_id)))}</td>"
             for a in agents
         )
-        rows.append(f"<tr><td>{escape(scenario_id)}</td>{cells}</tr>")
+        rows.append(f"<tr><td>{_escape(scenario_id)}</td>{cells}</tr>")
     totals = "".join(f"<td>{run['passed']}/{len(run['scenarios'])}</td>" for run in runs)
     sections = [_run_section(run) for run in runs]
     return (
@@ -60,19 +61,19 @@ def _status(entry: dict[str, Any] | None) -> str:
 
 
 def _run_section(run: dict[str, Any]) -> str:
-    parts = [f"<h2>Agent {escape(str(run['agent']))}</h2>"]
+    parts = [f"<h2>Agent {_escape(str(run['agent']))}</h2>"]
     for entry in run["scenarios"]:
         status = str(entry["status"])
         parts.append(
-            f"<h3>{escape(str(entry['id']))}: <span class='{escape(status)}'>"
-            f"{escape(status)}</span></h3><p>{escape(str(entry.get('description', '')))}</p>"
+            f"<h3>{_escape(str(entry['id']))}: <span class='{_escape(status)}'>"
+            f"{_escape(status)}</span></h3><p>{_escape(str(entry.get('description', '')))}</p>"
         )
         if entry.get("error"):
-            parts.append(f"<p class='error'>{escape(str(entry['error']))}</p>")
+            parts.append(f"<p class='error'>{_escape(str(entry['error']))}</p>")
         if entry["violations"]:
             items = "".join(
-                f"<li><b>{escape(str(v['rule']))}</b>: {escape(str(v['message']))}; effect "
-                f"<code>{escape(json.dumps(v['effect'], sort_keys=True))}</code></li>"
+                f"<li><b>{_escape(str(v['rule']))}</b>: {_escape(str(v['message']))}; effect "
+                f"<code>{_escape(json.dumps(v['effect'], sort_keys=True))}</code></li>"
                 for v in entry["violations"]
             )
             parts.append(f"<ul>{items}</ul>")
@@ -97,4 +98,9 @@ def _action_row(action: dict[str, Any]) -> str:
         seen,
         str(action["effect_id"] or ""),
     ]
-    return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+    return "<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>"
+
+
+def _escape(text: str) -> str:
+    # visible: html.escape leaves control and bidi characters in the page as they are.
+    return html.escape(visible(text))

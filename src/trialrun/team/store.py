@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trialrun.base.fsutil import dumps_json
+from trialrun.base.fsutil import atomic_write_text, dumps_json
 from trialrun.base.signedjson import loads_unique
 from trialrun.errors import TrialrunError
 from trialrun.home.digest import (
@@ -146,7 +146,7 @@ class TeamStore:
             ]
             for run_id, text in new:
                 folder.mkdir(parents=True, exist_ok=True)
-                _free_name(folder, run_id).write_text(text, encoding="utf-8")
+                atomic_write_text(_free_name(folder, run_id), text)
             added[:] = [len(new)]
             if not new:
                 return None

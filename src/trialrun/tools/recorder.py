@@ -13,9 +13,9 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from trialrun.base.fsutil import fsync_directory
+from trialrun.base.fsutil import fsync_directory, write_all
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
@@ -52,11 +52,17 @@ class RecordingBackend:
         self.temp_path = cassette_path.with_name(f".{cassette_path.name}.{os.getpid()}.tmp")
         try:
             cassette_path.parent.mkdir(parents=True, exist_ok=True)
-            self._file: IO[bytes] | None = open(self.temp_path, "wb")  # noqa: SIM115 - held open for the case
+            # A descriptor, not a buffered file: each entry is one os.write, and a failed write
+            # (a full disk) is seen at the call that made it.
+            self._fd: int | None = os.open(
+                self.temp_path,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
+                0o666,
+            )
         except OSError as exc:
             self._release()
             raise CassetteError(
-                f"cannot start recording: {exc.strerror or exc}", file=self.temp_path
+                f"cannot start recording: {exc.strerror or exc}", file=self.cassette_path
             ) from None
         self.recorded = 0
 
@@ -79,19 +85,20 @@ class RecordingBackend:
 
     def close(self, *, clean: bool) -> None:
         """Commit the recording onto the cassette (``clean``) or throw it away; idempotent."""
-        file = self._file
-        if file is None:
+        fd = self._fd
+        if fd is None:
             return
-        self._file = None
+        self._fd = None
         try:
             if clean:
-                file.flush()
-                os.fsync(file.fileno())
-                file.close()
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.replace(self.temp_path, self.cassette_path)
                 fsync_directory(self.cassette_path.parent)
             else:
-                file.close()
+                os.close(fd)
                 self.temp_path.unlink(missing_ok=True)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -107,7 +114,7 @@ class RecordingBackend:
         return 0
 
     def _append(self, entry: Any) -> bytes:
-        if self._file is None:
+        if self._fd is None:
             raise CassetteError(
                 "expected an open recording, found it already closed", file=self.cassette_path
             )
@@ -116,11 +123,10 @@ class RecordingBackend:
         except (ValueError, TypeError) as exc:
             raise CassetteError(f"cannot record call: {exc}", file=self.cassette_path) from None
         try:
-            self._file.write(line)
-            self._file.flush()
+            write_all(self._fd, line)
         except OSError as exc:
             raise CassetteError(
-                f"cannot write recording: {exc.strerror or exc}", file=self.temp_path
+                f"cannot write recording: {exc.strerror or exc}", file=self.cassette_path
             ) from None
         self.recorded += 1
         return line

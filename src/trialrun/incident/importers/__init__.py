@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.redact import REDACTED, redact
 from trialrun.config.paths import display_path
@@ -71,7 +72,7 @@ def read_records(path: str | Path) -> list[Any]:
     except (ValueError, RecursionError):
         pass
     records: list[Any] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
