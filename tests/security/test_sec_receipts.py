@@ -429,3 +429,19 @@ def test_check_signature_refuses_a_block_with_a_member_it_does_not_sign(tmp_path
     assert check_signature(event["signature"], event["hash"])
     block = {**event["signature"], "approvedBy": "security"}
     assert not check_signature(block, event["hash"])
+
+
+@pytest.mark.parametrize(
+    "hide", [lambda sig: sig + " approved by security", lambda sig: sig[:8] + "!#" + sig[8:]]
+)
+def test_text_hidden_where_base64_is_not_read_is_refused(
+    tmp_path: Path, hide: Callable[[str], str]
+) -> None:
+    from trialrun.receipt.signing import check_signature
+
+    event = json.loads(signed_receipt(tmp_path / "receipt.jsonl")[3])
+    sig = event["signature"]["sig"]
+    assert sig.endswith("="), "an Ed25519 signature is 64 bytes: base64 with one '='"
+    assert not check_signature({**event["signature"], "sig": hide(sig)}, event["hash"])
+    spaced = sig[:10] + "\n " + sig[10:] + "\n"
+    assert check_signature({**event["signature"], "sig": spaced}, event["hash"])

@@ -46,6 +46,8 @@ _SEED_BYTES: Final = 32
 _HASH_HEX = re.compile(r"[0-9a-f]{64}")
 _PEM_MARKER = "-----BEGIN"
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")
+_WHITESPACE = " \t\n\r\f\v"
+_HIDDEN_TEXT = re.compile(r"[^A-Za-z0-9+/_\-\s]")
 
 KeySource = str | Path | bytes
 
@@ -170,8 +172,9 @@ def check_signature(sig: Mapping[str, Any], hash_hex: str) -> bool:
 
     The block holds exactly ``alg``, ``publicKey`` and ``sig``: the signature covers the hash,
     not the block, so any other member would read as signed without being so.
-    Base64 is decoded as leniently as Node's ``Buffer.from(text, "base64")`` (the reference):
-    characters outside the alphabet are skipped, URL-safe letters accepted, ``=`` ends the data.
+    Base64 is read in the spellings Node's ``Buffer.from(text, "base64")`` (the reference)
+    accepts for the same bytes: white space, URL-safe letters, padding or none. Text Node would
+    skip (other characters, anything after ``=``) is refused: it would read as signed.
     """
     try:
         if not isinstance(sig, Mapping) or sig.get("alg") != ALG or sig.keys() != _MEMBERS:
@@ -312,8 +315,13 @@ def _decode_key_bytes(raw: bytes) -> bytes:
 
 
 def _node_b64decode(text: str) -> bytes:
-    data = text.split("=", 1)[0].replace("-", "+").replace("_", "/")
-    data = _NOT_BASE64.sub("", data)
+    data, _, padding = text.partition("=")
+    # Node skips any character it does not know and stops at "="; trialrun accepts the same
+    # spellings of the same bytes (white space, URL-safe letters, no padding) but not text
+    # hidden where the decoder never looks: it would read as signed without being so.
+    if _HIDDEN_TEXT.search(data) or padding.strip("=" + _WHITESPACE):
+        raise ValueError("base64 holds characters that are not part of the encoding")
+    data = _NOT_BASE64.sub("", data.replace("-", "+").replace("_", "/"))
     if len(data) % 4 == 1:  # a lone final character carries no whole byte
         data = data[:-1]
     return base64.b64decode(data + "=" * (-len(data) % 4))
