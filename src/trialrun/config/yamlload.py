@@ -18,12 +18,15 @@ import yaml
 
 from trialrun.base.fsutil import undecodable
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
+from trialrun.base.quoting import excerpt, shortened
 from trialrun.errors import ConfigError, ConfigErrors
 
 PathElement = str | int
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _START = yaml.Mark("", 0, 0, 0, None, 0)
+# PyYAML's problems are fixed phrases plus, at times, a name or a tag from the file.
+_PROBLEM_CHARS = 120
 
 # libyaml is several times faster, but it refuses "\ud83d"-style escapes that the pure-Python
 # parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
@@ -55,7 +58,16 @@ class LoadedYaml:
         self, message: str, path: Sequence[PathElement] = (), key: str | None = None
     ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
-        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+        return _error_at(message, self.file, self.line_of(path), key)
+
+
+_MESSAGE_CHARS = 600
+"""The longest message reported at a line: beyond it, something quoted the file at length."""
+
+
+def _error_at(message: str, file: str, line: int, key: str | None) -> ConfigError:
+    # Readers quote what they found through ``excerpt``; this bounds whatever slipped past.
+    return ConfigError(shortened(message, _MESSAGE_CHARS), file=file, line=line, key=key)
 
 
 def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
@@ -88,7 +100,7 @@ class LoadedValue:
         self, message: str, path: Sequence[PathElement] = (), key: str | None = None
     ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
-        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+        return _error_at(message, self.file, self.line_of(path), key)
 
 
 def load_yaml_value(path: Path, *, expected: str, display: str | None = None) -> LoadedValue:
@@ -131,7 +143,7 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
     """
     data, node = _json_and_nodes(text, file, "expected an object of keys to values")
     if not isinstance(data, dict):
-        found = "a list" if isinstance(data, list) else f"the value {json.dumps(data)}"
+        found = "a list" if isinstance(data, list) else f"the value {excerpt(json.dumps(data))}"
         raise ConfigError(
             f"expected an object of keys to values at the top level, found {found}",
             file=file,
@@ -195,7 +207,8 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
         raise _too_deep(text, file) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "syntax error"
+        # The problem can quote the file (an undefined alias's name, a tag): never at length.
+        problem = excerpt(exc.problem or exc.context or "syntax error", _PROBLEM_CHARS)
         line = mark.line + 1 if mark is not None else 1
         raise ConfigError(f"invalid YAML: {problem}", file=file, line=line) from None
     except yaml.reader.ReaderError as exc:
@@ -207,7 +220,9 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
         )
         raise ConfigError(f"invalid YAML: {what}{exc.reason}", file=file, line=line) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=file, line=1) from None
+        # Its text can hold a snippet of the file: a short, redacted excerpt at most.
+        problem = excerpt(str(exc), _PROBLEM_CHARS)
+        raise ConfigError(f"invalid YAML: {problem}", file=file, line=1) from None
 
 
 def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.Node | None, Any]:
@@ -247,7 +262,7 @@ def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
                 line = key_node.start_mark.line + 1
                 if identity in first_line:
                     yield ConfigError(
-                        f"duplicate key '{key_node.value}' (first defined at line "
+                        f"duplicate key '{excerpt(key_node.value)}' (first defined at line "
                         f"{first_line[identity]}; YAML would silently keep only the last one)",
                         file=file,
                         line=line,
@@ -259,40 +274,70 @@ def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
             stack.extend(node.value)
 
 
+MAX_ALIAS_VALUES = 100_000
+"""How many values aliases may repeat in one document (each mapping, list and scalar counts one,
+at every depth). A real suite repeats a few hundred; nine nested lists of nine aliases each
+repeat 43 million, and every walk over the data (validation, the agent's input, the artifacts)
+would take minutes."""
+MAX_ALIAS_CHARS = 10_000_000
+"""How many characters of text aliases may repeat in one document: the agent receives them."""
+
+
+@dataclass
+class _Expansion:
+    """What aliases have repeated so far, in document order."""
+
+    values: int = 0
+    chars: int = 0
+
+
 def _shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
     """A value no walk over it survives: an alias inside the very mapping or list it names
-    (``a: &x [1, *x]``), or mappings and lists nested more than ``MAX_NESTING`` deep.
+    (``a: &x [1, *x]``), mappings and lists nested more than ``MAX_NESTING`` deep, or aliases
+    that repeat more than ``MAX_ALIAS_VALUES`` values (an alias bomb).
 
-    YAML can build both. The first would contain itself (JSON cannot hold it) and every walk
+    YAML can build all three. The first would contain itself (JSON cannot hold it) and every walk
     over it (validation, the agent's input, the artifacts) would never end; the second runs out
-    of Python's stack in those walks. Reported at the line of the nearest key above (an alias
-    node keeps no position of its own).
+    of Python's stack in those walks; the third makes them take minutes. Each node of the graph
+    is visited once: the size of what an alias repeats is known from its anchor, which YAML
+    places before it. Reported at the line of the nearest key above (an alias node keeps no
+    position of its own).
     """
     enclosing: set[int] = set()
     # (node, its path, the line of the nearest key) to enter; a bare node: leaving it
     stack: list[tuple[yaml.Node, tuple[PathElement, ...], int] | yaml.Node] = [
         (root, (), root.start_mark.line + 1)
     ]
-    finished: set[int] = set()
+    # Every node left so far: how many values and characters of text it holds, aliases expanded
+    sizes: dict[int, tuple[int, int]] = {}
+    repeated = _Expansion()
     while stack:
         item = stack.pop()
         if isinstance(item, yaml.Node):
             enclosing.discard(id(item))
-            finished.add(id(item))
+            sizes[id(item)] = _expanded_size(item, sizes)
             continue
         node, path, line = item
         if id(node) in enclosing:
-            where = ".".join(str(element) for element in path) or "the top level"
+            where = _dotted(path) or "the top level"
             return ConfigError(
                 f"the alias at '{where}' names a value that contains it: the value would "
                 "contain itself, which JSON cannot hold; write that part out instead",
                 file=file,
                 line=line,
             )
-        if id(node) in finished or isinstance(node, yaml.ScalarNode):
+        size = sizes.get(id(node))
+        if size is not None:  # an alias: YAML repeats the whole value it names here
+            repeated.values += size[0]
+            repeated.chars += size[1]
+            if repeated.values > MAX_ALIAS_VALUES or repeated.chars > MAX_ALIAS_CHARS:
+                return _alias_bomb(repeated, file, line)
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = (1, len(node.value))
             continue
         if len(path) >= MAX_NESTING:
-            where = ".".join(str(element) for element in path[:4]) + "..."
+            where = _dotted(path[:4]) + "..."
             return ConfigError(
                 f"'{where}' nests mappings and lists more than {MAX_NESTING} levels deep; "
                 f"trialrun reads at most {MAX_NESTING}",
@@ -301,18 +346,54 @@ def _shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
             )
         enclosing.add(id(node))
         stack.append(node)
+        # Children go on the stack last first, so that they are entered in document order and
+        # every anchor is left before an alias names it.
         if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
+            for key_node, value_node in reversed(node.value):
                 key: PathElement = (
                     key_node.value if isinstance(key_node, yaml.ScalarNode) else "<key>"
                 )
                 key_line = key_node.start_mark.line + 1
-                stack.append((key_node, (*path, key), key_line))
                 stack.append((value_node, (*path, key), key_line))
+                stack.append((key_node, (*path, key), key_line))
         elif isinstance(node, yaml.SequenceNode):
-            for index, child in enumerate(node.value):
-                stack.append((child, (*path, index), line))
+            for index in range(len(node.value) - 1, -1, -1):
+                stack.append((node.value[index], (*path, index), line))
     return None
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """The values and characters ``node`` holds with its aliases expanded (children are left)."""
+    children: list[yaml.Node] = (
+        [part for pair in node.value for part in pair]
+        if isinstance(node, yaml.MappingNode)
+        else list(node.value)
+    )
+    values, chars = 1, 0
+    for child in children:
+        child_values, child_chars = sizes[id(child)]
+        values += child_values
+        chars += child_chars
+    return values, chars
+
+
+def _alias_bomb(repeated: _Expansion, file: str, line: int) -> ConfigError:
+    if repeated.values > MAX_ALIAS_VALUES:
+        what = f"more than {MAX_ALIAS_VALUES:,} values"
+    else:
+        what = f"more than {MAX_ALIAS_CHARS:,} characters of text"
+    return ConfigError(
+        f"aliases up to this line repeat {what}; trialrun expands at most {MAX_ALIAS_VALUES:,} "
+        f"values and {MAX_ALIAS_CHARS:,} characters per file (an alias bomb?): write the "
+        "repeated parts out or use fewer aliases",
+        file=file,
+        line=line,
+    )
+
+
+def _dotted(path: Sequence[PathElement]) -> str:
+    """A path for a message: each key excerpted, since a key can be as long as the file."""
+    return ".".join(excerpt(str(element)) for element in path)
 
 
 def _too_deep(text: str, file: str) -> ConfigError:
@@ -376,5 +457,5 @@ def _node_kind(node: yaml.Node) -> str:
     if isinstance(node, yaml.SequenceNode):
         return "a list"
     if isinstance(node, yaml.ScalarNode):
-        return f"the scalar {node.value!r}" if node.value else "an empty value"
+        return f"the scalar {excerpt(node.value)!r}" if node.value else "an empty value"
     return "a mapping"
