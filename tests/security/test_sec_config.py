@@ -14,6 +14,7 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from trialrun.cli import run_cli
 from trialrun.config import load_suite
 from trialrun.config.yamlload import MAX_ALIAS_VALUES, parse_yaml
-from trialrun.errors import ConfigError
+from trialrun.errors import ConfigError, ConfigErrors
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -136,6 +137,46 @@ def test_aliases_load_exactly_while_their_repeats_stay_within_the_bound(
     error = caught.value
     assert (error.file, f"{MAX_ALIAS_VALUES:,}" in error.message) == ("f.yaml", True)
     assert error.line is not None and 2 <= error.line <= depth + 2
+
+
+def _bomb_in(kind: str, root: Path) -> Callable[[], object]:
+    """A file of ``kind`` holding an alias bomb, and the call that reads it."""
+    from trialrun.commands.verify_plan import load_plan
+    from trialrun.compare.config import load_eval_assets
+    from trialrun.compare.selector import read_description
+    from trialrun.incident.rules import load_rules
+    from trialrun.scenario.pack import load_pack
+
+    bomb = "bomb:\n" + _nested_aliases(9, 8)
+    if kind == "compare.yaml":
+        (root / "evals").mkdir()
+        (root / "evals" / "compare.yaml").write_text("name: s\n" + bomb, encoding="utf-8")
+        return lambda: load_eval_assets(root)
+    if kind == "SKILL.md frontmatter":
+        (root / "SKILL.md").write_text(f"---\nname: s\n{bomb}---\nbody\n", encoding="utf-8")
+        return lambda: read_description(root, strict=True)
+    if kind == "verify plan":
+        (root / "plan.yaml").write_text("suite: s\n" + bomb, encoding="utf-8")
+        return lambda: load_plan(root / "plan.yaml")
+    if kind == "scenario pack":
+        (root / "pack.yaml").write_text("agents: {}\n" + bomb, encoding="utf-8")
+        return lambda: load_pack(root)
+    (root / "rules.yaml").write_text("rules: []\n" + bomb, encoding="utf-8")
+    return lambda: load_rules(root / "rules.yaml")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["compare.yaml", "SKILL.md frontmatter", "verify plan", "scenario pack", "incident rules"],
+)
+def test_every_yaml_reader_refuses_an_alias_bomb(kind: str, tmp_path: Path) -> None:
+    read = _bomb_in(kind, tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        read()
+    # The first problem of the file: the bomb comes before any check of what the file means.
+    error = caught.value.errors[0] if isinstance(caught.value, ConfigErrors) else caught.value
+    assert f"{MAX_ALIAS_VALUES:,} values" in error.message, str(error)[:500]
+    assert error.file is not None and error.line is not None
 
 
 # ---- files outside the repository -----------------------------------------------------------

@@ -122,6 +122,15 @@ def load_yaml_value(path: Path, *, expected: str, display: str | None = None) ->
     return LoadedValue(data=data, file=shown, root=found)
 
 
+def parse_yaml_value(text: str, *, file: str) -> Any:
+    """The data of YAML text of any top-level type (None when it holds nothing), read with the
+    same checks as a file: duplicate keys, self-containing aliases, nesting, alias repeats.
+
+    For YAML embedded in another file (a SKILL.md frontmatter): errors name lines of ``text``.
+    """
+    return _compose_and_construct(text, file)[1]
+
+
 def _read_text(path: Path, shown: str) -> str:
     try:
         raw = path.read_bytes()
