@@ -10,6 +10,7 @@ point is how long the process runs).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import resource
 import subprocess
@@ -347,6 +348,28 @@ def test_a_credentials_file_a_path_points_at_never_has_its_secret_printed(
     line = _one_error_line(output)
     assert line.startswith(f"error: repo/suite/secrets/{file_name}:")
     assert not _shares_a_run(secret, output, 8), line
+
+
+def test_an_incident_field_of_the_wrong_type_is_quoted_redacted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An incident is a production trace: arguments saved as text carry the caller's token.
+    monkeypatch.chdir(tmp_path)
+    call = {"index": 0, "name": "fetch", "args": f"Authorization: Bearer {GITHUB_TOKEN}"}
+    incident = {
+        "schema_version": 1,
+        "source_format": "trialrun",
+        "source_file": "run.jsonl",
+        "calls": [call],
+    }
+    (tmp_path / "incident.json").write_text(json.dumps(incident, indent=2), encoding="utf-8")
+
+    code, output = _cli(["incident", "inspect", "incident.json", "--out", "out"], capsys)
+
+    assert code == 2
+    line = _one_error_line(output)
+    assert line.startswith("error: incident.json:9: calls[0].args: expected an object or null")
+    assert not _shares_a_run(GITHUB_TOKEN, output, 8), line
 
 
 # ---- key text where a key's path belongs ----------------------------------------------------
