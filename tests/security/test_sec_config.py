@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
 from trialrun.config import load_suite
-from trialrun.config.yamlload import MAX_ALIAS_VALUES, parse_yaml
+from trialrun.config.yamlgraph import MAX_ALIAS_VALUES
+from trialrun.config.yamlload import parse_yaml
 from trialrun.errors import ConfigError, ConfigErrors
 
 SRC = Path(__file__).resolve().parents[2] / "src"

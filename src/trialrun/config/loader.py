@@ -7,19 +7,18 @@ YAML data and keeps going after a failure; the typed ``Suite`` is built only whe
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.assertions import AssertionCompiler
-from trialrun.config.messages import describe_value, spec_errors
+from trialrun.config.caseinput import first_non_json
+from trialrun.config.messages import spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
 from trialrun.config.normalize import REGEX_FLAGS
 from trialrun.config.paths import PATH_CHARS, PathEscapeError, SuitePaths, display_path
@@ -336,7 +335,7 @@ class _SuiteLoader:
         if isinstance(task_input, dict):
             # Top-level keys are validation's business; values at any depth are checked here.
             for key, value in task_input.items():
-                problem = _first_non_json(value, ("input", key)) if isinstance(key, str) else None
+                problem = first_non_json(value, ("input", key)) if isinstance(key, str) else None
                 if problem is not None:
                     at, message = problem
                     self._add(doc.error(message, at, "input"))
@@ -390,30 +389,3 @@ class _SuiteLoader:
             budgets=(suite.budgets or Budgets()).merged(config.budgets),
             normalization=(suite.normalization or Normalization()).merged(config.normalization),
         )
-
-
-def _first_non_json(
-    value: Any, at: tuple[PathElement, ...]
-) -> tuple[tuple[PathElement, ...], str] | None:
-    """Where the case input stops being JSON (the agent receives it as JSON), if anywhere."""
-    dotted = ".".join(excerpt(str(e)) for e in at)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return at, f"keys in '{dotted}' must be strings, found {describe_value(key)}"
-            found = _first_non_json(item, (*at, key))
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _first_non_json(item, (*at, index))
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return at, f"'{dotted}' is {value}, which JSON cannot carry"
-    if value is None or isinstance(value, str | int | float):
-        return None
-    hint = "; quote it to keep it as text" if isinstance(value, date) else ""
-    return at, f"'{dotted}' must be JSON data, found {describe_value(value)}{hint}"

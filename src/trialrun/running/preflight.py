@@ -133,6 +133,8 @@ def read_service_recordings(
 def recordings_outside(suite: Suite) -> list[ConfigError]:
     """The MCP and model recordings beside the cassettes that are symlinks out of the suite's
     boundary (the cassettes themselves were checked where the suite names them)."""
+    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+        return []  # no recordings: keep the services' modules out of a plain run
     from trialrun.config.paths import SuitePaths
 
     paths = SuitePaths.for_suite_dir(suite.suite_dir)
