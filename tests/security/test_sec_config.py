@@ -109,7 +109,8 @@ def test_an_alias_bomb_is_refused_at_once_with_file_line_and_bound(tmp_path: Pat
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     line = _one_error_line(proc.stdout + proc.stderr)
-    # Line 9 holds l6, the first alias list whose repeats pass the bound.
+    # Line 9 holds l5: the aliases above it repeat 74,718 values, and its first alias repeats
+    # all 66,430 values of l4.
     assert line.startswith("error: suite/cases/bomb.yaml:9: aliases ")
     assert f"{MAX_ALIAS_VALUES:,}" in line
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -402,7 +403,14 @@ def _shares_a_run(secret: str, output: str, length: int) -> bool:
 
 @pytest.mark.parametrize("form", ["pem", "base64"])
 @pytest.mark.parametrize(
-    "how", ["run --sign-key", "TRIALRUN_SIGN_KEY", "receipt sign --key", "receipt verify"]
+    "how",
+    [
+        "run --sign-key",
+        "TRIALRUN_SIGN_KEY",
+        "attempt --sign-key",
+        "receipt sign --key",
+        "receipt verify",
+    ],
 )
 def test_key_text_given_for_a_key_path_is_never_printed(
     how: str,
@@ -420,6 +428,17 @@ def test_key_text_given_for_a_key_path_is_never_printed(
     args = {
         "run --sign-key": ["run", str(suite), "--sign-key", key],
         "TRIALRUN_SIGN_KEY": ["run", str(suite)],
+        "attempt --sign-key": [
+            "attempt",
+            "--goal",
+            "g",
+            "--verify",
+            "true",
+            "--agent",
+            "true",
+            "--sign-key",
+            key,
+        ],
         "receipt sign --key": ["receipt", "sign", str(receipt), "--key", key],
         "receipt verify": ["receipt", "verify", str(receipt), "--public-key", key],
     }[how]
