@@ -374,6 +374,28 @@ def test_an_incident_field_of_the_wrong_type_is_quoted_redacted(
     assert not _shares_a_run(GITHUB_TOKEN, output, 8), line
 
 
+def test_a_model_recording_quotes_a_bad_path_redacted(tmp_path: Path) -> None:
+    # A hand-edited recording of a provider that takes its key in the query string.
+    from trialrun.gateway.cassette import HEADER, check_cassette
+
+    recording = {
+        "provider": "openai",
+        "method": "POST",
+        "path": f"v1/chat?api_key={GITHUB_TOKEN}",
+        "request": {},
+        "status": 200,
+        "content_type": "application/json",
+        "body": "{}",
+    }
+    text = json.dumps(HEADER) + "\n" + json.dumps(recording) + "\n"
+
+    problems = check_cassette(text, tmp_path / "c.model.jsonl")[1]
+
+    assert [problem.line for problem in problems] == [2]
+    assert "field 'path' must start with '/'" in str(problems[0])
+    assert not _shares_a_run(GITHUB_TOKEN, str(problems[0]), 8), str(problems[0])
+
+
 # ---- key text where a key's path belongs ----------------------------------------------------
 
 
