@@ -231,6 +231,29 @@ def test_a_tool_module_symlinked_outside_the_repository_is_refused(
     assert "outside the repository" in line
 
 
+def test_a_model_recording_symlinked_outside_the_repository_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replay would read it (and quote it in its errors); record would write through the link.
+    monkeypatch.chdir(tmp_path)
+    suite = _suite(tmp_path / "repo")
+    (suite / "suite.yaml").write_text(SUITE + "model_gateway: {}\n", encoding="utf-8")
+    (suite / "cassettes").mkdir()
+    outside = tmp_path / "credentials"
+    outside.write_text(f"{GITHUB_TOKEN}\n", encoding="utf-8")
+    (suite / "cassettes" / "a.model.jsonl").symlink_to(outside)
+
+    for mode in ("replay", "record"):
+        code, output = _cli(["run", str(suite), "--mode", mode], capsys)
+
+        assert code == 2
+        line = _one_error_line(output)
+        assert line.startswith("error: repo/suite/cassettes/a.model.jsonl: a symbolic link")
+        assert "outside the repository" in line
+        assert GITHUB_TOKEN[4:12] not in output
+    assert outside.read_text(encoding="utf-8") == f"{GITHUB_TOKEN}\n"
+
+
 def test_a_compare_case_symlinked_outside_the_subject_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

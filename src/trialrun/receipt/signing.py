@@ -265,9 +265,8 @@ def _read_source(source: KeySource, kind: str) -> tuple[bytes, str]:
             f"found {type(source).__name__}"
         )
     if _PEM_MARKER in source:
-        return source.encode(
-            "utf-8", "replace"
-        ), f"the {kind} key given (it looks like PEM key text, not a path)"
+        where = f"the {kind} key given (it looks like PEM key text, not a path)"
+        return source.encode("utf-8", "replace"), where
     stripped = source.strip()
     if not stripped:
         raise ReceiptError(f"the {kind} key is empty: expected a path, PEM text or base64 DER")
