@@ -319,6 +319,39 @@ def test_a_megabyte_in_a_bad_place_gives_a_short_error_line(
     assert len(line) < 300, line[:400]
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("b.yaml", "2024-13-45", "cannot read '2024-13-45' as timestamp: month must be in 1..12"),
+        ("b.yaml", "!!bool maybe", "cannot read 'maybe' as bool"),
+        ("b.yaml", "9" * 5000, "an integer of about 5,000 digits; trialrun reads integers of"),
+        ("b.yaml", "0x" + "f" * 5000, "an integer of about 6,025 digits; trialrun reads integers"),
+        ("b.json", "9" * 5000, "invalid JSON: a number of more than 4,300 digits"),
+    ],
+)
+def test_a_value_its_tag_cannot_hold_is_an_error_line_not_a_traceback(
+    name: str,
+    value: str,
+    says: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PyYAML's constructors, and Python's int(), raise plain errors that name no line.
+    monkeypatch.chdir(tmp_path)
+    if name.endswith(".json"):
+        text = f'{{"id": "b",\n "cassette": "c.jsonl",\n "input": {{"n": {value}}}}}\n'
+    else:
+        text = f"id: b\ncassette: c.jsonl\ninput: {{n: {value}}}\n"
+    suite = _suite(tmp_path / "repo", {"a.yaml": CASE.format(id="a"), name: text})
+
+    code, output = _cli(["run", str(suite)], capsys)
+
+    assert code == 2
+    line = _one_error_line(output)
+    assert line.startswith(f"error: repo/suite/cases/{name}:3: {says}"), line[:300]
+
+
 def test_a_megabyte_suite_name_gives_a_short_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ the value it names, nesting deeper than ``MAX_NESTING`` and aliases that repeat 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ from trialrun.errors import ConfigError
 PathElement = str | int
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
+# Python refuses to convert longer decimal text to an int (a guard against quadratic time).
+INT_DIGITS = sys.get_int_max_str_digits() or 4300
 
 
 def duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
@@ -118,6 +122,13 @@ def shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
             continue
         if isinstance(node, yaml.ScalarNode):
             sizes[id(node)] = (1, len(node.value))
+            if node.tag == _INT_TAG and (digits := _decimal_digits(node.value)) > INT_DIGITS:
+                return ConfigError(
+                    f"an integer of about {digits:,} digits; trialrun reads integers of at most "
+                    f"{INT_DIGITS:,} digits (quote it to keep it as text)",
+                    file=file,
+                    line=node.start_mark.line + 1,
+                )
             continue
         if len(path) >= MAX_NESTING:
             where = _dotted(path[:4]) + "..."
@@ -177,3 +188,18 @@ def _alias_bomb(repeated: _Expansion, file: str, line: int) -> ConfigError:
 def _dotted(path: Sequence[PathElement]) -> str:
     """A path for a message: each key excerpted, since a key can be as long as the file."""
     return ".".join(excerpt(str(element)) for element in path)
+
+
+def _decimal_digits(value: str) -> int:
+    """About how many decimal digits the int scalar ``value`` has once constructed.
+
+    Decimal text longer than Python's limit cannot be converted, and an int with more digits
+    than it, however it was written (``0x...``), cannot be printed or sent as JSON.
+    """
+    text = value.replace("_", "").lstrip("+-")
+    for prefix, digits_per_char in (("0b", 0.302), ("0x", 1.205)):
+        if text.startswith(prefix):
+            return int((len(text) - 2) * digits_per_char)
+    if text.startswith("0") and len(text) > 1:  # octal
+        return int((len(text) - 1) * 0.904)
+    return len(text)  # decimal, or sexagesimal (1:30), which grows no faster

@@ -9,6 +9,7 @@ assertion compiler) can be reported at the line of the key or value it concerns.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,15 +20,16 @@ import yaml
 from trialrun.base.fsutil import undecodable
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.quoting import excerpt, shortened
+from trialrun.config.yamlgraph import INT_DIGITS, duplicate_keys, shape_problem
 from trialrun.config.yamlgraph import MAX_ALIAS_CHARS as MAX_ALIAS_CHARS
 from trialrun.config.yamlgraph import MAX_ALIAS_VALUES as MAX_ALIAS_VALUES
 from trialrun.config.yamlgraph import PathElement as PathElement
-from trialrun.config.yamlgraph import duplicate_keys, shape_problem
 from trialrun.errors import ConfigError, ConfigErrors
 
 _START = yaml.Mark("", 0, 0, 0, None, 0)
 # PyYAML's problems are fixed phrases plus, at times, a name or a tag from the file.
 _PROBLEM_CHARS = 120
+_LONG_NUMBER = re.compile(rf"\d{{{INT_DIGITS + 1},}}")
 
 # libyaml is several times faster, but it refuses "\ud83d"-style escapes that the pure-Python
 # parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
@@ -176,6 +178,13 @@ def _json_and_nodes(text: str, file: str, expected: str) -> tuple[Any, yaml.Node
         ) from None
     except RecursionError:
         raise _too_deep(text, file) from None
+    except ValueError:  # Python's refusal names no place, and advises on Python
+        raise ConfigError(
+            f"invalid JSON: a number of more than {INT_DIGITS:,} digits; trialrun reads "
+            f"integers of at most {INT_DIGITS:,} digits (quote it to keep it as text)",
+            file=file,
+            line=_first_line_matching(text, _LONG_NUMBER),
+        ) from None
     if nests_deeper_than(data, text=text):
         raise _too_deep(text, file)
     # Outside strings valid JSON holds tabs only as whitespace, where a space means the same.
@@ -248,9 +257,50 @@ def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.N
         problem = shape_problem(node, file)
         if problem is not None:
             raise problem
-        return node, loader.construct_document(node)
+        return node, _construct(loader, node, file)
     finally:
         loader.dispose()
+
+
+class _Unconstructible(Exception):
+    """A scalar PyYAML's constructor crashed on, carried out of the recursion."""
+
+    def __init__(self, node: yaml.Node, cause: Exception) -> None:
+        super().__init__()
+        self.node = node
+        self.cause = cause
+
+
+def _construct(loader: yaml.SafeLoader | yaml.CSafeLoader, node: yaml.Node, file: str) -> Any:
+    """The document's data; a value its tag's constructor cannot make is a ConfigError.
+
+    PyYAML's constructors raise plain Python errors for text their tag's pattern accepts but the
+    value cannot hold (``2024-13-45``, ``!!int abc``, ``!!bool maybe``), naming no line. Each
+    node's construction is wrapped, once per loader, so the innermost failing node is named.
+    """
+    construct_object = loader.construct_object
+
+    def located(child: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return construct_object(child, deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise _Unconstructible(child, exc) from None
+
+    loader.construct_object = located  # type: ignore[method-assign,assignment]
+    try:
+        return loader.construct_document(node)
+    except _Unconstructible as failed:
+        bad = failed.node
+        kind = str(bad.tag).rsplit(":", 1)[-1]
+        shown = excerpt(bad.value) if isinstance(bad.value, str) else kind
+        reason = (
+            f": {excerpt(str(failed.cause), 80)}" if isinstance(failed.cause, ValueError) else ""
+        )
+        raise ConfigError(
+            f"cannot read {shown!r} as {kind}{reason}",
+            file=file,
+            line=bad.start_mark.line + 1,
+        ) from None
 
 
 def _too_deep(text: str, file: str) -> ConfigError:
@@ -261,6 +311,11 @@ def _too_deep(text: str, file: str) -> ConfigError:
         file=file,
         line=_first_line_deeper_than(text, MAX_NESTING),
     )
+
+
+def _first_line_matching(text: str, pattern: re.Pattern[str]) -> int:
+    found = pattern.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else 1
 
 
 def _first_line_deeper_than(text: str, limit: int) -> int:
