@@ -226,7 +226,9 @@ def test_public_key_loads_from_pem_and_base64_der(conformance: Path) -> None:
 
 
 def test_public_key_refusals_say_what_was_expected(tmp_path: Path) -> None:
-    with pytest.raises(ReceiptError, match="holds a private key; pass the public key"):
+    with pytest.raises(
+        ReceiptError, match="holds a private key; expected the path of the public key file"
+    ):
         load_public_key(private_pem())
     ec_der = (
         ec.generate_private_key(ec.SECP256R1())

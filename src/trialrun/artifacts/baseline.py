@@ -35,6 +35,7 @@ from typing import Any, TypeGuard
 
 from trialrun.base.fsutil import write_json
 from trialrun.base.nesting import unreadable_json
+from trialrun.base.quoting import excerpt
 from trialrun.base.signedjson import loads_unique
 from trialrun.config.models import Regression
 from trialrun.errors import ConfigError, TrialrunError
@@ -141,7 +142,7 @@ def thresholds_of(policy: Regression | dict[str, Any] | None) -> dict[str, float
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(
-                    f"regression threshold '{raw_key}' must be a number, found {value!r}"
+                    f"regression threshold '{raw_key}' must be a number, found {_shown(value)}"
                 )
             found[key] = float(value)
     return found
@@ -351,6 +352,11 @@ def _read_document(path: Path, *, what: str) -> dict[str, Any]:
     return dict(document)
 
 
+def _shown(value: Any) -> str:
+    """A value of the file as a message quotes it: a baseline path may point at any JSON."""
+    return excerpt(repr(value))
+
+
 def _validate(document: Any, text: str, path: Path) -> None:
     def fail(message: str, needle: str | None = None) -> ConfigError:
         return ConfigError(message, file=path, line=_line_of(text, needle))
@@ -368,30 +374,34 @@ def _validate(document: Any, text: str, path: Path) -> None:
             raise fail(f"{where}: expected an object with 'id' and 'status'", '"cases"')
         case_id = case.get("id")
         if not isinstance(case_id, str):
-            raise fail(f"{where}: expected a string 'id', found {case_id!r}", '"cases"')
+            raise fail(f"{where}: expected a string 'id', found {_shown(case_id)}", '"cases"')
         anchor = json.dumps(case_id, ensure_ascii=False)
         if case.get("status") not in CASE_STATUSES:
             raise fail(
                 f"{where} ({case_id}): expected 'status' to be one of "
-                f"{', '.join(CASE_STATUSES)}, found {case.get('status')!r}",
+                f"{', '.join(CASE_STATUSES)}, found {_shown(case.get('status'))}",
                 anchor,
             )
         if case_id in seen:
-            raise fail(f"{where}: duplicate case id {case_id!r}", anchor)
+            raise fail(f"{where}: duplicate case id {_shown(case_id)}", anchor)
         seen.add(case_id)
     aggregates = document.get("aggregates")
     if aggregates is not None and not isinstance(aggregates, dict):
-        raise fail(f"'aggregates' must be an object, found {aggregates!r}", '"aggregates"')
+        raise fail(f"'aggregates' must be an object, found {_shown(aggregates)}", '"aggregates"')
     rate = (aggregates or {}).get("pass_rate")
     if rate is not None and not _is_number(rate):
-        raise fail(f"'aggregates.pass_rate' must be a number, found {rate!r}", '"pass_rate"')
+        raise fail(f"'aggregates.pass_rate' must be a number, found {_shown(rate)}", '"pass_rate"')
     version = document.get("schema_version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise fail(f"'schema_version' must be an integer, found {version!r}", '"schema_version"')
+        raise fail(
+            f"'schema_version' must be an integer, found {_shown(version)}", '"schema_version"'
+        )
     # The gates diff, merge and promote apply from it: checked here, where the file is known.
     policy = document.get("policy_snapshot")
     if policy is not None and not isinstance(policy, dict):
-        raise fail(f"'policy_snapshot' must be an object, found {policy!r}", '"policy_snapshot"')
+        raise fail(
+            f"'policy_snapshot' must be an object, found {_shown(policy)}", '"policy_snapshot"'
+        )
     try:
         thresholds_of(policy)
     except ConfigError as exc:

@@ -8,7 +8,10 @@ keeps a copy of its own.
 
 from __future__ import annotations
 
-__all__ = ["exception_text", "shortened"]
+__all__ = ["exception_text", "excerpt", "shortened"]
+
+EXCERPT_CHARS = 40
+"""How much of a file's text an error message quotes: enough to recognise the spot."""
 
 
 def shortened(text: str, limit: int) -> str:
@@ -22,3 +25,21 @@ def exception_text(exc: BaseException) -> str:
         return str(exc)
     except Exception:
         return ""
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """At most ``limit`` characters of ``text`` a file held, secrets redacted, on one line.
+
+    For messages that quote a file: the file may be a credentials file a path pointed at by
+    mistake, and its text may be a megabyte long. Redacted before it is cut, since a cut secret
+    no longer has the shape that redaction recognises; line breaks become spaces so that the
+    message stays one line.
+    """
+    from trialrun.base.redact import redact_text  # its patterns cost start-up; errors are rare
+
+    redacted = redact_text(text)
+    head = redacted[: limit * 2]
+    flat = " ".join(head.split())
+    if len(head) < len(redacted):
+        flat += "..."
+    return shortened(flat, limit)

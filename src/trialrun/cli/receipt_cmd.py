@@ -87,7 +87,7 @@ def verify(
     "key_file",
     required=True,
     type=PathParam(path_type=Path),
-    help="Ed25519 private key (PKCS8 PEM, as written by `trialrun receipt keygen`).",
+    help="Path of the Ed25519 private key (PKCS8 PEM, as written by `trialrun receipt keygen`).",
 )
 def sign(file: Path, key_file: Path) -> int:
     """Sign the complete, valid, unsigned receipt FILE in place (its hashes do not change).
@@ -95,9 +95,13 @@ def sign(file: Path, key_file: Path) -> int:
     A receipt that cannot be signed (not a receipt, tampered, incomplete, already signed) is
     input this command cannot use: exit 2, as for an unreadable file.
     """
+    from trialrun.errors import ReceiptError
     from trialrun.receipt.signing import load_private_key
 
-    signer = load_private_key(key_file)
+    try:
+        signer = load_private_key(key_file)
+    except ReceiptError as exc:
+        raise ReceiptError(f"{exc} (--key)") from None
     refusal = sign_receipt(file, signer)
     if refusal is not None:
         click.echo(f"error: {file}: cannot sign it: {refusal}", err=True)

@@ -22,7 +22,8 @@ def sign_key_option(what: str) -> Callable[[_F], _F]:
         "--sign-key",
         type=PathParam(path_type=Path),
         envvar="TRIALRUN_SIGN_KEY",
-        help=f"Ed25519 private key (PEM) that signs {what} [env: TRIALRUN_SIGN_KEY].",
+        help=f"Path of the Ed25519 private key (PEM) that signs {what} "
+        "[env: TRIALRUN_SIGN_KEY, also a path].",
     )
 
 
@@ -30,6 +31,10 @@ def load_signer(sign_key: Path | None) -> Ed25519Signer | None:
     """Load the key before any work starts, so a bad key costs nothing."""
     if sign_key is None:
         return None
+    from trialrun.errors import ReceiptError
     from trialrun.receipt.signing import load_private_key
 
-    return load_private_key(sign_key)
+    try:
+        return load_private_key(sign_key)
+    except ReceiptError as exc:
+        raise ReceiptError(f"{exc} (--sign-key or TRIALRUN_SIGN_KEY)") from None

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import closest
 from trialrun.config import Suite, load_suite
 from trialrun.config.messages import validation_errors
@@ -124,7 +125,9 @@ def _duplicate_names(doc: LoadedYaml, config: PlanConfig) -> list[ConfigError]:
     for index, step in enumerate(config.regressions):
         if step.name in seen:
             where: list[PathElement] = ["regressions", index, "name"]
-            errors.append(doc.error(f"duplicate regression name '{step.name}'", where, "name"))
+            errors.append(
+                doc.error(f"duplicate regression name '{excerpt(step.name)}'", where, "name")
+            )
         seen.add(step.name)
     return errors
 
@@ -152,7 +155,7 @@ def _against_suite(doc: LoadedYaml, config: PlanConfig, suite: Suite) -> list[Co
 def _unknown_case(case_id: str, case_ids: Sequence[str]) -> str:
     suggestion = closest(case_id, case_ids)
     hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
-    return f"expected case '{case_id}' is not in the suite{hint}"
+    return f"expected case '{excerpt(case_id)}' is not in the suite{hint}"
 
 
 def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
@@ -166,7 +169,7 @@ def _patch_problem(patch: FilePatch, suite_dir: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         return f"patch file '{patch.file}' cannot be read: {read_problem(exc)}"
     if patch.replace not in text:
-        return f"patch text {patch.replace!r} does not occur in '{patch.file}'"
+        return f"patch text {excerpt(patch.replace)!r} does not occur in '{patch.file}'"
     return None
 
 

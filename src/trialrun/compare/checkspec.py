@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.messages import describe_value
-from trialrun.config.paths import nul_problem
+from trialrun.config.paths import PATH_CHARS, nul_problem
 from trialrun.config.yamlload import LoadedYaml, PathElement
 from trialrun.errors import ConfigError
 
@@ -52,13 +53,14 @@ def sandbox_path_problem(raw: str) -> str | None:
         return "path is empty"
     if (problem := nul_problem(raw)) is not None:
         return problem
+    shown = excerpt(raw, PATH_CHARS)
     if cleaned.startswith("/") or re.match(r"[A-Za-z]:", cleaned):
-        return f"path '{raw}' is absolute; write it relative to the sandbox"
+        return f"path '{shown}' is absolute; write it relative to the sandbox"
     normal = posixpath.normpath(cleaned)
     if normal == ".." or normal.startswith("../"):
-        return f"path '{raw}' escapes the sandbox"
+        return f"path '{shown}' escapes the sandbox"
     if normal == ".":
-        return f"path '{raw}' names the sandbox itself, not a file in it"
+        return f"path '{shown}' names the sandbox itself, not a file in it"
     return None
 
 

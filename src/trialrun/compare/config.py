@@ -32,11 +32,12 @@ from pydantic import (
     field_validator,
 )
 
+from trialrun.base.quoting import excerpt
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
 from trialrun.compare.placeholders import expand, placeholder_problems
 from trialrun.compare.selector import SelectorSection, read_description
 from trialrun.config.messages import validation_errors
-from trialrun.config.paths import display_path, nul_problem
+from trialrun.config.paths import PATH_CHARS, display_path, nul_problem
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -197,6 +198,13 @@ class EvalAssets:
     incumbent_path: Path | None
 
 
+def _inside(file: Path, root: Path) -> bool:
+    try:
+        return file.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
 def load_eval_assets(subject: str | Path) -> EvalAssets:
     """Load and validate ``<subject>/evals/``. Raises ConfigErrors listing every problem."""
     root = Path(subject).resolve()
@@ -271,6 +279,14 @@ class _AssetsLoader:
     def _read(self, file: Path) -> LoadedYaml | None:
         shown = display_path(file)
         self._file_rank.setdefault(shown, len(self._file_rank))
+        if not _inside(file, self._subject):
+            # A case file linked to anywhere would be read, and quoted in its errors.
+            message = (
+                f"a symbolic link that resolves outside the subject ({self._subject}); "
+                "compare reads no file outside it: copy the file in instead"
+            )
+            self._add(ConfigError(message, file=shown))
+            return None
         try:
             return load_yaml_file(file, display=shown)
         except ConfigError as exc:
@@ -291,7 +307,9 @@ class _AssetsLoader:
     def _check_compare(self, doc: LoadedYaml) -> Path | None:
         name = doc.data.get("name")
         if isinstance(name, str) and not _PLAIN_NAME.fullmatch(name):
-            message = f"'name' must be a plain name (letters, digits, . _ -), found {name!r}"
+            message = (
+                f"'name' must be a plain name (letters, digits, . _ -), found {excerpt(name)!r}"
+            )
             self._add(doc.error(message, ("name",), "name"))
         self._check_commands(doc)
         arms = doc.data.get("arms")
@@ -311,7 +329,10 @@ class _AssetsLoader:
             return None
         path = (self._evals / raw.replace("\\", "/")).resolve()
         if not path.is_dir():
-            message = f"incumbent path '{raw}' is not a directory ({display_path(path)})"
+            message = (
+                f"incumbent path '{excerpt(raw, PATH_CHARS)}' is not a directory "
+                f"({excerpt(display_path(path), PATH_CHARS)})"
+            )
             self._add(doc.error(message, (*at, "path"), "path"))
             return None
         return path
@@ -375,10 +396,13 @@ class _AssetsLoader:
                 continue
             at = ("cases", index, "name")
             if name in first_line:
-                message = f"duplicate sub-case name '{name}' (first at line {first_line[name]})"
+                message = (
+                    f"duplicate sub-case name '{excerpt(name)}' (first at line {first_line[name]})"
+                )
                 self._add(doc.error(message, at, "name"))
             elif name in case_names:
-                message = f"sub-case name '{name}' collides with {CASES_DIR}/{name}.yaml"
+                shown = excerpt(name)
+                message = f"sub-case name '{shown}' collides with {CASES_DIR}/{shown}.yaml"
                 self._add(doc.error(message, at, "name"))
             first_line.setdefault(name, doc.line_of(at))
             sub_cases.append(SessionSubCase(name, checks))
@@ -404,7 +428,10 @@ class _AssetsLoader:
             problem = sandbox_path_problem(key)
             normal = posixpath.normpath(key.replace("\\", "/"))
             if problem is None and (normal == ".claude" or normal.startswith(".claude/")):
-                problem = f"path '{key}' is under .claude/, where the arms stage the subject"
+                problem = (
+                    f"path '{excerpt(key, PATH_CHARS)}' is under .claude/, where the arms stage "
+                    "the subject"
+                )
             if problem is not None:
                 self._add(doc.error(f"'files': {problem}", ("files", key), "files"))
         for key in ("requires",):
@@ -413,7 +440,8 @@ class _AssetsLoader:
                 if isinstance(item, str) and not _REQUIREMENT.fullmatch(item):
                     at = (key, index) if isinstance(raw, list) else (key,)
                     message = (
-                        f"'requires' entries are a program name or python3:<module>, found {item!r}"
+                        "'requires' entries are a program name or python3:<module>, found "
+                        f"{excerpt(item)!r}"
                     )
                     self._add(doc.error(message, at, key))
         fixture = doc.data.get("fixture")
@@ -424,9 +452,11 @@ class _AssetsLoader:
             return None
         path = (file.parent / fixture.replace("\\", "/")).resolve()
         if not path.is_relative_to(self._subject):
-            problem = f"fixture '{fixture}' resolves outside the subject ({self._subject})"
+            shown = excerpt(fixture, PATH_CHARS)
+            problem = f"fixture '{shown}' resolves outside the subject ({self._subject})"
         elif not path.is_dir():
-            problem = f"fixture '{fixture}' is not a directory ({display_path(path)})"
+            shown = excerpt(fixture, PATH_CHARS)
+            problem = f"fixture '{shown}' is not a directory ({display_path(path)})"
         else:
             return path
         self._add(doc.error(problem, ("fixture",), "fixture"))

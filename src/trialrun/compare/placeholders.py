@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import closest
 
 __all__ = [
@@ -67,7 +68,7 @@ def placeholder_problems(text: str, field: str) -> list[str]:
             continue
         if name is None:
             problems.append(
-                f"a lone {token!r} in {field} (in {text!r}): {_ESCAPE_HINT}; "
+                f"a lone {token!r} in {field} (in {excerpt(text, 80)!r}): {_ESCAPE_HINT}; "
                 f"placeholders here: {known}"
             )
         elif name in PLACEHOLDERS:

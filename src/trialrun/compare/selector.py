@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from trialrun.base.fsutil import read_problem
@@ -38,7 +37,8 @@ from trialrun.base.quoting import shortened
 from trialrun.compare.oneshot import CommandTimeout, ask_command
 from trialrun.compare.outcome import TriggerProbe
 from trialrun.compare.placeholders import expand_argv
-from trialrun.errors import ConfigError
+from trialrun.config.yamlload import parse_yaml_value
+from trialrun.errors import ConfigError, ConfigErrors
 
 if TYPE_CHECKING:
     # config.py imports SelectorSection from here; the assets are only annotations here.
@@ -109,14 +109,11 @@ def _frontmatter(path: Path) -> tuple[str | None, str]:
     if end is None:
         raise ConfigError("the frontmatter opened here is never closed by '---'", file=path, line=1)
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 2
-        problem = getattr(exc, "problem", None) or "not YAML"
-        raise ConfigError(
-            f"invalid YAML in the frontmatter: {problem}", file=path, line=line
-        ) from None
+        data = parse_yaml_value("\n".join(lines[1:end]), file=str(path))
+    except ConfigErrors as exc:  # duplicate keys: the first says enough about a frontmatter
+        raise _in_frontmatter(exc.errors[0], path) from None
+    except ConfigError as exc:
+        raise _in_frontmatter(exc, path) from None
     if data is None:
         return None, ""
     if not isinstance(data, dict):
@@ -129,6 +126,13 @@ def _frontmatter(path: Path) -> tuple[str | None, str]:
             line=_key_line(lines[1:end], "description"),
         )
     return (name.strip() if isinstance(name, str) and name.strip() else None), description.strip()
+
+
+def _in_frontmatter(error: ConfigError, path: Path) -> ConfigError:
+    """``error`` about the frontmatter's text, at its line in the file (after the fence)."""
+    message = error.message.replace("invalid YAML: ", "invalid YAML in the frontmatter: ", 1)
+    line = error.line + 1 if error.line is not None else 2
+    return ConfigError(message, file=path, line=line, key=error.key)
 
 
 def _key_line(frontmatter: list[str], key: str) -> int:

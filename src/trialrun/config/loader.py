@@ -7,21 +7,21 @@ YAML data and keeps going after a failure; the typed ``Suite`` is built only whe
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.assertions import AssertionCompiler
-from trialrun.config.messages import describe_value, spec_errors
+from trialrun.config.caseinput import first_non_json
+from trialrun.config.messages import spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
 from trialrun.config.normalize import REGEX_FLAGS
-from trialrun.config.paths import PathEscapeError, SuitePaths, display_path
+from trialrun.config.paths import PATH_CHARS, PathEscapeError, SuitePaths, display_path
 from trialrun.config.spec import Record, SpecError, parse
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
 CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 _LISTED_IDS = 20
+_ID_CHARS = 80
 
 _Record = TypeVar("_Record", bound=Record)
 
@@ -130,11 +131,14 @@ class _SuiteLoader:
         suite_assertions = self._compile_assertions(doc)
         self._check_normalization(doc, doc.data.get("normalization"))
         self._check_model_gateway(doc)
+        self._check_tool_module(doc)
         baseline_path = self._optional_path(doc, "baseline_path")
         output_dir = self._optional_path(doc, "output_dir")
         if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
             raw = doc.data["output_dir"]
-            message = f"'output_dir': expected a directory, found a file: {raw}"
+            message = (
+                f"'output_dir': expected a directory, found a file: {excerpt(raw, PATH_CHARS)}"
+            )
             self._add(doc.error(message, ("output_dir",), "output_dir"))
         drafts = [self._load_case(file) for file in self._case_files(doc)]
         self._check_duplicate_ids(drafts)
@@ -197,7 +201,10 @@ class _SuiteLoader:
         shown = self._display(directory)
         if not directory.is_dir():
             problem = "is not a directory" if directory.exists() else "does not exist"
-            self._add(doc.error(f"cases_path '{raw}' {problem} ({shown})", ("cases_path",)))
+            message = (
+                f"cases_path '{excerpt(raw, PATH_CHARS)}' {problem} ({excerpt(shown, PATH_CHARS)})"
+            )
+            self._add(doc.error(message, ("cases_path",)))
             return []
         try:
             files = sorted(
@@ -206,13 +213,25 @@ class _SuiteLoader:
             )
         except OSError as exc:
             problem = f"cannot be read: {exc.strerror or exc}"
-            self._add(doc.error(f"cases_path '{raw}' {problem} ({shown})", ("cases_path",)))
+            message = (
+                f"cases_path '{excerpt(raw, PATH_CHARS)}' {problem} ({excerpt(shown, PATH_CHARS)})"
+            )
+            self._add(doc.error(message, ("cases_path",)))
             return []
         if not files:
             self._add(
                 doc.error(f"no case files (*.yaml, *.yml, *.json) in {shown}", ("cases_path",))
             )
-        return files
+        inside = [file for file in files if self._paths.is_inside(file)]
+        for file in files:
+            if file not in inside:
+                message = (
+                    f"case file '{self._display(file)}' is a symbolic link that resolves outside "
+                    f"{self._paths.boundary} ({self._paths.root}); a suite reads no file "
+                    "outside it: copy the case in instead"
+                )
+                self._add(doc.error(message, ("cases_path",), "cases_path"))
+        return inside
 
     def _resolve(self, doc: LoadedYaml, at: tuple[PathElement, ...], raw: str) -> Path | None:
         try:
@@ -233,7 +252,9 @@ class _SuiteLoader:
         if not isinstance(name, str):
             return
         if not name.strip() or name in (".", "..") or "/" in name or "\\" in name:
-            message = f"'suite_name' must be a plain name usable as a directory, found {name!r}"
+            message = (
+                f"'suite_name' must be a plain name usable as a directory, found {excerpt(name)!r}"
+            )
             self._add(doc.error(message, ("suite_name",), "suite_name"))
 
     def _check_model_gateway(self, doc: LoadedYaml) -> None:
@@ -248,7 +269,20 @@ class _SuiteLoader:
         at: tuple[PathElement, ...] = ("model_gateway", "prices")
         resolved = self._resolve(doc, at, prices)
         if resolved is not None and not resolved.is_file():
-            self._add(doc.error(f"'prices': file not found: {prices}", at, "prices"))
+            self._add(
+                doc.error(f"'prices': file not found: {excerpt(prices, PATH_CHARS)}", at, "prices")
+            )
+
+    def _check_tool_module(self, doc: LoadedYaml) -> None:
+        name = doc.data.get("tool_module")
+        outside = self._paths.module_outside(name) if isinstance(name, str) else None
+        if outside is not None:
+            message = (
+                f"'tool_module': '{self._display(outside)}' is a symbolic link that resolves "
+                f"outside {self._paths.boundary} ({self._paths.root}); trialrun imports no "
+                "tool module from outside it"
+            )
+            self._add(doc.error(message, ("tool_module",), "tool_module"))
 
     def _check_normalization(
         self, doc: LoadedYaml, raw: Any, within: tuple[PathElement, ...] = ()
@@ -266,7 +300,7 @@ class _SuiteLoader:
             if isinstance(flags, str):
                 unknown = sorted(set(flags) - set(REGEX_FLAGS))
                 if unknown:
-                    message = f"'flags' may only combine i, m and s; found {flags!r}"
+                    message = f"'flags' may only combine i, m and s; found {excerpt(flags)!r}"
                     self._add(doc.error(message, (*at, "flags"), "flags"))
                 bits = sum(REGEX_FLAGS[f] for f in set(flags) & set(REGEX_FLAGS))
             pattern = rule.get("pattern")
@@ -301,7 +335,7 @@ class _SuiteLoader:
         if isinstance(task_input, dict):
             # Top-level keys are validation's business; values at any depth are checked here.
             for key, value in task_input.items():
-                problem = _first_non_json(value, ("input", key)) if isinstance(key, str) else None
+                problem = first_non_json(value, ("input", key)) if isinstance(key, str) else None
                 if problem is not None:
                     at, message = problem
                     self._add(doc.error(message, at, "input"))
@@ -316,7 +350,10 @@ class _SuiteLoader:
                 continue
             where = f"{draft.doc.file}:{draft.doc.line_of(('id',))}"
             if case_id in first_seen:
-                message = f"duplicate case id '{case_id}' (first defined at {first_seen[case_id]})"
+                message = (
+                    f"duplicate case id '{excerpt(case_id, _ID_CHARS)}' (first defined at "
+                    f"{first_seen[case_id]})"
+                )
                 self._add(draft.doc.error(message, ("id",), "id"))
             else:
                 first_seen[case_id] = where
@@ -352,30 +389,3 @@ class _SuiteLoader:
             budgets=(suite.budgets or Budgets()).merged(config.budgets),
             normalization=(suite.normalization or Normalization()).merged(config.normalization),
         )
-
-
-def _first_non_json(
-    value: Any, at: tuple[PathElement, ...]
-) -> tuple[tuple[PathElement, ...], str] | None:
-    """Where the case input stops being JSON (the agent receives it as JSON), if anywhere."""
-    dotted = ".".join(str(e) for e in at)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return at, f"keys in '{dotted}' must be strings, found {describe_value(key)}"
-            found = _first_non_json(item, (*at, key))
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _first_non_json(item, (*at, index))
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return at, f"'{dotted}' is {value}, which JSON cannot carry"
-    if value is None or isinstance(value, str | int | float):
-        return None
-    hint = "; quote it to keep it as text" if isinstance(value, date) else ""
-    return at, f"'{dotted}' must be JSON data, found {describe_value(value)}{hint}"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.quoting import shortened
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import closest
 from trialrun.config import spec
 from trialrun.config.yamlload import LoadedYaml, PathElement
@@ -31,6 +31,8 @@ Detail = Mapping[str, Any]
 KeysAt = Callable[[Sequence[PathElement]], list[str]]
 
 _PREVIEW_CHARS = 40
+_SUGGESTED_CHARS = 200
+"""A message quotes or rewrites at most this much of a value (a command it suggests, say)."""
 
 _MUST_BE = {
     "int_type": "an integer",
@@ -63,7 +65,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {shortened(value, _PREVIEW_CHARS)!r}"
+        return f"string {excerpt(value, _PREVIEW_CHARS)!r}"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
@@ -107,12 +109,13 @@ def _errors(
         if detail["type"] == "extra_forbidden":
             unknown = str(loc[-1])
             choices = keys_at(loc[:-1])
-            suggestion = closest(unknown, choices)
+            suggestion = closest(unknown, choices) if len(unknown) <= _PREVIEW_CHARS else None
             hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
             if suggestion is not None and (loc[:-1], suggestion) in missing:
                 explained_missing.add((loc[:-1], suggestion))
             where = _name(loc[:-1]) if loc[:-1] else what
-            errors.append(doc.error(f"unknown key '{unknown}' in {where}{hint}", loc, unknown))
+            message = f"unknown key '{excerpt(unknown, _PREVIEW_CHARS)}' in {where}{hint}"
+            errors.append(doc.error(message, loc, unknown))
     for detail in details:
         loc = tuple(detail["loc"])
         if detail["type"] == "extra_forbidden":
@@ -149,7 +152,12 @@ def _message(detail: Detail, loc: tuple[PathElement, ...]) -> str:
     if kind == "invalid_key":  # a YAML key that is a number, a date, ...: loc ends with it
         owner = f"'{_name(loc[:-1])}'" if loc[:-1] else "the file"
         return f"keys of {owner} must be strings, found {describe_value(loc[-1])}"
-    if loc == ("agent_command",) and kind == "list_type" and isinstance(value, str):
+    if (
+        loc == ("agent_command",)
+        and kind == "list_type"
+        and isinstance(value, str)
+        and len(value) <= _SUGGESTED_CHARS
+    ):
         return (
             "'agent_command' must be a list of strings, not one string; write "
             f"agent_command: {json.dumps(_split_command(value))}"
@@ -170,7 +178,8 @@ def _message(detail: Detail, loc: tuple[PathElement, ...]) -> str:
         if minimum == 1:
             return f"'{name}' must not be empty"
         return f"'{name}' must have at least {minimum} items, found {ctx.get('actual_length')}"
-    return f"'{name}': {detail.get('msg') or kind}"
+    # A validator's own message may quote the value it refused.
+    return f"'{name}': {excerpt(str(detail.get('msg') or kind), _SUGGESTED_CHARS)}"
 
 
 def _name(loc: Sequence[PathElement]) -> str:
@@ -179,7 +188,7 @@ def _name(loc: Sequence[PathElement]) -> str:
     suffix = ""
     while parts and isinstance(parts[-1], int):
         suffix = f"[{parts.pop()}]" + suffix
-    return (str(parts[-1]) if parts else "") + suffix
+    return (excerpt(str(parts[-1]), _PREVIEW_CHARS) if parts else "") + suffix
 
 
 def _key(loc: Sequence[PathElement]) -> str | None:

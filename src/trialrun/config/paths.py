@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from trialrun.base.quoting import excerpt
+
+PATH_CHARS = 160
+"""How much of a path written in a file a message quotes (it can be as long as the file)."""
+
 
 class PathEscapeError(ValueError):
     """A configured path resolves outside the allowed root (the message says which root)."""
@@ -59,7 +64,7 @@ def nul_problem(raw: str, what: str = "path") -> str | None:
     """
     if "\0" not in raw:
         return None
-    return f"{what} {raw!r} holds a NUL character, which no file name can"
+    return f"{what} {excerpt(raw, PATH_CHARS)!r} holds a NUL character, which no file name can"
 
 
 @lru_cache(maxsize=16)
@@ -96,9 +101,43 @@ class SuitePaths:
             raise PathEscapeError(problem)
         resolved = (self.suite_dir / with_forward_slashes(raw)).resolve()
         if not resolved.is_relative_to(self.root):
-            boundary = "the repository" if self.in_repository else "the suite directory"
-            raise PathEscapeError(f"path '{raw}' resolves outside {boundary} ({self.root})")
+            raise PathEscapeError(
+                f"path '{excerpt(raw, PATH_CHARS)}' resolves outside {self.boundary} ({self.root})"
+            )
         return resolved
+
+    @property
+    def boundary(self) -> str:
+        """What the root is, in words: "the repository" or "the suite directory"."""
+        return "the repository" if self.in_repository else "the suite directory"
+
+    def is_inside(self, path: Path) -> bool:
+        """Whether ``path`` (absolute), symlinks followed, lies inside the root.
+
+        For files a suite reaches without naming them (the files of ``cases_path``, the
+        recordings beside a cassette): a symlink among them may point anywhere.
+        """
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # a symlink loop leads nowhere, certainly not inside
+            return False
+
+    def module_outside(self, name: str) -> Path | None:
+        """The file or package of module ``name`` in the suite directory that lies outside the
+        root, if any.
+
+        A tool module is imported by name, from the suite directory first: a symlink there (the
+        module, or a package it is in) would run code from anywhere.
+        """
+        if not name or "\0" in name:
+            return None
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            stem = self.suite_dir.joinpath(*parts[:depth])
+            for candidate in (stem, stem.with_name(stem.name + ".py")):
+                if os.path.lexists(candidate) and not self.is_inside(candidate):
+                    return candidate
+        return None
 
     def agent_command(self, parts: Sequence[str]) -> list[str]:
         """RunLedger's rule: a relative part naming something under the suite dir becomes absolute.

@@ -9,7 +9,8 @@ assertion compiler) can be reported at the line of the key or value it concerns.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -18,12 +19,17 @@ import yaml
 
 from trialrun.base.fsutil import undecodable
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
+from trialrun.base.quoting import excerpt, shortened
+from trialrun.config.yamlgraph import INT_DIGITS, duplicate_keys, shape_problem
+from trialrun.config.yamlgraph import MAX_ALIAS_CHARS as MAX_ALIAS_CHARS
+from trialrun.config.yamlgraph import MAX_ALIAS_VALUES as MAX_ALIAS_VALUES
+from trialrun.config.yamlgraph import PathElement as PathElement
 from trialrun.errors import ConfigError, ConfigErrors
 
-PathElement = str | int
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 _START = yaml.Mark("", 0, 0, 0, None, 0)
+# PyYAML's problems are fixed phrases plus, at times, a name or a tag from the file.
+_PROBLEM_CHARS = 120
+_LONG_NUMBER = re.compile(rf"\d{{{INT_DIGITS + 1},}}")
 
 # libyaml is several times faster, but it refuses "\ud83d"-style escapes that the pure-Python
 # parser decodes into lone surrogates (which case inputs may legitimately carry). On any libyaml
@@ -55,7 +61,16 @@ class LoadedYaml:
         self, message: str, path: Sequence[PathElement] = (), key: str | None = None
     ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
-        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+        return _error_at(message, self.file, self.line_of(path), key)
+
+
+_MESSAGE_CHARS = 600
+"""The longest message reported at a line: beyond it, something quoted the file at length."""
+
+
+def _error_at(message: str, file: str, line: int, key: str | None) -> ConfigError:
+    # Readers quote what they found through ``excerpt``; this bounds whatever slipped past.
+    return ConfigError(shortened(message, _MESSAGE_CHARS), file=file, line=line, key=key)
 
 
 def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
@@ -88,7 +103,7 @@ class LoadedValue:
         self, message: str, path: Sequence[PathElement] = (), key: str | None = None
     ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
-        return ConfigError(message, file=self.file, line=self.line_of(path), key=key)
+        return _error_at(message, self.file, self.line_of(path), key)
 
 
 def load_yaml_value(path: Path, *, expected: str, display: str | None = None) -> LoadedValue:
@@ -108,6 +123,15 @@ def load_yaml_value(path: Path, *, expected: str, display: str | None = None) ->
     if found is None:  # about the file as a whole: no line (a comment-only file is empty too)
         raise ConfigError(f"the file is empty; expected {expected}", file=shown)
     return LoadedValue(data=data, file=shown, root=found)
+
+
+def parse_yaml_value(text: str, *, file: str) -> Any:
+    """The data of YAML text of any top-level type (None when it holds nothing), read with the
+    same checks as a file: duplicate keys, self-containing aliases, nesting, alias repeats.
+
+    For YAML embedded in another file (a SKILL.md frontmatter): errors name lines of ``text``.
+    """
+    return _compose_and_construct(text, file)[1]
 
 
 def _read_text(path: Path, shown: str) -> str:
@@ -131,7 +155,7 @@ def parse_json(text: str, *, file: str) -> LoadedYaml:
     """
     data, node = _json_and_nodes(text, file, "expected an object of keys to values")
     if not isinstance(data, dict):
-        found = "a list" if isinstance(data, list) else f"the value {json.dumps(data)}"
+        found = "a list" if isinstance(data, list) else f"the value {excerpt(json.dumps(data))}"
         raise ConfigError(
             f"expected an object of keys to values at the top level, found {found}",
             file=file,
@@ -154,6 +178,13 @@ def _json_and_nodes(text: str, file: str, expected: str) -> tuple[Any, yaml.Node
         ) from None
     except RecursionError:
         raise _too_deep(text, file) from None
+    except ValueError:  # Python's refusal names no place, and advises on Python
+        raise ConfigError(
+            f"invalid JSON: a number of more than {INT_DIGITS:,} digits; trialrun reads "
+            f"integers of at most {INT_DIGITS:,} digits (quote it to keep it as text)",
+            file=file,
+            line=_first_line_matching(text, _LONG_NUMBER),
+        ) from None
     if nests_deeper_than(data, text=text):
         raise _too_deep(text, file)
     # Outside strings valid JSON holds tabs only as whitespace, where a space means the same.
@@ -195,7 +226,8 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
         raise _too_deep(text, file) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "syntax error"
+        # The problem can quote the file (an undefined alias's name, a tag): never at length.
+        problem = excerpt(exc.problem or exc.context or "syntax error", _PROBLEM_CHARS)
         line = mark.line + 1 if mark is not None else 1
         raise ConfigError(f"invalid YAML: {problem}", file=file, line=line) from None
     except yaml.reader.ReaderError as exc:
@@ -207,7 +239,9 @@ def _compose_and_construct(text: str, file: str) -> tuple[yaml.Node | None, Any]
         )
         raise ConfigError(f"invalid YAML: {what}{exc.reason}", file=file, line=line) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=file, line=1) from None
+        # Its text can hold a snippet of the file: a short, redacted excerpt at most.
+        problem = excerpt(str(exc), _PROBLEM_CHARS)
+        raise ConfigError(f"invalid YAML: {problem}", file=file, line=1) from None
 
 
 def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.Node | None, Any]:
@@ -217,102 +251,56 @@ def _load_with(loader_class: _LoaderClass, text: str, file: str) -> tuple[yaml.N
         if node is None:
             return None, None
         # Before construction: constructing flattens merge keys into the mappings.
-        duplicates = list(_duplicate_keys(node, file))
+        duplicates = list(duplicate_keys(node, file))
         if duplicates:
             raise ConfigErrors(duplicates)
-        problem = _shape_problem(node, file)
+        problem = shape_problem(node, file)
         if problem is not None:
             raise problem
-        return node, loader.construct_document(node)
+        return node, _construct(loader, node, file)
     finally:
         loader.dispose()
 
 
-def _duplicate_keys(root: yaml.Node, file: str) -> Iterator[ConfigError]:
-    seen_nodes: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen_nodes:  # aliases may share (or even cycle through) nodes
-            continue
-        seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            first_line: dict[tuple[str, str], int] = {}
-            for key_node, value_node in node.value:
-                stack.append(value_node)
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE_TAG:
-                    stack.append(key_node)
-                    continue
-                identity = (key_node.tag, key_node.value)
-                line = key_node.start_mark.line + 1
-                if identity in first_line:
-                    yield ConfigError(
-                        f"duplicate key '{key_node.value}' (first defined at line "
-                        f"{first_line[identity]}; YAML would silently keep only the last one)",
-                        file=file,
-                        line=line,
-                        key=key_node.value,
-                    )
-                else:
-                    first_line[identity] = line
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+class _Unconstructible(Exception):
+    """A scalar PyYAML's constructor crashed on, carried out of the recursion."""
+
+    def __init__(self, node: yaml.Node, cause: Exception) -> None:
+        super().__init__()
+        self.node = node
+        self.cause = cause
 
 
-def _shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
-    """A value no walk over it survives: an alias inside the very mapping or list it names
-    (``a: &x [1, *x]``), or mappings and lists nested more than ``MAX_NESTING`` deep.
+def _construct(loader: yaml.SafeLoader | yaml.CSafeLoader, node: yaml.Node, file: str) -> Any:
+    """The document's data; a value its tag's constructor cannot make is a ConfigError.
 
-    YAML can build both. The first would contain itself (JSON cannot hold it) and every walk
-    over it (validation, the agent's input, the artifacts) would never end; the second runs out
-    of Python's stack in those walks. Reported at the line of the nearest key above (an alias
-    node keeps no position of its own).
+    PyYAML's constructors raise plain Python errors for text their tag's pattern accepts but the
+    value cannot hold (``2024-13-45``, ``!!int abc``, ``!!bool maybe``), naming no line. Each
+    node's construction is wrapped, once per loader, so the innermost failing node is named.
     """
-    enclosing: set[int] = set()
-    # (node, its path, the line of the nearest key) to enter; a bare node: leaving it
-    stack: list[tuple[yaml.Node, tuple[PathElement, ...], int] | yaml.Node] = [
-        (root, (), root.start_mark.line + 1)
-    ]
-    finished: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if isinstance(item, yaml.Node):
-            enclosing.discard(id(item))
-            finished.add(id(item))
-            continue
-        node, path, line = item
-        if id(node) in enclosing:
-            where = ".".join(str(element) for element in path) or "the top level"
-            return ConfigError(
-                f"the alias at '{where}' names a value that contains it: the value would "
-                "contain itself, which JSON cannot hold; write that part out instead",
-                file=file,
-                line=line,
-            )
-        if id(node) in finished or isinstance(node, yaml.ScalarNode):
-            continue
-        if len(path) >= MAX_NESTING:
-            where = ".".join(str(element) for element in path[:4]) + "..."
-            return ConfigError(
-                f"'{where}' nests mappings and lists more than {MAX_NESTING} levels deep; "
-                f"trialrun reads at most {MAX_NESTING}",
-                file=file,
-                line=line,
-            )
-        enclosing.add(id(node))
-        stack.append(node)
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                key: PathElement = (
-                    key_node.value if isinstance(key_node, yaml.ScalarNode) else "<key>"
-                )
-                key_line = key_node.start_mark.line + 1
-                stack.append((key_node, (*path, key), key_line))
-                stack.append((value_node, (*path, key), key_line))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, child in enumerate(node.value):
-                stack.append((child, (*path, index), line))
-    return None
+    construct_object = loader.construct_object
+
+    def located(child: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return construct_object(child, deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise _Unconstructible(child, exc) from None
+
+    loader.construct_object = located  # type: ignore[method-assign,assignment]
+    try:
+        return loader.construct_document(node)
+    except _Unconstructible as failed:
+        bad = failed.node
+        kind = str(bad.tag).rsplit(":", 1)[-1]
+        shown = excerpt(bad.value) if isinstance(bad.value, str) else kind
+        reason = (
+            f": {excerpt(str(failed.cause), 80)}" if isinstance(failed.cause, ValueError) else ""
+        )
+        raise ConfigError(
+            f"cannot read {shown!r} as {kind}{reason}",
+            file=file,
+            line=bad.start_mark.line + 1,
+        ) from None
 
 
 def _too_deep(text: str, file: str) -> ConfigError:
@@ -323,6 +311,11 @@ def _too_deep(text: str, file: str) -> ConfigError:
         file=file,
         line=_first_line_deeper_than(text, MAX_NESTING),
     )
+
+
+def _first_line_matching(text: str, pattern: re.Pattern[str]) -> int:
+    found = pattern.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else 1
 
 
 def _first_line_deeper_than(text: str, limit: int) -> int:
@@ -376,5 +369,5 @@ def _node_kind(node: yaml.Node) -> str:
     if isinstance(node, yaml.SequenceNode):
         return "a list"
     if isinstance(node, yaml.ScalarNode):
-        return f"the scalar {node.value!r}" if node.value else "an empty value"
+        return f"the scalar {excerpt(node.value)!r}" if node.value else "an empty value"
     return "a mapping"

@@ -35,6 +35,7 @@ from typing import Any
 from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
 from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than, too_deep, unreadable_json
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
@@ -276,7 +277,7 @@ def _check_header(line: str, path: Path) -> None:
         if version == SCHEMA_VERSION:
             return
         raise CassetteError(
-            f"schema_version {version!r} is not supported (this trialrun reads "
+            f"schema_version {excerpt(repr(version))} is not supported (this trialrun reads "
             f"{SCHEMA_VERSION}); was it written by a newer trialrun?",
             file=path,
             line=1,
@@ -299,7 +300,9 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         raise fail(f"expected a recorded call (a JSON object); found {_kind(data)}")
     for name in data:
         if name not in _REQUIRED and name not in _OPTIONAL:
-            raise fail(f"unknown field {name!r}{did_you_mean(name, (*_REQUIRED, *_OPTIONAL))}")
+            raise fail(
+                f"unknown field {excerpt(repr(name))}{did_you_mean(name, (*_REQUIRED, *_OPTIONAL))}"
+            )
     for name in _REQUIRED:
         if name not in data:
             raise fail(f"missing required field {name!r}")
@@ -312,7 +315,7 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         if name in data and not isinstance(data[name], str):
             raise fail(f"field {name!r} must be a string; found {_kind(data[name])}")
     if not data["path"].startswith("/"):
-        raise fail(f"field 'path' must start with '/'; found {data['path']!r}")
+        raise fail(f"field 'path' must start with '/'; found {excerpt(data['path'])!r}")
     status = data["status"]
     if not _is_int(status) or not 100 <= status <= 599:
         raise fail(f"field 'status' must be an HTTP status (100-599); found {_kind(status)}")
@@ -366,5 +369,5 @@ def _kind(value: Any) -> str:
     if isinstance(value, int | float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {value[:40]!r}"
+        return f"string {excerpt(value)!r}"
     return "a list" if isinstance(value, list) else "an object"

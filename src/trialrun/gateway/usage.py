@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.linesplit import sse_lines
+from trialrun.base.quoting import excerpt
 from trialrun.base.reported import as_count
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -207,12 +208,12 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
     errors: list[ConfigError] = []
     for model, entry in doc.data.items():
         if not isinstance(model, str):
-            errors.append(doc.error(f"model names must be strings; found {model!r}", [model]))
+            errors.append(doc.error(f"model names must be strings; found {_shown(model)}", [model]))
             continue
         if not isinstance(entry, dict):
             errors.append(
                 doc.error(
-                    f"prices of {model!r} must be a mapping with "
+                    f"prices of {_shown(model)} must be a mapping with "
                     f"{' and '.join(_REQUIRED_PRICE_FIELDS)}",
                     [model],
                 )
@@ -224,7 +225,9 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
             if field not in _PRICE_FIELDS:
                 hint = did_you_mean(str(field), _PRICE_FIELDS)
                 errors.append(
-                    doc.error(f"unknown key {field!r} in prices of {model!r}{hint}", where)
+                    doc.error(
+                        f"unknown key {_shown(field)} in prices of {_shown(model)}{hint}", where
+                    )
                 )
             elif (
                 isinstance(value, bool)
@@ -234,8 +237,8 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
             ):
                 errors.append(
                     doc.error(
-                        f"{field} of {model!r} must be a number >= 0 (US dollars per million "
-                        f"tokens); found {value!r}",
+                        f"{field} of {_shown(model)} must be a number >= 0 (US dollars per million "
+                        f"tokens); found {_shown(value)}",
                         where,
                     )
                 )
@@ -244,7 +247,9 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
         missing = [f for f in _REQUIRED_PRICE_FIELDS if f not in entry]
         if missing:
             errors.append(
-                doc.error(f"missing required key {missing[0]!r} in prices of {model!r}", [model])
+                doc.error(
+                    f"missing required key {missing[0]!r} in prices of {_shown(model)}", [model]
+                )
             )
         elif all(f in values for f in _REQUIRED_PRICE_FIELDS):
             prices[model] = Price(
@@ -256,3 +261,8 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
     if collected is not None:
         raise collected
     return prices
+
+
+def _shown(value: Any) -> str:
+    """A value of the price table as a message quotes it: short, secrets redacted."""
+    return excerpt(repr(value))

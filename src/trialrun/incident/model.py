@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import read_problem, write_json
+from trialrun.base.quoting import excerpt
 from trialrun.base.redact import redact
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -237,7 +238,8 @@ def _object(data: Any, where: Where, allowed: Iterable[str]) -> dict[str, Any]:
         if key not in known:
             inside = _dotted(where) or "the incident"
             raise FieldError(
-                f"unknown key '{key}' in {inside}{did_you_mean(str(key), known)}", (*where, key)
+                f"unknown key '{excerpt(str(key))}' in {inside}{did_you_mean(str(key), known)}",
+                (*where, key),
             )
     return data
 
@@ -250,9 +252,8 @@ def _required(raw: dict[str, Any], key: str, where: Where) -> Any:
 
 
 def _invalid(where: Where, expected: str, found: Any) -> FieldError:
-    shown = json.dumps(found, default=repr)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
+    # An incident is a production trace: what it holds may be a secret, and of any length.
+    shown = excerpt(json.dumps(found, default=repr), 80)
     return FieldError(f"{_dotted(where) or 'incident'}: expected {expected}, found {shown}", where)
 
 

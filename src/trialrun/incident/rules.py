@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 
 if TYPE_CHECKING:
@@ -61,8 +62,8 @@ def load_rules(path: str | Path) -> list[Rule]:
         line = doc.line_of([*place, "id"])
         if rule.id in first_line:
             raise doc.error(
-                f"rule id {rule.id!r} is used twice (first at line {first_line[rule.id]}); "
-                "ids must be unique",
+                f"rule id {excerpt(rule.id)!r} is used twice (first at line "
+                f"{first_line[rule.id]}); ids must be unique",
                 [*place, "id"],
                 "id",
             )
@@ -78,7 +79,9 @@ def _rule_list(doc: LoadedValue) -> tuple[list[Any], list[PathElement]]:
         for key in data:
             if key != "rules":
                 hint = did_you_mean(str(key), ["rules"])
-                raise doc.error(f"unknown key '{key}'{hint}; {_EXPECTED_TOP}", [key], str(key))
+                raise doc.error(
+                    f"unknown key '{excerpt(str(key))}'{hint}; {_EXPECTED_TOP}", [key], str(key)
+                )
         if "rules" not in data:
             raise doc.error(f"{_EXPECTED_TOP}, found an empty mapping")
         data = data["rules"]
@@ -96,12 +99,14 @@ def _parse_rule(entry: Any, at: list[PathElement], doc: LoadedValue) -> Rule:
         raise doc.error(f"{where}: expected a mapping, found {_kind(entry)}", at)
     rule_id = entry.get("id")
     if isinstance(rule_id, str) and rule_id:
-        where = f"rule {rule_id!r}"
+        where = f"rule {excerpt(rule_id)!r}"
     # Unknown keys first: a misspelled 'id' or 'max_calls_per' is the cause of what follows.
     for key in entry:
         if key not in _ALL_KEYS:
             hint = did_you_mean(str(key), _ALL_KEYS)
-            raise doc.error(f"{where}: unknown key '{key}'{hint}", [*at, key], str(key))
+            raise doc.error(
+                f"{where}: unknown key '{excerpt(str(key))}'{hint}", [*at, key], str(key)
+            )
     if not isinstance(rule_id, str) or not rule_id:
         raise doc.error(f"{where}: expected a non-empty string 'id'", [*at, "id"], "id")
     tool = entry.get("tool")
@@ -169,7 +174,7 @@ def _kind(value: Any) -> str:
         return "nothing"
     kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
     name = type(value).__name__
-    return f"the {kind.get(name, name)} {value!r}"
+    return f"the {kind.get(name, name)} {excerpt(repr(value))}"
 
 
 def check_rules(calls: Sequence[IncidentCall], rules: Sequence[Rule]) -> list[dict[str, Any]]:

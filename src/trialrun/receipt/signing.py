@@ -36,6 +36,7 @@ __all__ = [
     "generate_keypair",
     "load_private_key",
     "load_public_key",
+    "looks_like_key_text",
 ]
 
 ALG: Final = "ed25519"
@@ -48,6 +49,11 @@ _PEM_MARKER = "-----BEGIN"
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")
 _WHITESPACE = " \t\n\r\f\v"
 _HIDDEN_TEXT = re.compile(r"[^A-Za-z0-9+/_\-\s]")
+# Base64 (standard or URL-safe) of at least 32 bytes, and hex of at least 32 bytes.
+_BASE64_KEY = re.compile(r"[A-Za-z0-9+/_=-]{43,}")
+_HEX_KEY = re.compile(r"[0-9a-fA-F]{64,}")
+_UPPER = re.compile(r"[A-Z]")
+_LOWER = re.compile(r"[a-z]")
 
 KeySource = str | Path | bytes
 
@@ -143,7 +149,8 @@ def load_public_key(value: KeySource) -> str:
     if _PEM_MARKER.encode() in raw:
         if b"PRIVATE KEY-----" in raw:
             raise ReceiptError(
-                f"{where}: holds a private key; pass the public key ({PUBLIC_KEY_FILE}) instead"
+                f"{where}: holds a private key; expected the path of the public key file "
+                f"({PUBLIC_KEY_FILE}) or its base64 SPKI DER"
             )
         try:
             key: object = serialization.load_pem_public_key(raw)
@@ -156,8 +163,11 @@ def load_public_key(value: KeySource) -> str:
         try:
             key = serialization.load_der_public_key(der)
         except (ValueError, TypeError) as exc:
+            seed = "; 32 bytes is a raw key or a private seed" if len(der) == _SEED_BYTES else ""
             raise ReceiptError(
-                f"{where}: not SPKI DER of a public key ({len(der)} bytes): {_first_line(exc)}"
+                f"{where}: not SPKI DER of a public key ({len(der)} bytes{seed}): "
+                f"{_first_line(exc)}; expected the path of a PEM public key file "
+                f"({PUBLIC_KEY_FILE}) or base64 SPKI DER"
             ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise ReceiptError(
@@ -268,7 +278,8 @@ def _read_source(source: KeySource, kind: str) -> tuple[bytes, str]:
             f"found {type(source).__name__}"
         )
     if _PEM_MARKER in source:
-        return source.encode("utf-8", "replace"), f"the given {kind} key PEM"
+        where = f"the {kind} key given (it looks like PEM key text, not a path)"
+        return source.encode("utf-8", "replace"), where
     stripped = source.strip()
     if not stripped:
         raise ReceiptError(f"the {kind} key is empty: expected a path, PEM text or base64 DER")
@@ -276,7 +287,10 @@ def _read_source(source: KeySource, kind: str) -> tuple[bytes, str]:
     if _is_file(path):
         return _read_file(path, kind), str(path)
     if _is_base64(stripped):
-        return stripped.encode("ascii"), f"the given base64 {kind} key (no file has that name)"
+        return (
+            stripped.encode("ascii"),
+            f"the {kind} key given (no file has that name: it looks like base64 key text)",
+        )
     return _read_file(path, kind), str(path)
 
 
@@ -290,11 +304,42 @@ def _is_file(path: Path) -> bool:
 def _read_file(path: Path, kind: str) -> bytes:
     try:
         return path.read_bytes()
-    except FileNotFoundError:
-        raise ReceiptError(f"{path}: {kind} key file not found") from None
     except (OSError, ValueError) as exc:
+        if looks_like_key_text(str(path)):
+            # Key material pasted where a path belongs (an environment variable set to the
+            # key's content): the message must not carry it to a CI log.
+            raise ReceiptError(
+                f"the {kind} key given is no file and looks like key text (not shown); "
+                f"expected the path of a key file ({_KEY_FILES[kind]})"
+            ) from None
+        if isinstance(exc, FileNotFoundError):
+            raise ReceiptError(f"{path}: {kind} key file not found") from None
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         raise ReceiptError(f"{path}: cannot read the {kind} key file: {reason}") from None
+
+
+_KEY_FILES = {
+    "private": f"PKCS8 PEM, such as {PRIVATE_KEY_FILE}",
+    "public": f"SPKI PEM, such as {PUBLIC_KEY_FILE}",
+}
+
+
+def looks_like_key_text(text: str) -> bool:
+    """Whether ``text``, given where a key's path belongs, is more likely the key itself.
+
+    A PEM block, or one word of base64 or hex long enough for 32 bytes. Base64 of random bytes
+    mixes upper- and lowercase throughout, which long path names without a dot rarely do.
+    """
+    if _PEM_MARKER in text or "PRIVATE KEY" in text:
+        return True
+    compact = "".join(text.split())
+    if _HEX_KEY.fullmatch(compact):
+        return True
+    return (
+        _BASE64_KEY.fullmatch(compact) is not None
+        and len(_UPPER.findall(compact)) >= 3
+        and len(_LOWER.findall(compact)) >= 3
+    )
 
 
 def _is_base64(text: str) -> bool:

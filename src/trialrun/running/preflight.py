@@ -23,6 +23,7 @@ gateway otherwise read as the run started, after its run directory existed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,9 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
     cassettes: dict[Path, Cassette] = {}
     mcp_calls: dict[Path, RecordedCalls] = {}
     tools: Mapping[str, Any] | None = None
+    errors += recordings_outside(suite)
+    if errors:  # replay would read them, record would write through them
+        raise ConfigErrors(errors)
     if mode == "replay":
         cassettes, problems = read_tool_cassettes(suite)
         errors += problems
@@ -124,6 +128,25 @@ def read_service_recordings(
         if cassette is not None and not problems:
             mcp_calls[path] = recorded_calls(cassette)
     return mcp_calls, errors
+
+
+def recordings_outside(suite: Suite) -> list[ConfigError]:
+    """The MCP and model recordings beside the cassettes that are symlinks out of the suite's
+    boundary (the cassettes themselves were checked where the suite names them)."""
+    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+        return []  # no recordings: keep the services' modules out of a plain run
+    from trialrun.config.paths import SuitePaths
+
+    paths = SuitePaths.for_suite_dir(suite.suite_dir)
+    return [
+        ConfigError(
+            f"a symbolic link that resolves outside {paths.boundary} ({paths.root}); a suite "
+            "reads and writes no recording outside it",
+            file=display_path(path),
+        )
+        for path in dict.fromkeys(service_recordings(suite))
+        if os.path.lexists(path) and not paths.is_inside(path)
+    ]
 
 
 def service_recordings(suite: Suite) -> Iterator[Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import make_output_dir
+from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError
@@ -89,7 +90,9 @@ def _refuse_unknown(
         if key not in allowed:
             hint = did_you_mean(str(key), allowed)
             place = f" in {inside}" if inside else ""
-            raise doc.error(f"unknown key '{key}'{place}{hint}", [*where, key], str(key))
+            raise doc.error(
+                f"unknown key '{excerpt(str(key))}'{place}{hint}", [*where, key], str(key)
+            )
 
 
 def _check_pack_values(doc: LoadedYaml) -> None:
@@ -104,12 +107,13 @@ def _check_pack_values(doc: LoadedYaml) -> None:
     for name, agent in agents.items():
         if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
             raise doc.error(
-                f"agent name {name!r}: expected letters, digits, '-' or '_'", ["agents", name]
+                f"agent name {_shown(name)}: expected letters, digits, '-' or '_'", ["agents", name]
             )
         command = agent.get("command") if isinstance(agent, dict) else None
         if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
             raise doc.error(
-                f"agents.{name}.command: expected a list of strings, found {_kind(command)}",
+                f"agents.{excerpt(name)}.command: expected a list of strings, "
+                f"found {_kind(command)}",
                 ["agents", name, "command"],
                 "command",
             )
@@ -144,7 +148,9 @@ def check_scenario(doc: LoadedYaml) -> None:
         if key not in data:
             raise doc.error(f"missing required key '{key}' in the scenario", [], key)
     if not isinstance(data["id"], str) or not data["id"]:
-        raise doc.error(f"id: expected a non-empty string, found {data['id']!r}", ["id"], "id")
+        raise doc.error(
+            f"id: expected a non-empty string, found {_shown(data['id'])}", ["id"], "id"
+        )
     _check_orders(doc, data["orders"])
     faults = data.get("faults", [])
     if not isinstance(faults, list):
@@ -164,7 +170,7 @@ def _check_orders(doc: LoadedYaml, orders: Any) -> None:
         total = order.get("total") if isinstance(order, dict) else None
         if not isinstance(total, int | float) or isinstance(total, bool):
             raise doc.error(
-                f"orders.{order_id}: expected a mapping with a numeric 'total'",
+                f"orders.{excerpt(str(order_id))}: expected a mapping with a numeric 'total'",
                 ["orders", order_id],
                 "orders",
             )
@@ -179,7 +185,7 @@ def _check_fault(doc: LoadedYaml, fault: Any, at: list[PathElement]) -> None:
         value = fault.get(key)
         if value not in choices:
             raise doc.error(
-                f"{where}.{key}: expected one of {', '.join(choices)}, found {value!r}"
+                f"{where}.{key}: expected one of {', '.join(choices)}, found {_shown(value)}"
                 f"{did_you_mean(value, choices) if isinstance(value, str) else ''}",
                 [*at, key],
                 key,
@@ -188,7 +194,9 @@ def _check_fault(doc: LoadedYaml, fault: Any, at: list[PathElement]) -> None:
         value = fault.get(key, least)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise doc.error(
-                f"{where}.{key}: expected an integer >= {least}, found {value!r}", [*at, key], key
+                f"{where}.{key}: expected an integer >= {least}, found {_shown(value)}",
+                [*at, key],
+                key,
             )
 
 
@@ -199,7 +207,12 @@ def _kind(value: Any) -> str:
         return "a mapping" if value else "an empty mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    return _shown(value)
+
+
+def _shown(value: Any) -> str:
+    """A value from the file, as a message quotes it: short, secrets redacted."""
+    return excerpt(repr(value))
 
 
 def verify_pack(pack_dir: Path, agent: str) -> dict[str, Any]:

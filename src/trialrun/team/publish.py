@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text, undecodable
+from trialrun.base.quoting import excerpt
 from trialrun.base.signedjson import loads_unique
 from trialrun.base.suggest import did_you_mean
 from trialrun.config.yamlload import load_yaml_file
@@ -93,13 +94,15 @@ def _configured_team(config: Path) -> str | None:
         if key not in _CONFIG_KEYS:
             hint = did_you_mean(key, _CONFIG_KEYS)
             line = _toml_key_line(text, key)
-            raise ConfigError(f"unknown key '{key}'{hint}", file=config, line=line, key=key)
+            raise ConfigError(
+                f"unknown key '{excerpt(key)}'{hint}", file=config, line=line, key=key
+            )
     value = data.get("team")
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError(
-            f"'team' must be a non-empty string, found {value!r}",
+            f"'team' must be a non-empty string, found {excerpt(repr(value))}",
             file=config,
             line=_toml_key_line(text, "team"),
             key="team",
@@ -171,11 +174,13 @@ def subject_identity(subject: Path) -> tuple[str, str | None]:
     data = load_yaml_file(compare_file).data
     name, subject_id = data.get("name"), data.get("id")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{compare_file}: expected a string 'name', found {name!r}")
+        raise ConfigError(f"{compare_file}: expected a string 'name', found {excerpt(repr(name))}")
     if subject_id is None:
         return name, None
     if not isinstance(subject_id, str):
-        raise ConfigError(f"{compare_file}: expected a string 'id', found {subject_id!r}")
+        raise ConfigError(
+            f"{compare_file}: expected a string 'id', found {excerpt(repr(subject_id))}"
+        )
     try:
         return name, check_plain_id(subject_id, f"{compare_file}: id")
     except TeamError as exc:
