@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.accesskey import new_key, with_key
 from trialrun.base.fsutil import atomic_write_bytes
 from trialrun.base.results import (
     AgentRun,
@@ -148,6 +149,9 @@ class HttpMcpProxy:
             server_command=command,
             name=name,
             events_dir=self.events,
+            # A key nobody is given: only the runs opened by open_run, each with its own, are
+            # served; a path naming any other run is refused before it can start a server.
+            token=new_key(),
         )
         self._server = make_server("127.0.0.1", 0, self._proxy)
         self.url = server_url(self._server)
@@ -156,11 +160,15 @@ class HttpMcpProxy:
         )
         self._thread.start()
 
-    def run_url(self, run_id: str) -> str:
-        return f"{self.url}/run/{run_id}/mcp"
+    def open_run(self, run_id: str) -> str:
+        """Serve ``run_id`` under a key of its own; the URL (key included) for its agent only."""
+        key = new_key()
+        self._proxy.allow_run(run_id, key)
+        return f"{with_key(self.url, key)}/run/{run_id}/mcp"
 
     def end_run(self, run_id: str) -> None:
-        """Stop the run's live server and write what it recorded (record mode)."""
+        """Stop the run's live server and write what it recorded (record mode); its key no
+        longer opens anything."""
         self._proxy.end_run(run_id)
 
     def stop(self) -> None:
@@ -249,7 +257,7 @@ class CaseServices:
             env.update(self._open_mcp())
         if self._gateway is not None:
             path = model_cassette_path(self._case)
-            scope = self._gateway.open_run(self._run_id, path, self._mode)
+            scope = self._gateway.open_run(self._run_id, path, self._mode, key=new_key())
             self._gateway_scope = scope
             env.update(scope.env(os.environ if agent_env is None else agent_env))
         return env
@@ -301,7 +309,7 @@ class CaseServices:
             shutil.copyfile(cassette, writing)
         events = proxy.events / f"{self._run_id}.jsonl"
         self._servers.append(_McpServerRun(proxy.name, cassette, writing, events, proxy))
-        return {"type": "http", "url": proxy.run_url(self._run_id)}
+        return {"type": "http", "url": proxy.open_run(self._run_id)}
 
     def discard(self) -> None:
         """Drop everything the case recorded (setup failed, or the run was interrupted)."""
