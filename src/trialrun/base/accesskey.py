@@ -19,6 +19,7 @@ _PREFIX = f"/{KEY_SEGMENT}/"
 def new_key() -> str:
     """An unguessable key (256 random bits, URL-safe text)."""
     import secrets  # imported here: the CLI's start-up never needs it
+
     return secrets.token_urlsafe(32)
 
 

@@ -52,9 +52,13 @@ class LocalServer(QuietServerMixin, ThreadingHTTPServer):
         address: tuple[str, int],
         handler: type[LocalHandler],
         *,
-        max_connections: int = MAX_CONNECTIONS,
-        idle_timeout: float = IDLE_TIMEOUT_S,
+        max_connections: int | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
+        """``max_connections`` and ``idle_timeout`` default to the module's constants, read
+        when the server is made."""
+        max_connections = MAX_CONNECTIONS if max_connections is None else max_connections
+        idle_timeout = IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1; found {max_connections}")
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -191,7 +195,7 @@ def declared_length(headers: Message, limit: int, *, service: str) -> int | None
     values = headers.get_all("Content-Length") or []
     if not values:
         return None
-    distinct = {value.strip() for value in values}
+    distinct = {value.strip(" \t") for value in values}
     if len(distinct) > 1:
         raise BadLength(400, "the request has Content-Length headers that disagree")
     text = distinct.pop()
