@@ -366,7 +366,7 @@ def test_500_simultaneous_connections_are_all_answered(replay_gateway: Gateway) 
         try:
             # A connection the listen queue dropped is retried by the kernel after 1, 3, 7 and
             # 15 s: a bound this wide fails only a server that lets them drop.
-            with socket.create_connection((host, port), timeout=10) as sock:
+            with socket.create_connection((host, port), timeout=15) as sock:
                 sock.sendall(http_post(f"/run/none/openai{CHAT_PATH}", b"{}", keep_alive=False))
                 outcome: int | str = status_of(read_response(sock))
         except OSError as exc:
@@ -548,3 +548,54 @@ def test_credentials_in_an_upstream_url_are_never_shown(
     )  # fmt: skip
     assert cli.returncode == 2 and "error:" in cli.stderr
     assert password not in cli.stdout + cli.stderr
+
+
+SERVER_SEEING_ITS_ENV = r"""
+import json, os, sys
+secret = os.environ.get("MCP_SECRET", "")
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    shown = []  # every command line on the machine that holds the secret, while we serve
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                shown += [pid] if secret and secret.encode() in handle.read() else []
+        except OSError:
+            pass
+    text = json.dumps({"secret": secret, "shown": shown})
+    answer = {"content": [{"type": "text", "text": text}], "isError": False}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}), flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_an_http_mcp_servers_env_reaches_it_off_its_command_line(tmp_path: Path) -> None:
+    from trialrun.mcp_proxy.http import McpHttpProxy, make_server
+
+    secret = "mcp-secret-" + "s" * 20
+    (tmp_path / "server.py").write_text(SERVER_SEEING_ITS_ENV, encoding="utf-8")
+    proxy = McpHttpProxy(
+        mode="record",
+        cassette_dir=tmp_path,
+        server_command=[sys.executable, str(tmp_path / "server.py")],
+        name="docs",
+        server_env={"MCP_SECRET": secret},
+    )
+    server = make_server("127.0.0.1", 0, proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "whoami", "arguments": {}}}  # fmt: skip
+        status, body = post(
+            "127.0.0.1", server.server_address[1], "/run/r/mcp", json.dumps(call).encode()
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        proxy.close()
+    assert status == 200
+    seen = json.loads(json.loads(body)["result"]["content"][0]["text"])
+    assert seen == {"secret": secret, "shown": []}
+    assert secret not in (tmp_path / "r.jsonl").read_text(encoding="utf-8")

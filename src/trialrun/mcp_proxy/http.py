@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -80,9 +80,11 @@ class McpHttpProxy:
         name: str,
         events_dir: Path | None = None,
         token: str | None = None,
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
         """``token``: the key a request must present (``/key/<token>/run/...``) unless its run
-        was given a key of its own by ``allow_run``; None: no key."""
+        was given a key of its own by ``allow_run``; None: no key. ``server_env``: variables
+        for the recorded server, laid over ours."""
         if mode not in ("record", "replay"):
             raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
         self.mode = mode
@@ -95,6 +97,7 @@ class McpHttpProxy:
         self._events: list[EventLog] = []
         self._token = token
         self._keys: dict[str, str] = {}
+        self._server_env = dict(server_env) if server_env else None
 
     def allow_run(self, run_id: str, key: str) -> None:
         """Serve ``run_id`` to requests presenting ``key`` (until ``end_run``)."""
@@ -124,7 +127,7 @@ class McpHttpProxy:
                 recorder = Recorder(
                     server_name=self.name, upstream=self.server_command, events=events
                 )
-                state = RecordRun(self.server_command, cassette, recorder)
+                state = RecordRun(self.server_command, cassette, recorder, self._server_env)
             self._runs[run_id] = state
             return state
 

@@ -113,8 +113,10 @@ class RunServices:
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
                     self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-mcp-"))
-                command = _server_command(self._suite, server.command, server.env)
-                self._http[name] = HttpMcpProxy(name, command, self._mode, self._workdir / name)
+                command = _server_command(self._suite, server.command)
+                self._http[name] = HttpMcpProxy(
+                    name, command, self._mode, self._workdir / name, server.env
+                )
 
     def stop(self) -> None:
         if self._gateway is not None:
@@ -136,7 +138,14 @@ class RunServices:
 class HttpMcpProxy:
     """One MCP server behind an in-process streamable-HTTP proxy; each case is one URL path."""
 
-    def __init__(self, name: str, command: list[str], mode: Mode, directory: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        mode: Mode,
+        directory: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         from trialrun.mcp_proxy.http import McpHttpProxy, make_server, server_url
 
         self.name = name
@@ -152,6 +161,7 @@ class HttpMcpProxy:
             # A key nobody is given: only the runs opened by open_run, each with its own, are
             # served; a path naming any other run is refused before it can start a server.
             token=new_key(),
+            server_env=env,
         )
         self._server = make_server("127.0.0.1", 0, self._proxy)
         self.url = server_url(self._server)
@@ -391,20 +401,15 @@ class CaseServices:
         return cassette_lines({**recorded.header, "upstream": list(declared)}, recorded.records)
 
 
-def _server_command(
-    suite: Suite, command: list[str], env: Mapping[str, str] | None = None
-) -> list[str]:
+def _server_command(suite: Suite, command: list[str]) -> list[str]:
     """The same rule as agent_command: a relative part naming a file of the suite is absolute.
 
-    ``env`` (the in-process HTTP proxy starts servers with our environment) goes in front
-    through ``env NAME=VALUE``.
+    A server's ``env`` never goes on its command line (``env NAME=VALUE``), which every user of
+    the machine can read: the HTTP proxy lays it over the server's environment.
     """
     from trialrun.config.paths import SuitePaths
 
-    resolved = SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
-    if env:
-        return ["env", *(f"{name}={value}" for name, value in env.items()), *resolved]
-    return resolved
+    return SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
 
 
 def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
