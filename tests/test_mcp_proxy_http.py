@@ -256,6 +256,9 @@ def test_a_bug_while_serving_answers_500_naming_it_and_is_one_stderr_line(
     from trialrun.mcp_proxy.http import make_server
 
     class BrokenProxy:
+        def key_of(self, run_id: str | None) -> str | None:
+            return None
+
         def run(self, run_id: str) -> Any:
             raise RuntimeError(f"run {run_id} is broken")
 
@@ -271,9 +274,11 @@ def test_a_bug_while_serving_answers_500_naming_it_and_is_one_stderr_line(
     finally:
         server.shutdown()
         server.server_close()
-    # The client learns what broke instead of a dropped connection it would retry.
+    # The client learns that something broke instead of a dropped connection it would retry;
+    # what and where (a source path) only stderr says.
     assert head.startswith(b"HTTP/1.1 500 ")
-    assert body.startswith(b"trialrun mcp-proxy internal error: RuntimeError: run r7 is broken")
+    assert body.startswith(b"trialrun mcp-proxy internal error (RuntimeError)")
+    assert b".py" not in body and b"r7 is broken" not in body
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("trialrun mcp-proxy: error: error while serving POST '/run/r7/mcp': ")
     assert "RuntimeError: run r7 is broken (at " in line

@@ -5,6 +5,9 @@ and start its agents with ``OPENAI_BASE_URL=<url>/run/<run-id>/openai/v1`` and
 ``ANTHROPIC_BASE_URL=<url>/run/<run-id>/anthropic``). Each run id gets the cassette
 ``DIR/<run-id>.jsonl``, opened on the run's first request; at SIGINT or SIGTERM every open run
 is closed cleanly (in record mode its cassette is written) and a summary goes to stderr.
+With ``--token`` (or ``TRIALRUN_GATEWAY_TOKEN``) only requests under ``<url>/key/<token>`` are
+served; the printed URL never holds the token. A ``--listen`` address other machines can reach
+is served with a warning on stderr.
 
 Exit codes: 0 after SIGTERM; 1 when a replayed request found no recording (a cassette
 mismatch) or its run's cassette was missing or corrupt; 2 for invalid input (rules or prices
@@ -21,7 +24,14 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from trialrun.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from trialrun.cli.serve_options import address_option, directory_option, file_option, mode_option
+from trialrun.cli.serve_options import (
+    address_option,
+    directory_option,
+    file_option,
+    mode_option,
+    token_option,
+    warn_if_exposed,
+)
 
 if TYPE_CHECKING:
     from trialrun.gateway import Mode
@@ -66,6 +76,7 @@ if TYPE_CHECKING:
     help="On a replay miss, serve the endpoint's next unused recording with a drift warning.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Log only warnings, not every model call.")
+@token_option("TRIALRUN_GATEWAY_TOKEN")
 def gateway(
     cassette_dir: Path,
     mode: str,
@@ -77,6 +88,7 @@ def gateway(
     prices: Path | None,
     lenient: bool,
     quiet: bool,
+    token: str | None,
 ) -> int:
     """Record and replay model calls for agents pointed at this server."""
     from trialrun.cli.addresses import parse_host_port
@@ -85,8 +97,9 @@ def gateway(
     host, port = parse_host_port(listen, "--listen")
     settings = GatewaySettings(
         cassette_dir, cast("Mode", mode), listen, host, port, _parse_upstreams(upstreams),
-        rules, not no_default_rules, workdir, prices, lenient, quiet,
+        rules, not no_default_rules, workdir, prices, lenient, quiet, token or None,
     )  # fmt: skip
+    warn_if_exposed(host, "trialrun gateway", settings.token)
     served = serve_until_signal(settings, on_ready=_print_url)
     lines, mismatches = served.summary(settings)
     for line in lines:

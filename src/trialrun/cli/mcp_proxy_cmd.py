@@ -3,7 +3,9 @@
 stdio: ``trialrun mcp-proxy --cassette FILE --mode record|replay [--name N] [--events FILE]
 -- SERVER CMD...``; the proxy is itself a stdio MCP server (stdout carries protocol only).
 HTTP: ``trialrun mcp-proxy --http HOST:PORT --cassette-dir DIR --mode record|replay
-[--events-dir DIR] -- SERVER CMD...``; the base URL is the first line on stdout.
+[--events-dir DIR] [--token TEXT] -- SERVER CMD...``; the base URL is the first line on stdout
+(with ``--token`` or ``TRIALRUN_MCP_PROXY_TOKEN``, clients use ``<url>/key/<token>/run/<id>/mcp``;
+the printed URL never holds the token).
 
 Exit codes: 0 the session ended (EOF, SIGTERM, SIGINT), 1 the recorded server died mid-session,
 2 invalid input (a missing or corrupt cassette, a server command that cannot start). Start-up
@@ -16,7 +18,14 @@ from pathlib import Path
 
 import click
 
-from trialrun.cli.serve_options import address_option, directory_option, file_option, mode_option
+from trialrun.cli.serve_options import (
+    address_option,
+    directory_option,
+    file_option,
+    mode_option,
+    token_option,
+    warn_if_exposed,
+)
 
 
 @click.command(
@@ -34,6 +43,7 @@ from trialrun.cli.serve_options import address_option, directory_option, file_op
 @address_option("--http", "http_address", "Serve streamable HTTP.")
 @directory_option("--cassette-dir", "HTTP: one cassette per run, DIR/<run-id>.jsonl.")
 @directory_option("--events-dir", "HTTP: one events file per run, DIR/<run-id>.jsonl.")
+@token_option("TRIALRUN_MCP_PROXY_TOKEN")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def mcp_proxy(
     mode: str,
@@ -43,6 +53,7 @@ def mcp_proxy(
     http_address: str | None,
     cassette_dir: Path | None,
     events_dir: Path | None,
+    token: str | None,
     server_command: tuple[str, ...],
 ) -> int:
     """Record or replay the MCP server started by SERVER_COMMAND (given after --)."""
@@ -51,8 +62,8 @@ def mcp_proxy(
     if http_address is None:
         if cassette is None:
             raise click.UsageError("stdio mode needs --cassette FILE (or use --http HOST:PORT)")
-        if cassette_dir is not None or events_dir is not None:
-            raise click.UsageError("--cassette-dir and --events-dir go with --http")
+        if cassette_dir is not None or events_dir is not None or token is not None:
+            raise click.UsageError("--cassette-dir, --events-dir and --token go with --http")
         from trialrun.mcp_proxy.stdio import run_stdio_proxy
 
         return run_stdio_proxy(
@@ -71,6 +82,7 @@ def mcp_proxy(
         raise click.UsageError("--cassette and --events are for stdio; use --cassette-dir")
     from trialrun.mcp_proxy.http import serve_http
 
+    warn_if_exposed(host, "trialrun mcp-proxy", token or None)
     return serve_http(
         host=host,
         port=port,
@@ -79,4 +91,5 @@ def mcp_proxy(
         server_command=server_command,
         name=name or "mcp",
         events_dir=events_dir,
+        token=token or None,
     )

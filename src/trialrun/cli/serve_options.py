@@ -41,3 +41,24 @@ def address_option(
         name, dest, default=default, show_default=default is not None, metavar="HOST:PORT",
         help=help,
     )  # fmt: skip
+
+
+def token_option(envvar: str) -> Callable[[_F], _F]:
+    """``--token``: the key clients must present in the URL path (``/key/<token>/...``)."""
+    return click.option(
+        "--token",
+        envvar=envvar,
+        show_envvar=True,
+        metavar="TEXT",
+        help="Serve only requests whose path starts with /key/<TEXT> (put it in the clients' "
+        "base URL). Prefer the environment variable: a command line is visible to other users.",
+    )
+
+
+def warn_if_exposed(host: str, command: str, token: str | None) -> None:
+    """One stderr line when the address is reachable from other machines."""
+    from trialrun.base.localserver import exposure_warning
+
+    warning = exposure_warning(host, command, has_key=token is not None)
+    if warning is not None:
+        click.echo(warning, err=True)

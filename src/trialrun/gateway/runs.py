@@ -77,6 +77,7 @@ class RunScope:
     """The handle of an open run: where its agent sends model calls."""
 
     def __init__(self, state: RunState, gateway_url: str) -> None:
+        """``gateway_url``: the gateway's URL as the run's agent reaches it (with the run's key)."""
         self._state = state
         self._gateway_url = gateway_url
 
@@ -94,7 +95,8 @@ class RunScope:
 
     @property
     def base_url(self) -> str:
-        """``http://HOST:PORT/run/<run-id>``: the prefix of both providers' base URLs."""
+        """``http://HOST:PORT[/key/<key>]/run/<run-id>``: the prefix of both providers' base
+        URLs. It holds the run's key: hand it to the run's agent only, never write it down."""
         return f"{self._gateway_url}/run/{self.run_id}"
 
     @property
@@ -144,8 +146,11 @@ class RunState:
         cassette_path: Path,
         normalizer: RequestNormalizer,
         cassette: ModelCassette | None,
+        *,
+        key: str | None = None,
     ) -> None:
         self.run_id = run_id
+        self.key = key
         self.mode = mode
         self.cassette_path = cassette_path
         self.normalizer = normalizer

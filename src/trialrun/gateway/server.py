@@ -12,8 +12,11 @@ request belongs to (``routes``). Per run, the mode decides what happens to a req
   drift warning;
 * ``live``: forward without recording.
 
-Gateway-made errors (mismatch, path not served, run not open) carry ``x-should-retry: false``,
-which the official SDKs obey, and a status no client retries (400, 404, 405): a deterministic
+A run opened with a key, and every run of a gateway started with a token, is served only to
+requests whose path starts with ``/key/<key>`` (``base.accesskey``); any other gets a 401 that
+says nothing about the run. Gateway-made errors (mismatch, path not served, run not open, no
+key) carry ``x-should-retry: false``, which the official SDKs obey, and a status no client
+retries (400, 401, 404, 405): a deterministic
 failure fails once, at once. An unreachable upstream is a 502 the SDK may retry. Every request,
 served or not, is logged (logger ``trialrun.gateway``) and becomes a ``ModelCall`` of its run
 when the run is known; requests the gateway does not serve are also listed by ``unserved()``.
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trialrun.base.accesskey import REFUSED, key_matches, split_key, with_key
 from trialrun.errors import CassetteError, ConfigError
 from trialrun.gateway.cassette import ModelCassette, write_cassette
 from trialrun.gateway.exchange import Exchange, Outcome, forward, parse_json, replay
@@ -72,12 +76,14 @@ class Gateway:
         auto_open: AutoOpen | None = None,
         workdir: str | Path | None = None,
         upstream_timeout: float = DEFAULT_TIMEOUT_S,
+        token: str | None = None,
     ) -> None:
         """``upstreams`` overrides the provider URLs (``{"openai": "http://127.0.0.1:9"}``);
         ``prices`` is a price table or the path of one; ``default_rules=False`` keeps only the
         given normalization; ``auto_open(run_id) -> (cassette_path, mode)`` opens a run on its
         first request instead of answering 404 (the CLI uses it); ``workdir`` is the default of
-        ``open_run``'s."""
+        ``open_run``'s; ``token``, when given, is the key every request must present in its path
+        (``/key/<token>/run/...``, see ``base.accesskey``)."""
         unknown = sorted(set(upstreams or {}) - set(ENDPOINTS))
         if unknown:
             raise ConfigError(
@@ -93,6 +99,7 @@ class Gateway:
         self._auto_open = auto_open
         self._workdir = workdir
         self._upstream_timeout = upstream_timeout
+        self._token = token
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
@@ -119,12 +126,10 @@ class Gateway:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT`` of the running gateway."""
+        """``http://HOST:PORT`` of the running gateway (without any key)."""
         if self._server is None:
             raise RuntimeError("the gateway is not started; call start() first")
-        host, port = self._server.server_address[:2]
-        shown = f"[{host!s}]" if ":" in str(host) else str(host)
-        return f"http://{shown}:{port}"
+        return self._server.url
 
     def stop(self) -> None:
         """Stop serving and drop open connections. Open runs are not written: close them first."""
@@ -148,11 +153,19 @@ class Gateway:
     # ---- runs ----------------------------------------------------------------------------
 
     def open_run(
-        self, run_id: str, cassette_path: Path, mode: Mode, *, workdir: str | Path | None = None
+        self,
+        run_id: str,
+        cassette_path: Path,
+        mode: Mode,
+        *,
+        workdir: str | Path | None = None,
+        key: str | None = None,
     ) -> RunScope:
         """Start serving ``run_id``; in replay the cassette is loaded now (``CassetteError``).
 
         ``workdir``, the agent's working directory, becomes ``<workdir>`` in message text.
+        ``key``: the run's requests must present it (the scope's URLs carry it); a request
+        without it is refused with 401 and nothing of the run. For a gateway without ``token``.
         """
         workdir = workdir if workdir is not None else self._workdir
         if mode not in MODES:
@@ -164,13 +177,13 @@ class Gateway:
             self._normalization, defaults=self._default_rules, workdir=workdir
         )
         cassette = ModelCassette.load(cassette_path, normalizer) if mode == "replay" else None
-        state = RunState(run_id, mode, cassette_path, normalizer, cassette)
+        state = RunState(run_id, mode, cassette_path, normalizer, cassette, key=key)
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"run {run_id!r} is already open")
             self._runs[run_id] = state
             self._closed.discard(run_id)
-        return RunScope(state, url)
+        return RunScope(state, with_key(url, key))
 
     def close_run(self, run_id: str, clean: bool) -> list[ModelCall]:
         """Stop serving ``run_id`` (after its requests in flight) and return its model calls.
@@ -266,11 +279,21 @@ class Gateway:
 
     def _serve(self, handler: Handler) -> None:
         started, timestamp = time.monotonic(), time.time()
+        # The key leaves the path first: whatever logs or echoes the path never shows it.
+        presented, handler.path = split_key(handler.path)
+        if not key_matches(presented, self._token):
+            self._refuse(handler, RouteError(401, REFUSED), started, timestamp)
+            return
         try:
             route = parse_route(handler.command, handler.path)
             state = self._begin_request(route.run_id)
         except RouteError as exc:
             self._refuse(handler, exc, started, timestamp)
+            return
+        if not key_matches(presented, state.key):
+            state.end()
+            refused = RouteError(401, REFUSED, provider=route.provider)
+            self._refuse(handler, refused, started, timestamp)
             return
         try:
             body = read_body(handler, route.provider)
@@ -327,7 +350,8 @@ class Gateway:
                 )
             )
         handler.close_connection = True  # its body may be unread
-        send_error(handler, exc.provider, exc.status, exc.message, code="not_served")
+        code = "unauthorized" if exc.status == 401 else "not_served"
+        send_error(handler, exc.provider, exc.status, exc.message, code=code)
 
     def _finish(self, exchange: Exchange, outcome: Outcome) -> None:
         usage = outcome.usage

@@ -37,6 +37,8 @@ class GatewaySettings:
     prices: Path | None = None
     lenient: bool = False
     quiet: bool = False
+    token: str | None = None
+    """The key every request must present (``/key/<token>/run/...``); None: no key."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway:
         default_rules=settings.default_rules,
         auto_open=lambda run_id: (cassette_dir / f"{run_id}.jsonl", mode),
         workdir=settings.workdir,
+        token=settings.token,
     )
 
 

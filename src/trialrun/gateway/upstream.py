@@ -48,7 +48,11 @@ _NOT_FORWARDED = HOP_BY_HOP | {"accept-encoding"}
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where one provider's requests go: ``scheme://host:port`` plus an optional path prefix."""
+    """Where one provider's requests go: ``scheme://host:port`` plus an optional path prefix.
+
+    ``url`` is the URL without any ``user:password@``: it is what messages show (to the
+    agent in a 502, on stderr). Credentials in an upstream URL are not sent anywhere.
+    """
 
     url: str
     scheme: str
@@ -59,27 +63,44 @@ class Upstream:
     @classmethod
     def parse(cls, url: str, *, provider: str) -> Upstream:
         parts = urlsplit(url)
+        shown = without_userinfo(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(
                 f"upstream for {provider} must be an http:// or https:// URL with a host; "
-                f"found {url!r}"
+                f"found {shown!r}"
             )
         if parts.query or parts.fragment:
             raise ConfigError(
-                f"upstream for {provider} must not have a query or fragment; found {url!r}"
+                f"upstream for {provider} must not have a query or fragment; found {shown!r}"
             )
         try:
             port = parts.port
         except ValueError:
-            raise ConfigError(f"upstream for {provider} has an invalid port: {url!r}") from None
+            raise ConfigError(f"upstream for {provider} has an invalid port: {shown!r}") from None
         default_port = 443 if parts.scheme == "https" else 80
         return cls(
-            url=url,
+            url=shown,
             scheme=parts.scheme,
             host=parts.hostname,
             port=port if port is not None else default_port,
             base_path=parts.path.rstrip("/"),
         )
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (the rest as written), for showing it anywhere."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = len(rest)
+    for stop in "/?#":
+        found = rest.find(stop)
+        if found != -1:
+            end = min(end, found)
+    authority = rest[:end]
+    if "@" not in authority:
+        return url
+    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}"
 
 
 def forward_headers(headers: Iterable[tuple[str, str]], upstream: Upstream) -> dict[str, str]:

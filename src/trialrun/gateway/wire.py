@@ -10,62 +10,39 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
-import socket
-import threading
 from collections.abc import Callable, Mapping
-from http.server import ThreadingHTTPServer
 from io import BufferedIOBase
 from typing import Any
 
-from trialrun.base.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
+from trialrun.base.hangups import HANG_UPS, describe
+from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
 from trialrun.gateway.routes import RouteError, error_body
 from trialrun.gateway.upstream import HOP_BY_HOP
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 64 * 1024
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
-class Server(QuietServerMixin, ThreadingHTTPServer):
-    """One daemon thread per connection; ``drop_connections`` ends them all at shutdown.
+class Server(LocalServer):
+    """The gateway's listener: ``base.localserver`` bounds connections and idle time.
 
     A client that hangs up (an SDK closing its keep-alive connection at exit) ends its
     connection without a word; any other error on a connection is logged as one line.
     """
 
-    daemon_threads = True  # an idle keep-alive connection must not hold up shutdown
-
     def __init__(self, address: tuple[str, int], serve: Callable[[Handler], None]) -> None:
         self.serve = serve
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
         super().__init__(address, Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
 
     def report_error(self, line: str) -> None:
         LOG.error("%s", line)
 
-    def drop_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
 
-
-class Handler(AnswerTrackingHandler):
+class Handler(LocalHandler):
     """Hands every request, whatever its method, to the server's ``serve`` callable."""
 
-    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
     # Each SSE chunk goes out at once, and a body written after its headers does not wait for
     # the client's delayed ACK (Nagle's algorithm cost 40 ms per response here).
     disable_nagle_algorithm = True
@@ -82,7 +59,11 @@ class Handler(AnswerTrackingHandler):
             LOG.error("gateway error while serving %s %r: %s", self.command, self.path, problem)
             self.close_connection = True
             if not self.answered:
-                self._answer_internal_error(f"trialrun gateway internal error: {problem}")
+                # The client learns that it is a bug, not where: source paths stay in the log.
+                self._answer_internal_error(
+                    f"trialrun gateway internal error ({type(exc).__name__}); "
+                    "the gateway's log has the details"
+                )
 
     def _answer_internal_error(self, message: str) -> None:
         provider = "anthropic" if "/anthropic/" in self.path else None  # else OpenAI's shape
@@ -105,17 +86,12 @@ def read_body(handler: Handler, provider: str | None) -> bytes:
     """The request body (``Content-Length`` or chunked); ``RouteError`` 400/413 when bad."""
     if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
         return _read_chunked(handler.rfile, provider)
-    declared = handler.headers.get("Content-Length")
-    if declared is None:
-        return b""
     try:
-        length = int(declared)
-    except ValueError:
-        raise RouteError(
-            400, f"Content-Length must be a number; found {declared!r}", provider=provider
-        ) from None
-    if length < 0 or length > MAX_BODY_BYTES:
-        raise RouteError(413, _too_large(length), provider=provider)
+        length = declared_length(handler.headers, MAX_BODY_BYTES, service="gateway")
+    except BadLength as exc:
+        raise RouteError(exc.status, exc.message, provider=provider) from None
+    if length is None:
+        return b""
     body = handler.rfile.read(length)
     if len(body) != length:
         raise RouteError(400, "the request body ended before its Content-Length", provider=provider)
@@ -131,10 +107,10 @@ def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
     total = 0
     while True:
         size_line = stream.readline(1024).split(b";")[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise RouteError(400, "malformed chunked request body", provider=provider) from None
+        # Hex digits only: int(..., 16) also takes "-5", and read(-5) reads to the end.
+        if not size_line or len(size_line) > 16 or size_line.strip(_HEX_DIGITS):
+            raise RouteError(400, "malformed chunked request body", provider=provider)
+        size = int(size_line, 16)
         if size == 0:
             while stream.readline(1024).strip():  # trailer fields, ignored
                 pass
@@ -142,7 +118,10 @@ def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
         total += size
         if total > MAX_BODY_BYTES:
             raise RouteError(413, _too_large(total), provider=provider)
-        parts.append(stream.read(size))
+        part = stream.read(size)
+        if len(part) != size:
+            raise RouteError(400, "the chunked request body ended early", provider=provider)
+        parts.append(part)
         stream.readline(1024)  # the CRLF after the chunk
 
 

@@ -10,6 +10,11 @@ stream); ``DELETE`` ends the run (record: the server is stopped and the cassette
 answers 200. A handshake-era ``initialize`` gets a fresh ``Mcp-Session-Id``, which is never
 checked or recorded.
 
+With a key (the proxy's ``token``, or a run's own key given by ``allow_run``, as ``trialrun
+run`` does for each case), only paths under ``/key/<key>`` are served; anything else gets a 401
+that says nothing about the runs. A body over ``MAX_BODY_BYTES`` gets 413 and a malformed
+``Content-Length`` 400, before the body is read.
+
 Record mode's per-run server and its id/token renumbering live in ``http_record``.
 """
 
@@ -19,18 +24,19 @@ import contextlib
 import re
 import shutil
 import signal
-import socket
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
-from http.server import ThreadingHTTPServer
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from trialrun.base.hangups import HANG_UPS, AnswerTrackingHandler, QuietServerMixin, describe
+from trialrun.base.accesskey import REFUSED, key_matches, split_key
+from trialrun.base.hangups import HANG_UPS, describe
+from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.base.quoting import shortened
 from trialrun.base.signals import routed_signals
 from trialrun.errors import CassetteError
 from trialrun.mcp_proxy import jsonrpc
@@ -44,6 +50,8 @@ from trialrun.mcp_proxy.upstream import UpstreamError
 
 RUN_PATH = re.compile(r"^/run/(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,199})/mcp/?$")
 SESSION_HEADER = "Mcp-Session-Id"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""One JSON-RPC message; larger requests get 413 before a byte of their body is read."""
 
 
 class _ReplayRun:
@@ -71,7 +79,12 @@ class McpHttpProxy:
         server_command: Sequence[str],
         name: str,
         events_dir: Path | None = None,
+        token: str | None = None,
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
+        """``token``: the key a request must present (``/key/<token>/run/...``) unless its run
+        was given a key of its own by ``allow_run``; None: no key. ``server_env``: variables
+        for the recorded server, laid over ours."""
         if mode not in ("record", "replay"):
             raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
         self.mode = mode
@@ -82,6 +95,19 @@ class McpHttpProxy:
         self._lock = threading.Lock()
         self._runs: dict[str, RecordRun | _ReplayRun] = {}
         self._events: list[EventLog] = []
+        self._token = token
+        self._keys: dict[str, str] = {}
+        self._server_env = dict(server_env) if server_env else None
+
+    def allow_run(self, run_id: str, key: str) -> None:
+        """Serve ``run_id`` to requests presenting ``key`` (until ``end_run``)."""
+        with self._lock:
+            self._keys[run_id] = key
+
+    def key_of(self, run_id: str | None) -> str | None:
+        """The key a request for ``run_id`` (None: a path naming no run) must present."""
+        with self._lock:
+            return self._keys.get(run_id, self._token) if run_id is not None else self._token
 
     def run(self, run_id: str) -> RecordRun | _ReplayRun:
         """The run's state; raises ``CassetteError`` when a replayed run has no usable cassette."""
@@ -101,12 +127,13 @@ class McpHttpProxy:
                 recorder = Recorder(
                     server_name=self.name, upstream=self.server_command, events=events
                 )
-                state = RecordRun(self.server_command, cassette, recorder)
+                state = RecordRun(self.server_command, cassette, recorder, self._server_env)
             self._runs[run_id] = state
             return state
 
     def end_run(self, run_id: str) -> bool:
         with self._lock:
+            self._keys.pop(run_id, None)  # the run's key stops opening anything
             state = self._runs.get(run_id)
         if state is None:
             return False
@@ -135,8 +162,10 @@ def serve_http(
     server_command: Sequence[str],
     name: str,
     events_dir: Path | None = None,
+    token: str | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; the base URL is the first line on stdout. Returns 0.
+    """Serve until SIGTERM/SIGINT; the base URL (never the token) is the first line on stdout.
+    Returns 0.
 
     In record mode the server command is checked before anything is served (``UpstreamError``).
     """
@@ -148,6 +177,7 @@ def serve_http(
         server_command=server_command,
         name=name,
         events_dir=events_dir,
+        token=token,
     )
     try:
         server = make_server(host, port, proxy)
@@ -182,37 +212,28 @@ def check_command(command: Sequence[str]) -> None:
         raise UpstreamError(f"cannot start MCP server: command not found: {command[0]}")
 
 
-class _Server(QuietServerMixin, ThreadingHTTPServer):
+class _Server(LocalServer):
     """A client that hangs up ends its connection quietly; other errors are one stderr line."""
 
-    daemon_threads = True
     proxy: McpHttpProxy
 
     def report_error(self, line: str) -> None:
         print(f"trialrun mcp-proxy: error: {line}", file=sys.stderr, flush=True)
 
 
-class _IPv6Server(_Server):
-    address_family = socket.AF_INET6
-
-
 def make_server(host: str, port: int, proxy: McpHttpProxy) -> _Server:
-    """Bind (port 0 picks a free one); ``server_url(server)`` is the base URL."""
-    server_class = _IPv6Server if ":" in host else _Server
-    server = server_class((host, port), _Handler)
+    """Bind (port 0 picks a free one; an IPv6 host such as ``::1`` too); ``server_url(server)``
+    is the base URL."""
+    server = _Server((host, port), _Handler)
     server.proxy = proxy
     return server
 
 
 def server_url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    text = host.decode() if isinstance(host, bytes) else str(host)
-    shown = f"[{text}]" if ":" in text else text
-    return f"http://{shown}:{port}"
+    return server.url
 
 
-class _Handler(AnswerTrackingHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(LocalHandler):
     server: _Server
 
     def handle_one_request(self) -> None:
@@ -226,18 +247,31 @@ class _Handler(AnswerTrackingHandler):
             request = f"{getattr(self, 'command', None)} {getattr(self, 'path', None)!r}"
             self.server.report_error(f"error while serving {request}: {problem}")
             if not self.answered:
+                # The client learns that it is a bug, not where: source paths stay on stderr.
                 with contextlib.suppress(OSError):
-                    self._plain(500, f"trialrun mcp-proxy internal error: {problem}\n")
+                    self._plain(
+                        500,
+                        f"trialrun mcp-proxy internal error ({type(exc).__name__}); "
+                        "its stderr has the details\n",
+                    )
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the access log would drown the server's own diagnostics on stderr."""
 
     def _run_id(self) -> str | None:
+        """The run of the request, its key checked; None once the request is answered."""
+        # The key leaves the path first: nothing that echoes the path can show it.
+        presented, self.path = split_key(self.path)
         match = RUN_PATH.match(self.path.split("?", 1)[0])
-        if match is None:
-            self._plain(404, f"not found: expected POST /run/<run-id>/mcp, found {self.path}\n")
+        run_id = match.group("run") if match is not None else None
+        if not key_matches(presented, self.server.proxy.key_of(run_id)):
+            self.close_connection = True  # its body is unread
+            self._plain(401, REFUSED + "\n")
             return None
-        return match.group("run")
+        if run_id is None:
+            shown = repr(shortened(self.path, 120))
+            self._plain(404, f"not found: expected POST /run/<run-id>/mcp, found {shown}\n")
+        return run_id
 
     def do_GET(self) -> None:
         if self._run_id() is not None:
@@ -257,11 +291,21 @@ class _Handler(AnswerTrackingHandler):
         run_id = self._run_id()
         if run_id is None:
             return
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        try:
+            length = declared_length(self.headers, MAX_BODY_BYTES, service="MCP proxy")
+        except BadLength as exc:
+            self.close_connection = True  # its body is unread
+            self._plain(exc.status, exc.message + "\n")
+            return
+        if length is None:
+            self.close_connection = True
             self._plain(411, "a Content-Length header is required\n")
             return
-        body = self.rfile.read(int(length))
+        body = self.rfile.read(length)
+        if len(body) != length:
+            self.close_connection = True
+            self._plain(400, "the request body ended before its Content-Length\n")
+            return
         try:
             message = jsonrpc.parse(body)
         except jsonrpc.MessageError as exc:

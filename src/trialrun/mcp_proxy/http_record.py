@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,15 @@ from trialrun.mcp_proxy.upstream import Upstream, UpstreamError
 class RecordRun:
     """One run's live server, the requests waiting for it, and the run's recorder."""
 
-    def __init__(self, command: Sequence[str], cassette: Path, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        cassette: Path,
+        recorder: Recorder,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.command = list(command)
+        self.env = dict(env) if env else None
         self.cassette = cassette
         self.recorder = recorder
         self._lock = threading.Lock()
@@ -46,6 +53,7 @@ class RecordRun:
                     self.command,
                     on_line=self._from_upstream,
                     on_exit=lambda code: self._upstream_exited(started[0], code),
+                    env=self.env,
                 )
                 started.append(upstream)
                 upstream.start()

@@ -12,7 +12,7 @@ import os
 import shlex
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import read_lines
@@ -33,8 +33,12 @@ class Upstream:
         *,
         on_line: Callable[[bytes], None],
         on_exit: Callable[[int | None], None],
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """``env``: variables laid over ours for the server (not on its command line, where
+        every user of the machine can read them)."""
         self.argv = list(argv)
+        self._env = dict(env) if env else None
         self._on_line = on_line
         self._on_exit = on_exit
         self._process: subprocess.Popen[bytes] | None = None
@@ -47,7 +51,11 @@ class Upstream:
             raise UpstreamError("record mode needs the MCP server command after '--'")
         try:
             process = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+                env={**os.environ, **self._env} if self._env else None,
             )
         except FileNotFoundError:
             raise UpstreamError(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.accesskey import new_key, with_key
 from trialrun.base.fsutil import atomic_write_bytes, atomic_write_text
 from trialrun.base.results import (
     AgentRun,
@@ -112,8 +113,10 @@ class RunServices:
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
                     self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-mcp-"))
-                command = _server_command(self._suite, server.command, server.env)
-                self._http[name] = HttpMcpProxy(name, command, self._mode, self._workdir / name)
+                command = _server_command(self._suite, server.command)
+                self._http[name] = HttpMcpProxy(
+                    name, command, self._mode, self._workdir / name, server.env
+                )
 
     def stop(self) -> None:
         if self._gateway is not None:
@@ -135,7 +138,14 @@ class RunServices:
 class HttpMcpProxy:
     """One MCP server behind an in-process streamable-HTTP proxy; each case is one URL path."""
 
-    def __init__(self, name: str, command: list[str], mode: Mode, directory: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        mode: Mode,
+        directory: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         from trialrun.mcp_proxy.http import McpHttpProxy, make_server, server_url
 
         self.name = name
@@ -148,6 +158,10 @@ class HttpMcpProxy:
             server_command=command,
             name=name,
             events_dir=self.events,
+            # A key nobody is given: only the runs opened by open_run, each with its own, are
+            # served; a path naming any other run is refused before it can start a server.
+            token=new_key(),
+            server_env=env,
         )
         self._server = make_server("127.0.0.1", 0, self._proxy)
         self.url = server_url(self._server)
@@ -156,11 +170,15 @@ class HttpMcpProxy:
         )
         self._thread.start()
 
-    def run_url(self, run_id: str) -> str:
-        return f"{self.url}/run/{run_id}/mcp"
+    def open_run(self, run_id: str) -> str:
+        """Serve ``run_id`` under a key of its own; the URL (key included) for its agent only."""
+        key = new_key()
+        self._proxy.allow_run(run_id, key)
+        return f"{with_key(self.url, key)}/run/{run_id}/mcp"
 
     def end_run(self, run_id: str) -> None:
-        """Stop the run's live server and write what it recorded (record mode)."""
+        """Stop the run's live server and write what it recorded (record mode); its key no
+        longer opens anything."""
         self._proxy.end_run(run_id)
 
     def stop(self) -> None:
@@ -249,7 +267,7 @@ class CaseServices:
             env.update(self._open_mcp())
         if self._gateway is not None:
             path = model_cassette_path(self._case)
-            scope = self._gateway.open_run(self._run_id, path, self._mode)
+            scope = self._gateway.open_run(self._run_id, path, self._mode, key=new_key())
             self._gateway_scope = scope
             env.update(scope.env(os.environ if agent_env is None else agent_env))
         return env
@@ -301,7 +319,7 @@ class CaseServices:
             shutil.copyfile(cassette, writing)
         events = proxy.events / f"{self._run_id}.jsonl"
         self._servers.append(_McpServerRun(proxy.name, cassette, writing, events, proxy))
-        return {"type": "http", "url": proxy.run_url(self._run_id)}
+        return {"type": "http", "url": proxy.open_run(self._run_id)}
 
     def discard(self) -> None:
         """Drop everything the case recorded (setup failed, or the run was interrupted)."""
@@ -383,20 +401,15 @@ class CaseServices:
         return cassette_lines({**recorded.header, "upstream": list(declared)}, recorded.records)
 
 
-def _server_command(
-    suite: Suite, command: list[str], env: Mapping[str, str] | None = None
-) -> list[str]:
+def _server_command(suite: Suite, command: list[str]) -> list[str]:
     """The same rule as agent_command: a relative part naming a file of the suite is absolute.
 
-    ``env`` (the in-process HTTP proxy starts servers with our environment) goes in front
-    through ``env NAME=VALUE``.
+    A server's ``env`` never goes on its command line (``env NAME=VALUE``), which every user of
+    the machine can read: the HTTP proxy lays it over the server's environment.
     """
     from trialrun.config.paths import SuitePaths
 
-    resolved = SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
-    if env:
-        return ["env", *(f"{name}={value}" for name, value in env.items()), *resolved]
-    return resolved
+    return SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
 
 
 def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
