@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.base import redact as redact_module
+from trialrun.base import secretshapes
 from trialrun.base.redact import (
     REDACTED,
     holds_nothing_to_redact,
@@ -377,7 +378,9 @@ def test_redact_is_idempotent_and_never_raises(value: Any) -> None:
 _LITERAL_PIECES = [
     *redact_module._NEEDED_LITERALS, "ghp_", "gho_", "ghx_", "github_pat_", "gh", "tok", "en",
     "coo", "kie", "np", "m_", "authori", "z", "ai", "za", "ey", "j", "-----", "begin", ":/", "/",
-    "as", "ia", "se", "ssion", "cret", "s", "k", "-", "p",
+    "as", "ia", "se", "ssion", "cret", "s", "k", "-", "p", "glpat-", "gl", "pat-", "sk",
+    "0123456789abcdef" * 2, ".abcdef.", "a" * 27, "hooks.slack.com", "ya29", ".", "py", "da",
+    "pi", "whs", "ec_", "api", "_org_", "i_", "live_", "test", "x", "app-", "ig=", "g.", "f_",
 ]  # fmt: skip
 _scan_text = st.lists(
     st.sampled_from(_LITERAL_PIECES).map(lambda piece: piece.upper())
@@ -391,7 +394,7 @@ _scan_text = st.lists(
 def _holds_a_literal(text: str) -> bool:
     lowered = text.lower()
     return any(literal in lowered for literal in redact_module._NEEDED_LITERALS) or bool(
-        re.search(redact_module._GITHUB, lowered)
+        re.search(redact_module._GITHUB + "|" + secretshapes.NEEDED_PATTERNS, lowered)
     )
 
 
