@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trialrun.base.linesredact import redacting_sink
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -161,7 +162,7 @@ async def run_command(
     err_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     readers = [
         asyncio.ensure_future(_pump(proc.stdout, out_chunks.append)),
-        asyncio.ensure_future(_pump_lines(proc.stderr, err_lines.append)),
+        asyncio.ensure_future(_pump_lines(proc.stderr, redacting_sink(err_lines.append))),
     ]
     timed_out = False
     try:

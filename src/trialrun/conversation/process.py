@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base.linesredact import LineRedactor
+from trialrun.base.redact import redact_text
 from trialrun.conversation.lines import (
     ChannelLostError,
     LineReader,
@@ -74,7 +76,11 @@ class AgentStartError(TrialrunError):
 
 
 class StderrRing:
-    """The last lines an agent wrote to stderr, bounded in lines and in bytes."""
+    """The last lines an agent wrote to stderr, bounded in lines and in bytes, redacted.
+
+    Each line is redacted as it arrives (``LineRedactor``), before the ring drops anything: a
+    private key block whose first lines fall out of the ring is still removed whole.
+    """
 
     def __init__(self, max_lines: int = STDERR_TAIL_LINES, max_bytes: int = STDERR_TAIL_BYTES):
         self._lines: deque[bytes] = deque()
@@ -82,6 +88,7 @@ class StderrRing:
         self._max_bytes = max_bytes
         self._size = 0
         self._partial = bytearray()
+        self._redactor = LineRedactor()
 
     def feed(self, chunk: bytes) -> None:
         """Add the next bytes, in chunks of any size: how they were split changes nothing."""
@@ -92,17 +99,24 @@ class StderrRing:
             for line in complete:
                 self._push(line)
         if len(self._partial) > self._max_bytes:
-            # One endless line: keep its end, which is what a reader wants to see.
-            del self._partial[: len(self._partial) - self._max_bytes]
+            # One endless line: keep its end, which is what a reader wants to see, redacted
+            # before it is cut.
+            text = self._redactor.unfinished(self._partial.decode("utf-8", "replace"))
+            self._partial = bytearray(text.encode("utf-8")[-self._max_bytes :])
 
     def text(self) -> str:
         lines = list(self._lines)
         if self._partial:
             lines.append(bytes(self._partial))
-        return b"\n".join(lines).decode("utf-8", "replace")
+        text = b"\n".join(lines).decode("utf-8", "replace")
+        # The unfinished line is redacted only here: its secret may still be arriving.
+        return redact_text(text) if self._partial else text
 
-    def _push(self, line: bytes) -> None:
-        line = line[-self._max_bytes :]
+    def _push(self, raw: bytes) -> None:
+        text = self._redactor.line(raw.decode("utf-8", "replace"))
+        if text is None:
+            return
+        line = text.encode("utf-8")[-self._max_bytes :]
         self._lines.append(line)
         self._size += len(line) + 1
         while len(self._lines) > self._max_lines or self._size > self._max_bytes:

@@ -32,6 +32,7 @@ from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
 from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
+from trialrun.base.redact import redact_text
 from trialrun.base.reported import MAX_COUNT, as_cost_usd
 from trialrun.base.results import JsonObject
 from trialrun.errors import ProtocolError
@@ -390,6 +391,7 @@ def _noise(text: str, line_no: int) -> StdoutNoiseError:
 def _preview(text: str) -> str:
     """The start of a line the agent sent, control characters written as escapes: a console
     strips them, and a line of binary garbage would then show as nothing at all."""
+    text = redact_text(text)
     text = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
     return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
 

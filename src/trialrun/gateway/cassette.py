@@ -35,6 +35,7 @@ from typing import Any
 from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
 from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than, too_deep, unreadable_json
+from trialrun.base.redact import redact_text
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
@@ -366,5 +367,5 @@ def _kind(value: Any) -> str:
     if isinstance(value, int | float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {value[:40]!r}"
+        return f"string {redact_text(value)[:40]!r}"
     return "a list" if isinstance(value, list) else "an object"

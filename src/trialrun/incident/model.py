@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import read_problem, write_json
-from trialrun.base.redact import redact
+from trialrun.base.redact import redact, redact_text
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
 
@@ -250,7 +250,7 @@ def _required(raw: dict[str, Any], key: str, where: Where) -> Any:
 
 
 def _invalid(where: Where, expected: str, found: Any) -> FieldError:
-    shown = json.dumps(found, default=repr)
+    shown = redact_text(json.dumps(found, default=repr))
     if len(shown) > 80:
         shown = shown[:77] + "..."
     return FieldError(f"{_dotted(where) or 'incident'}: expected {expected}, found {shown}", where)

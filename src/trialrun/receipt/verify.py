@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnumbers import refuse_constant
+from trialrun.base.redact import redact_text
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 
 __all__ = ["REASONS", "KeyOrder", "Reason", "SignatureResult", "VerifyResult", "verify_receipt"]
@@ -501,4 +502,5 @@ def _js_text(value: object) -> str:
         text = canonjson.dumps(value) if type(value) not in (dict, list) else json.dumps(value)
     except (ValueError, RecursionError):
         text = "null"
+    text = redact_text(text)
     return text if len(text) <= _MESSAGE_VALUE_CHARS else text[:_MESSAGE_VALUE_CHARS] + "..."
