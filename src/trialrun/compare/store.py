@@ -6,7 +6,8 @@ a receipt can later be matched to exact bytes whatever team or version they end 
 * ``receipt.json``: the run's receipt (written last, atomically);
 * ``run.jsonl``: a Run Receipt v0 chain of every arm sample and every row (``ReceiptWriter``);
 * ``transcripts/<case>.<arm>.<rep>.<ext>``: each arm's raw transcript, unredacted: the store is
-  the user's own machine, and ``--rescore`` must see what the agent really printed;
+  the user's own machine, and ``--rescore`` must see what the agent really printed; the copy
+  ``export_run`` makes for upload (``compare --out``) holds them redacted;
 * ``sandboxes/``: the arms' sandboxes, kept for inspection (mode 0700, never cleaned up).
 
 Run ids are UTC ``YYYYMMDDTHHMMSSZ`` so that lexicographic order is chronological; two runs in the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.linesredact import LineRedactor
 from trialrun.compare.arms import ArmRun
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
@@ -89,7 +91,8 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
     """Copy ``run`` (without its sandboxes) to ``out/<name>/<run id>/``, for a CI artifact.
 
     The copy is made under a temporary name and renamed whole, so an upload never sees half of
-    it; the local store keeps the original.
+    it; the local store keeps the original. Transcripts are copied redacted: they are the one
+    part of a run written as the agent printed it.
     """
     target = out / name / run.run_id
     if target.exists():
@@ -97,9 +100,29 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR))
+    shutil.copytree(
+        run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR, TRANSCRIPTS_DIR)
+    )
+    if run.transcripts.is_dir():
+        copied = partial / TRANSCRIPTS_DIR
+        copied.mkdir()
+        for source in sorted(run.transcripts.iterdir()):
+            if source.is_file():
+                _copy_redacted(source, copied / source.name)
     partial.rename(target)
     return target
+
+
+def _copy_redacted(source: Path, target: Path) -> None:
+    """``source`` copied line by line through the redaction of a stream (bytes that are not
+    UTF-8 pass through as they are)."""
+    redacted_line = LineRedactor().line
+    with source.open("rb") as reading, target.open("wb") as writing:
+        for raw in reading:
+            body = raw.rstrip(b"\r\n")
+            text = redacted_line(body.decode("utf-8", "surrogateescape"))
+            if text is not None:
+                writing.write(text.encode("utf-8", "surrogateescape") + raw[len(body) :])
 
 
 def create_run_dir(content_digest: str, run_id: str, *, root: Path | None = None) -> RunDir:
