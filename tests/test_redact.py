@@ -181,6 +181,15 @@ def test_redacted_json_text_stays_json() -> None:
         "API_KEY=[REDACTED]",
         "Ünïcödé text: nothing to hide here",
         "",
+        # near misses of the provider shapes in secretshapes
+        "sha256 " + "0123456789abcdef" * 4,
+        "commit " + "0123456789abcdef" * 2 + "01234567",
+        "id 123e4567-e89b-12d3-a456-426614174000",
+        "base64 aGVsbG8gd29ybGQ= and ask_live_demo risk_test_x",
+        "skills dapper Skip SKU SG.x hf_x glpat-x task_live_123 version 1.2.3",
+        "https://hooks.slack.com/services/",
+        "Mozilla/5.0.AppleWebKit.537 file.tar.gz a.b.c",
+        "value " + "abcdefghij/KLMNOPQRST" * 2,  # 40 base64 characters, no AWS key id beside
     ],
 )
 def test_text_without_secrets_is_untouched(text: str) -> None:
