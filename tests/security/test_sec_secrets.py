@@ -252,6 +252,9 @@ def send(message):
     sys.stdout.flush()
 
 task = json.loads(sys.stdin.readline())["input"]
+if task.get("noise"):
+    print(task["noise"], flush=True)  # not a protocol message: the failure quotes it
+    sys.stdin.readline()
 if task.get("pem"):
     print("loading the deploy key", file=sys.stderr)
     print(task["pem"], file=sys.stderr)
@@ -353,7 +356,11 @@ def leaky_project(tmp_path: Path, upstream: FakeUpstream) -> Iterator[tuple[Path
         "input": {"pem": SECRETS[SHAPE_IDS.index("rsa_private_key")][1]},
         "cassette": "cassettes/pem.jsonl",
     }
-    for case in (everything, pem):
+    # One line of every single-line secret on stdout: the protocol error quotes its start, cut
+    # through one of them.
+    line = " ".join(text for _, text, _ in SECRETS if "\n" not in text)
+    noise = {"id": "noise", "input": {"noise": line}, "cassette": "cassettes/noise.jsonl"}
+    for case in (everything, pem, noise):
         (suite / "cases" / f"{case['id']}.yaml").write_text(json.dumps(case), encoding="utf-8")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     inputs = {path for path in tmp_path.rglob("*") if path.is_file()}
@@ -369,7 +376,9 @@ def test_a_run_that_leaks_every_secret_everywhere_writes_none_of_them(
     [run_dir] = (root / "out" / "leaks").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     statuses = {case["id"]: case["status"] for case in summary["cases"]}
-    assert statuses == {"everything": "pass", "pem": "error"}, done.stdout
+    assert statuses == {"everything": "pass", "pem": "error", "noise": "error"}, done.stdout
+    [noise] = [case for case in summary["cases"] if case["id"] == "noise"]
+    assert "print logs to stderr" in noise["failure_reason"]
     # Every channel was really exercised: the calls and recordings exist.
     trace = (run_dir / "run.jsonl").read_text(encoding="utf-8")
     assert trace.count('"type":"log"') + trace.count('"type": "log"') >= len(SECRETS)
