@@ -34,7 +34,11 @@ from trialrun.base.redact import (
     redact_text,
 )
 from trialrun.cli import run_cli
+from trialrun.compare.checkspec import Check
+from trialrun.compare.evaluate import evaluate_checks
 from trialrun.conversation.process import StderrRing
+from trialrun.receipt.envelope import ZERO_HASH, event_hash
+from trialrun.receipt.show import render_html, summarize
 
 _RNG = random.Random(28)
 _ALNUM = string.ascii_letters + string.digits
@@ -242,6 +246,17 @@ def test_an_option_named_for_a_secret_hides_the_next_word() -> None:
     ]  # fmt: skip
 
 
+def test_a_failing_check_command_quotes_no_line_of_the_key_it_printed(tmp_path: Path) -> None:
+    text, body = _block("RSA", 24)
+    (tmp_path / "key.pem").write_text(text + "\nchecking done\n", encoding="utf-8")
+    check = Check("command_succeeds", "cat key.pem; exit 1", None, 1)
+    _, _, [outcome] = evaluate_checks(
+        [check], transcript="", transcript_format="text", sandbox=tmp_path
+    )
+    assert not outcome.passed and "checking done" in outcome.detail
+    assert not holds_part(outcome.detail, body)
+
+
 # ---- end to end: a run that leaks everything everywhere -----------------------------------
 
 AGENT = r"""
@@ -415,6 +430,28 @@ def test_a_private_key_cut_by_the_stderr_tail_reaches_no_view(
         assert not [line for line in body if line[:_WINDOW] in text], name
     assert "retrying connection 39" in done.stdout
     assert not [line for line in body if line[:_WINDOW] in done.stdout]
+
+
+def test_showing_another_harness_receipt_shows_no_secret(tmp_path: Path) -> None:
+    # trialrun's writer redacts; a receipt written elsewhere may not have.
+    texts = [text for _, text, _ in SECRETS]
+    events = [
+        ("run_start", {"goal": " ".join(texts), "verifyCommand": "pytest", "repoHead": None,
+                       "branch": "main", "tool": {"name": "other", "version": "1"}}),
+        ("verify", {"attempt": 1, "passed": False, "command": "make test",
+                    "output": "\n".join(texts)}),
+        ("custom_probe", {"notes": texts}),
+    ]  # fmt: skip
+    prev, lines = ZERO_HASH, []
+    for seq, (kind, data) in enumerate(events):
+        event: dict[str, Any] = {"v": "0", "seq": seq, "ts": f"2026-01-01T00:00:0{seq}.000Z"}
+        event |= {"type": kind, "data": data, "prev": prev}
+        event["hash"] = prev = event_hash(event)
+        lines.append(json.dumps(event))
+    path = tmp_path / "foreign.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert leaks_in(summarize(path)) == []
+    assert leaks_in(render_html(path)) == []
 
 
 # ---- incident import and compare --out ----------------------------------------------------

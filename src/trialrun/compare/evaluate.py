@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from trialrun.base.linesredact import redacting_sink
+from trialrun.base.redact import redact_text
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
@@ -407,5 +408,5 @@ def _kill_group(pgid: int) -> None:
 
 
 def _shown(text: str) -> str:
-    one_line = " ".join(text.split())
+    one_line = " ".join(redact_text(text).split())
     return one_line if len(one_line) <= _SHOWN_CHARS else one_line[: _SHOWN_CHARS - 1] + "…"

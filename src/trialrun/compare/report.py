@@ -20,6 +20,7 @@ import json
 import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
+from trialrun.base.redact import redact_text
 from trialrun.compare.outcome import (
     ArmEfficiency,
     CompareOutcome,
@@ -146,7 +147,7 @@ def _trigger_lines(triggers: TriggerOutcome) -> list[str]:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(redact_text(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.redact import redact_text
 from trialrun.errors import ReceiptError
 
 if TYPE_CHECKING:
@@ -401,6 +402,8 @@ def _text(value: Any, *, limit: int = TEXT_CHARS_MAX) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # A receipt from another harness may hold what trialrun's writer would have redacted.
+    text = redact_text(text)
     if len(text) > limit:
         # Exactly ``limit`` long once cut, so cleaning a cleaned text changes nothing.
         suffix = f"... ({len(text):,} characters)"
