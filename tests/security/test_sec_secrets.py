@@ -546,3 +546,18 @@ def test_compare_out_copies_no_secret_for_upload(
     # The local store keeps what the agent printed, for --rescore.
     stored = list((tmp_path / "home").rglob("transcripts/*"))
     assert stored and leaks_in(stored[0].read_text(encoding="utf-8"))
+
+    # A shard's directory is uploaded for the merge: its transcripts are redacted as written.
+    shards = tmp_path / "shards"
+    code = run_cli(["compare", str(subject), "--shard", "1/1", "--out", str(shards)])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    assert list(shards.rglob("transcripts/*"))
+    assert leaks_in_files(shards) == {}
+    merged = tmp_path / "merged"
+    [shard_dir] = shards.iterdir()
+    code = run_cli(["compare", "merge", str(shard_dir), "--out", str(merged)])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    assert list(merged.rglob("transcripts/*"))
+    assert leaks_in_files(merged) == {}

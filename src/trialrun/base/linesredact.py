@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from trialrun.base.redact import REDACTED, redact_text
 from trialrun.base.secretshapes import BLOCK_BEGIN, BLOCK_END
 
-__all__ = ["LineRedactor", "redact_then_cut_tail", "redacting_sink"]
+__all__ = ["LineRedactor", "redact_stream_text", "redact_then_cut_tail", "redacting_sink"]
 
 
 class LineRedactor:
@@ -63,6 +63,18 @@ class LineRedactor:
             self._in_block = True
             return redact_text(text[: begin.start()]) + REDACTED
         return redact_text(text)
+
+
+def redact_stream_text(text: str) -> str:
+    """``text`` redacted line by line as ``LineRedactor`` does, line endings kept."""
+    redactor = LineRedactor()
+    out: list[str] = []
+    for raw in text.splitlines(keepends=True):
+        body = raw.rstrip("\r\n")
+        redacted = redactor.line(body)
+        if redacted is not None:
+            out.append(redacted + raw[len(body) :])
+    return "".join(out)
 
 
 def redacting_sink(append: Callable[[str], None]) -> Callable[[str], None]:

@@ -7,7 +7,8 @@ a receipt can later be matched to exact bytes whatever team or version they end 
 * ``run.jsonl``: a Run Receipt v0 chain of every arm sample and every row (``ReceiptWriter``);
 * ``transcripts/<case>.<arm>.<rep>.<ext>``: each arm's raw transcript, unredacted: the store is
   the user's own machine, and ``--rescore`` must see what the agent really printed; the copy
-  ``export_run`` makes for upload (``compare --out``) holds them redacted;
+  ``export_run`` makes for upload (``compare --out``) and a shard's directory (``--shard --out``,
+  ``RunDir.redact_transcripts``) hold them redacted;
 * ``sandboxes/``: the arms' sandboxes, kept for inspection (mode 0700, never cleaned up).
 
 Run ids are UTC ``YYYYMMDDTHHMMSSZ`` so that lexicographic order is chronological; two runs in the
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialrun.base.linesredact import LineRedactor
+from trialrun.base.linesredact import LineRedactor, redact_stream_text
 from trialrun.compare.arms import ArmRun
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
@@ -47,6 +48,7 @@ __all__ = [
     "sample_event",
     "stored_arm_runs",
     "transcript_name",
+    "write_transcript",
 ]
 
 RUN_LOG_FILE = "run.jsonl"
@@ -65,6 +67,9 @@ class RunDir:
     """One run's directory and the files in it."""
 
     path: Path
+    redact_transcripts: bool = False
+    """Transcripts are written redacted: the directory is made to leave the machine (a shard's,
+    uploaded for ``compare merge``)."""
 
     @property
     def run_id(self) -> str:
@@ -239,8 +244,15 @@ def stored_arm_runs(run: RunDir) -> list[ArmRun]:
 def log_arm_run(run: ArmRun, run_dir: RunDir, log: ReceiptWriter, transcript_format: str) -> None:
     """Keep one finished arm: its transcript file and its ``arm_sample`` event."""
     name = transcript_name(run.case, run.arm, run.rep, transcript_format)
-    (run_dir.transcripts / name).write_text(run.transcript, encoding="utf-8")
+    write_transcript(run_dir, name, run.transcript)
     log.emit(ARM_SAMPLE_EVENT, arm_run_record(run, name))
+
+
+def write_transcript(run_dir: RunDir, name: str, transcript: str) -> None:
+    """One arm's transcript into ``run_dir``: raw in the store, redacted where it is uploaded."""
+    if run_dir.redact_transcripts:
+        transcript = redact_stream_text(transcript)
+    (run_dir.transcripts / name).write_text(transcript, encoding="utf-8")
 
 
 def copy_arm_runs(source: RunDir, run_dir: RunDir, log: ReceiptWriter) -> list[ArmRun]:
