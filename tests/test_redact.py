@@ -321,6 +321,16 @@ _FRAGMENTS = [
     "https://u:p@h/", "://", "=", ":", '"', "'", " ", "\n", "}", "]", REDACTED, "MONKEY=",
     "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", _JWT, "x", "\u0130", "Basic ",
     "github_pat_abcdefghijklmnopqrstuv", "npm_abcdefghijklmnopqrstuvwxyz0123",
+    # the shapes of secretshapes, whole and in pieces
+    "sk_live_abcdefghijklmnop", "rk_test_", "whsec_abcdefghijklmnopqrstuvwxyz01", "hf_",
+    "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "glpat-abcdefghijklmnopqrst", "ya29.", "SG.",
+    "ya29.abcdefghijklmnopqrstuvwx", "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuv",
+    "SK0123456789abcdef0123456789abcdef", "dapi0123456789abcdef0123456789abcdef", "sig=",
+    "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAx.GhIjKl.abcdefghijklmnopqrstuvwxyz01234", ".GhIjKl.",
+    "https://hooks.slack.com/services/T0/B0/abcdefghijklmnopqrstuvwx", "AccountKey=",
+    "sig=abcdefghij%2Bklmnopqrst", "pypi-AgEIcHlwaS5vcmcabcdefghijklmnopqrstuvwxyz0123456789ABC",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----", "-----END PGP PRIVATE KEY BLOCK-----",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "xapp-1-abcdefghijklmn",
 ]  # fmt: skip
 _secretish_text = st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=5), max_size=12).map(
     "".join

@@ -220,6 +220,9 @@ def _redact_shapes(text: str) -> str:
     for required, pattern, replacement in _TOKEN_RULES:
         if required in text:
             text = pattern.sub(replacement, text)
+    for hint, pattern, replacement in shapes.HINTED_RULES:
+        if hint.search(text):
+            text = pattern.sub(replacement, text)
     if "bearer" in text.lower():
         text = _BEARER.sub(r"\g<1>" + REDACTED, text)
     return text

@@ -23,6 +23,7 @@ __all__ = [
     "BLOCK_BEGIN",
     "BLOCK_END",
     "GITHUB",
+    "HINTED_RULES",
     "MAYBE_SECRET",
     "NEEDED_LITERALS",
     "NEEDED_PATTERNS",
@@ -101,22 +102,27 @@ TOKEN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("SG.", _after_boundary("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), REDACTED),
     ("SK", _after_boundary("SK", r"[0-9a-fA-F]{32}" + _END), REDACTED),
     ("dapi", _after_boundary("dapi", r"[0-9a-f]{32}(?:-[0-9]+)?" + _END), REDACTED),
-    # Discord bot tokens: base64 of the bot's id (it starts with M, N or O), a dot, a timestamp,
-    # a dot, an HMAC.
-    (
-        ".",
-        re.compile(
-            r"[MNO](?<![A-Za-z0-9_-][MNO])[A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\."
-            r"[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"
-        ),
-        REDACTED,
-    ),
     # Azure shared access signatures (the sig= member of a SAS query or connection string)
     ("sig=", _after_boundary("sig=", r"[A-Za-z0-9%+/]{16,}=*", "A-Za-z0-9_"), "sig=" + REDACTED),
     (
         "@",
         re.compile(r"(://[^\s/?#@:\"']*:)(?![\"']?\[REDACTED\])[^\s/?#@]+@"),
         r"\g<1>" + REDACTED + "@",
+    ),
+)
+
+# Rules whose secret has no literal of its own: each runs only where its hint (a cheap search
+# that starts at a literal) finds the part every such secret holds.
+HINTED_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
+    # Discord bot tokens: base64 of the bot's id (it starts with M, N or O), a dot, a timestamp,
+    # a dot, an HMAC.
+    (
+        re.compile(r"\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}"),
+        re.compile(
+            r"[MNO](?<![A-Za-z0-9_-][MNO])[A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\."
+            r"[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"
+        ),
+        REDACTED,
     ),
 )
 
@@ -133,23 +139,21 @@ AWS_SECRET_BESIDE_ID = re.compile(
 # the alternation below and clears much text (``bearer`` matches ASCII letters only, even
 # ignoring case; ``sig=`` and assignments hold ``=`` or ``:``).
 MAYBE_SECRET = re.compile("[-_xAJ=:bB.KSp]")
-# A literal (or short pattern) every rule's match holds, as written; ``[=:]`` stands for every
-# assignment (and ``sig=``).
-ANYTHING = re.compile(
-    r"sk-|[rs]k_(?:live|test|prod)_|whsec_|gh[pousr]_|github_pat_"
-    r"|gl(?:pat|ptt|dt|rt|cbt|soat|oas)-|hf_|api_org_|xox|xapp-|hooks\.slack\.com/"
-    r"|AKIA|ASIA|AIza|ya29\.|eyJ|npm_|pypi-|SG\.|SK[0-9a-fA-F]{32}|dapi"
-    r"|\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}"
-    r"|-----BEGIN|[=:]|(?i:bearer)"
+# A literal (or short pattern) every token rule's match holds, as written. Each branch starts at
+# the literal's rarest character (``-``, ``_``, ``z``, ``J``, ``K``...) and checks what comes
+# before it with a lookbehind, so the search stops at few places in ordinary text.
+_SHAPE_LITERALS = (
+    r"-(?:(?<=sk-)|(?<=pypi-)|(?<=xapp-)|(?<=glpat-)|(?<=glptt-)|(?<=gldt-)|(?<=glrt-)"
+    r"|(?<=glcbt-)|(?<=glsoat-)|(?<=gloas-)|----BEGIN)"
+    r"|_(?:(?<=[rs]k_)(?:live|test|prod)_|(?<=whsec_)|(?<=gh[pousr]_)|(?<=github_pat_)"
+    r"|(?<=hf_)|(?<=api_org_)|(?<=npm_))"
+    r"|xox|/(?<=hooks\.slack\.com/)|AKIA|ASIA|z(?<=AIz)a|9\.(?<=ya29\.)|J(?<=eyJ)"
+    r"|G(?<=SG)\.|K(?<=SK)[0-9a-fA-F]{32}|dapi|\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}"
 )
-# The same as ANYTHING for the token rules alone (the URL rule's ``://`` included).
-SHAPES = re.compile(
-    r"sk-|[rs]k_(?:live|test|prod)_|whsec_|gh[pousr]_|github_pat_"
-    r"|gl(?:pat|ptt|dt|rt|cbt|soat|oas)-|hf_|api_org_|xox|xapp-|hooks\.slack\.com/"
-    r"|AKIA|ASIA|AIza|ya29\.|eyJ|npm_|pypi-|SG\.|SK[0-9a-fA-F]{32}|dapi"
-    r"|\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}"
-    r"|sig=|-----BEGIN|://|(?i:bearer)"
-)
+# ``[=:]`` stands for every assignment (and ``sig=``).
+ANYTHING = re.compile(_SHAPE_LITERALS + r"|[=:]|(?i:bearer)")
+# The same for the token rules alone (the URL rule's ``://`` and ``sig=`` included).
+SHAPES = re.compile(_SHAPE_LITERALS + r"|=(?<=sig=)|://|(?i:bearer)")
 
 # Lowercased, every secret's name holds a noun of redact's (or is ``bearer`` / ``jwt``) and
 # every shape holds one of these literals or matches one of NEEDED_PATTERNS.
@@ -170,7 +174,7 @@ NEEDED_PATTERNS = (
 # third of one ``in`` per literal; as fast as the ``in``s on long text.
 # tests/test_redact.py checks that it finds exactly NEEDED_LITERALS, GITHUB and NEEDED_PATTERNS.
 ANY_NEEDED_LITERAL = re.compile(
-    r"k(?:ey|(?<=tok)en|(?<=cook)ie|(?<=sk)-|(?<=ak)ia|_(?:live|test|prod)_)"
+    r"k(?:ey|(?<=tok)en|(?<=cook)ie|(?<=sk)-|(?<=ak)ia|_(?:live|test|prod)_|(?<=sk)[0-9a-f]{32})"
     r"|p(?:ass|wd|(?<=np)m_|(?<=pyp)i-|(?<=dap)i)"
     r"|z(?:(?<=authoriz)|(?<=aiz)a)"
     r"|j(?:wt|(?<=eyj))"
@@ -178,6 +182,7 @@ ANY_NEEDED_LITERAL = re.compile(
     r"|x(?:ox|app-)"
     r"|/(?:(?<=:/)/|(?<=hooks\.slack\.com/))"
     r"|s(?:e(?:ssion|cret)|(?<=as)ia|(?<=whs)ec_|ig=|g\.)"
-    r"|f_(?<=hf_)|i_org_(?<=api_org_)|9\.(?<=ya29\.)"
-    r"|credential|" + GITHUB + "|" + NEEDED_PATTERNS
+    r"|-(?:(?<=glpat-)|(?<=glptt-)|(?<=gldt-)|(?<=glrt-)|(?<=glcbt-)|(?<=glsoat-)|(?<=gloas-))"
+    r"|f_(?<=hf_)|i_org_(?<=api_org_)|9\.(?<=ya29\.)|\.[a-z0-9_-]{6,7}\.[a-z0-9_-]{27}"
+    r"|credential|" + GITHUB
 )
