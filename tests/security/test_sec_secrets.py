@@ -330,10 +330,12 @@ TOOLS = {"lookup": lookup}
 
 
 def _trialrun(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # As on a GitHub runner: annotations on stdout, the step summary in a file of the project.
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(root / "step-summary.md")}
     return subprocess.run(
         [sys.executable, "-m", "trialrun", *args],
         cwd=root,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", **github},
         capture_output=True,
         text=True,
         timeout=240,
@@ -411,6 +413,8 @@ def test_a_run_that_leaks_every_secret_everywhere_writes_none_of_them(
         "--token=[REDACTED]",
     ]
 
+    assert (root / "step-summary.md").is_file()
+    assert "::error" in done.stdout  # the annotations were printed
     assert leaks_in_files(root, skip=inputs) == {}
     assert leaks_in(done.stdout) == [] and leaks_in(done.stderr) == []
     assert "retrying connection 39" in done.stdout  # the console showed the stderr tail
