@@ -225,12 +225,31 @@ def test_the_stderr_ring_redacts_an_endless_line_before_its_byte_bound_cuts_it()
     assert not holds_part(ring.text(), [body])
 
 
-def test_a_block_left_open_hides_the_rest_and_a_closed_one_only_itself() -> None:
-    text, _ = _block("EC", 5)
-    redactor = LineRedactor()
-    lines = redactor.lines(["before", *text.splitlines(), "after"])
-    assert lines == ["before", "[REDACTED]", "after"]
-    assert LineRedactor().lines([*text.splitlines()[:3], "still inside"]) == ["[REDACTED]"]
+def test_a_private_key_block_is_dropped_line_by_line_and_only_it() -> None:
+    text, body = _block("EC", 5)
+    assert LineRedactor().lines(["before", *text.splitlines(), "after"]) == [
+        "before", "[REDACTED]", "after",
+    ]  # fmt: skip
+    # Cut short (``head -4 key.pem``): the key's lines go, the next log line stays.
+    cut = LineRedactor().lines([*text.splitlines()[:4], "", "Error: bad key", "retry 1"])
+    assert cut == ["[REDACTED]", "retry 1"]
+    assert not holds_part("\n".join(cut), body)
+    # An encrypted key's headers are part of the block.
+    headers = ["Proc-Type: 4,ENCRYPTED", "DEK-Info: AES-128-CBC,0123456789ABCDEF", ""]
+    lines = text.splitlines()
+    assert LineRedactor().lines([lines[0], *headers, *lines[1:], "done"]) == ["[REDACTED]", "done"]
+
+
+def test_a_key_inside_one_json_line_does_not_swallow_the_next_lines() -> None:
+    text, body = _block("OPENSSH", 4)
+    cut_key = "\n".join(text.splitlines()[:3])  # a tool's output that ends inside the key
+    transcript = [
+        json.dumps({"type": "tool_result", "content": cut_key}),
+        json.dumps({"type": "assistant", "text": "the key file is truncated"}),
+    ]
+    redacted = LineRedactor().lines(transcript)
+    assert len(redacted) == 2 and "truncated" in redacted[1]
+    assert not holds_part("\n".join(redacted), body)
 
 
 def test_shortened_redacts_before_it_cuts() -> None:

@@ -3,19 +3,27 @@
 A tail cut from a stream keeps its last lines, and a private key block printed before the cut
 would lose its ``-----BEGIN`` line there, leaving lines of bare base64 that no rule recognises.
 So the stream is redacted on the way in, line by line, remembering whether a private key block
-is open: the line that opens one keeps what precedes the block and ends in ``[REDACTED]``; the
-lines inside it are dropped, up to and including the ``-----END`` line (what follows that on its
-line is kept, redacted). A block that never ends hides the rest of the stream.
+is open. A block opens on a line that ends with its BEGIN marker, as a key printed raw does (a
+key inside one JSON line, its newlines escaped, is that line's business: ``redact_text`` hides
+it from the marker on). That line keeps what precedes the marker and ends in ``[REDACTED]``;
+the lines after it are dropped while they look like key material (base64, ``Name: value``
+headers, blank lines), up to and including the ``-----END`` line, whose rest is kept. A line
+of anything else ends a block whose END never came (a key cut short by ``head``), and is kept.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 from trialrun.base.redact import REDACTED, redact_text
 from trialrun.base.secretshapes import BLOCK_BEGIN, BLOCK_END
 
 __all__ = ["LineRedactor", "redact_stream_text", "redact_then_cut_tail", "redacting_sink"]
+
+# What the lines between a private key's BEGIN and END lines hold: base64 (a PGP checksum line
+# too), headers such as ``Proc-Type: 4,ENCRYPTED`` or ``Version: ...``, blank lines.
+_KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/=]*|[A-Za-z][A-Za-z0-9-]*: [^\n]*")
 
 
 class LineRedactor:
@@ -30,17 +38,15 @@ class LineRedactor:
         """The line redacted, or None when it lies wholly inside a private key block."""
         if self._in_block:
             end = BLOCK_END.search(text)
-            if end is None:
+            if end is not None:
+                self._in_block = False
+                rest = text[end.end() :]
+                return self.line(rest) if rest.strip() else None
+            if _KEY_MATERIAL.fullmatch(text.strip()):
                 return None
             self._in_block = False
-            rest = text[end.end() :]
-            return self.line(rest) if rest.strip() else None
-        if "-----BEGIN" in text:
-            begin = BLOCK_BEGIN.search(text)
-            if begin is not None and BLOCK_END.search(text, begin.end()) is None:
-                self._in_block = True
-                return redact_text(text[: begin.start()]) + REDACTED
-        return redact_text(text)
+        opened = self._opening(text)
+        return redact_text(text) if opened is None else opened
 
     def lines(self, lines: Iterable[str]) -> list[str]:
         """Each of ``lines`` redacted, in order, without those inside a private key block."""
@@ -57,12 +63,19 @@ class LineRedactor:
         A private key block it opens is taken as open from here on, as ``line`` would.
         """
         if self._in_block:
-            return ""
-        begin = BLOCK_BEGIN.search(text) if "-----BEGIN" in text else None
-        if begin is not None and BLOCK_END.search(text, begin.end()) is None:
-            self._in_block = True
-            return redact_text(text[: begin.start()]) + REDACTED
-        return redact_text(text)
+            return self.line(text) or ""
+        opened = self._opening(text)
+        return redact_text(text) if opened is None else opened
+
+    def _opening(self, text: str) -> str | None:
+        """The line's redaction when it opens a block (and the block is now open), else None."""
+        if "-----BEGIN" not in text:
+            return None
+        begin = BLOCK_BEGIN.search(text)
+        if begin is None or text[begin.end() :].strip():
+            return None
+        self._in_block = True
+        return redact_text(text[: begin.start()]) + REDACTED
 
 
 def redact_stream_text(text: str) -> str:
