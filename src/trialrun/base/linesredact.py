@@ -34,6 +34,11 @@ class LineRedactor:
     def __init__(self) -> None:
         self._in_block = False
 
+    @property
+    def in_block(self) -> bool:
+        """Whether a private key block is open: the next line needs ``line`` to be kept."""
+        return self._in_block
+
     def line(self, text: str) -> str | None:
         """The line redacted, or None when it lies wholly inside a private key block."""
         if self._in_block:

@@ -78,8 +78,10 @@ class AgentStartError(TrialrunError):
 class StderrRing:
     """The last lines an agent wrote to stderr, bounded in lines and in bytes, redacted.
 
-    Each line is redacted as it arrives (``LineRedactor``), before the ring drops anything: a
-    private key block whose first lines fall out of the ring is still removed whole.
+    A private key block is dropped as its lines arrive (``LineRedactor``), before the ring can
+    drop its BEGIN line and keep the rest; everything else is redacted when the text is read
+    (a line is kept whole or dropped whole, so no secret is cut in two on the way), which costs
+    a chatty agent nothing per line.
     """
 
     def __init__(self, max_lines: int = STDERR_TAIL_LINES, max_bytes: int = STDERR_TAIL_BYTES):
@@ -94,10 +96,15 @@ class StderrRing:
         """Add the next bytes, in chunks of any size: how they were split changes nothing."""
         self._partial += chunk
         if b"\n" in chunk:
-            *complete, rest = bytes(self._partial).split(b"\n")
+            data = bytes(self._partial)
+            *complete, rest = data.split(b"\n")
             self._partial = bytearray(rest)
-            for line in complete:
-                self._push(line)
+            if self._redactor.in_block or b"-----BEGIN" in data:
+                for line in complete:
+                    self._push_guarded(line)
+            else:
+                for line in complete:
+                    self._push(line)
         if len(self._partial) > self._max_bytes:
             # One endless line: keep its end, which is what a reader wants to see, redacted
             # before it is cut.
@@ -108,15 +115,19 @@ class StderrRing:
         lines = list(self._lines)
         if self._partial:
             lines.append(bytes(self._partial))
-        text = b"\n".join(lines).decode("utf-8", "replace")
-        # The unfinished line is redacted only here: its secret may still be arriving.
-        return redact_text(text) if self._partial else text
+        return redact_text(b"\n".join(lines).decode("utf-8", "replace"))
 
-    def _push(self, raw: bytes) -> None:
-        text = self._redactor.line(raw.decode("utf-8", "replace"))
-        if text is None:
-            return
-        line = text.encode("utf-8")[-self._max_bytes :]
+    def _push_guarded(self, line: bytes) -> None:
+        """``_push`` for lines that may open, lie in or close a private key block."""
+        if self._redactor.in_block or b"-----BEGIN" in line:
+            text = self._redactor.line(line.decode("utf-8", "replace"))
+            if text is None:
+                return
+            line = text.encode("utf-8")
+        self._push(line)
+
+    def _push(self, line: bytes) -> None:
+        line = line[-self._max_bytes :]
         self._lines.append(line)
         self._size += len(line) + 1
         while len(self._lines) > self._max_lines or self._size > self._max_bytes:
