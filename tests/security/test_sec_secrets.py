@@ -39,6 +39,7 @@ from trialrun.compare.evaluate import evaluate_checks
 from trialrun.conversation.process import StderrRing
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 from trialrun.receipt.show import render_html, summarize
+from trialrun.report.summary import bound_tail
 
 _RNG = random.Random(28)
 _ALNUM = string.ascii_letters + string.digits
@@ -250,6 +251,14 @@ def test_a_key_inside_one_json_line_does_not_swallow_the_next_lines() -> None:
     redacted = LineRedactor().lines(transcript)
     assert len(redacted) == 2 and "truncated" in redacted[1]
     assert not holds_part("\n".join(redacted), body)
+
+
+def test_a_stored_stderr_tail_is_redacted_before_it_is_cut_to_its_last_lines() -> None:
+    # A tail read back from an older run or a shard document was never through the ring.
+    text, body = _block("RSA", 30)
+    stored = "\n".join(["starting", text, *(f"retrying {n}" for n in range(40))])
+    shown = bound_tail(stored)
+    assert shown.endswith("retrying 39") and not holds_part(shown, body)
 
 
 def test_shortened_redacts_before_it_cuts() -> None:

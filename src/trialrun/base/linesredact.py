@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from trialrun.base.redact import REDACTED, redact_text
 from trialrun.base.secretshapes import BLOCK_BEGIN, BLOCK_END
 
-__all__ = ["LineRedactor", "redact_stream_text", "redact_then_cut_tail", "redacting_sink"]
+__all__ = ["LineRedactor", "redact_stream_text", "redacting_sink"]
 
 # What the lines between a private key's BEGIN and END lines hold: base64 (a PGP checksum line
 # too), headers such as ``Proc-Type: 4,ENCRYPTED`` or ``Version: ...``, blank lines.
@@ -106,11 +106,3 @@ def redacting_sink(append: Callable[[str], None]) -> Callable[[str], None]:
             append(redacted)
 
     return sink
-
-
-def redact_then_cut_tail(text: str, limit: int) -> str:
-    """The last ``limit`` characters of ``text`` once redacted.
-
-    Redacting first means a secret that begins before the cut is still recognised whole.
-    """
-    return redact_text(text)[-limit:] if limit > 0 else ""

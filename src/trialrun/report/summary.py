@@ -167,9 +167,9 @@ def stderr_tail_of(case: CaseResult) -> str:
 def bound_tail(text: str) -> str:
     """``text`` redacted, then cut to its last lines: a secret that begins before the cut (a
     private key block's BEGIN line) is still recognised whole."""
-    lines = LineRedactor().lines(redact_text(text).splitlines())[-STDERR_TAIL_MAX_LINES:]
-    tail = "\n".join(lines)
-    return tail[-STDERR_TAIL_MAX_CHARS:]
+    lines = LineRedactor().lines(text.splitlines())[-STDERR_TAIL_MAX_LINES:]
+    # Once more as a whole, for what spans lines (a quoted value on the line after its name).
+    return redact_text("\n".join(lines))[-STDERR_TAIL_MAX_CHARS:]
 
 
 def nearest_rank(sorted_values: Sequence[float], percent: int) -> float:
