@@ -380,7 +380,8 @@ def leaky_project(tmp_path: Path, upstream: FakeUpstream) -> Iterator[tuple[Path
     (suite / "echo_server.py").write_text(ECHO_SERVER, encoding="utf-8")
     (suite / "leak_tools.py").write_text(TOOLS, encoding="utf-8")
     plain = SECRETS[SHAPE_IDS.index("assignment")][2][0]
-    command = [sys.executable, "agent.py", "--api-key", plain, "--token=" + plain]
+    single_line = [text for _, text, _ in SECRETS if "\n" not in text]
+    command = [sys.executable, "agent.py", "--api-key", plain, "--token=" + plain, *single_line]
     server = [sys.executable, str(suite / "echo_server.py")]
     (suite / "suite.yaml").write_text(
         "suite_name: leaks\n"
@@ -435,7 +436,7 @@ def test_a_run_that_leaks_every_secret_everywhere_writes_none_of_them(
     stderr_tail = {case["id"]: case["stderr_tail"] for case in summary["cases"]}
     assert "retrying connection 39" in stderr_tail["pem"]
     assert "debug" in stderr_tail["everything"]
-    assert summary["suite"]["agent_command"][2:] == [
+    assert summary["suite"]["agent_command"][2:5] == [
         "--api-key",
         "[REDACTED]",
         "--token=[REDACTED]",
