@@ -36,6 +36,7 @@ from trialrun.base.redact import (
 from trialrun.cli import run_cli
 from trialrun.compare.checkspec import Check
 from trialrun.compare.evaluate import evaluate_checks
+from trialrun.compare.requires import probe_requirement
 from trialrun.conversation.process import StderrRing
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 from trialrun.receipt.show import render_html, summarize
@@ -283,6 +284,19 @@ def test_a_failing_check_command_quotes_no_line_of_the_key_it_printed(tmp_path: 
     )
     assert not outcome.passed and "checking done" in outcome.detail
     assert not holds_part(outcome.detail, body)
+
+
+def test_a_requirement_probe_quotes_no_secret_its_import_error_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = _pick(_ALNUM, 40)
+    # The probe quotes the error's last line cut at 200 characters, here inside the key.
+    message = "x" * 160 + " sk_" + "live_" + body
+    (tmp_path / "leaky_module.py").write_text(f"raise RuntimeError({message!r})\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reason = probe_requirement("python3:leaky_module")
+    assert reason is not None and "RuntimeError" in reason
+    assert not holds_part(reason, [body[:10]])
 
 
 # ---- end to end: a run that leaks everything everywhere -----------------------------------
