@@ -14,7 +14,7 @@ import random
 import string
 import subprocess
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from gateway_fake_upstream import FakeUpstream
 from trialrun.base import redact as redact_module
+from trialrun.base.assertion_api import describe_value
 from trialrun.base.linesredact import LineRedactor
 from trialrun.base.quoting import shortened
 from trialrun.base.redact import (
@@ -33,13 +34,22 @@ from trialrun.base.redact import (
     redact_command,
     redact_text,
 )
+from trialrun.base.results import ToolCall
 from trialrun.cli import run_cli
+from trialrun.compare import evaluate
+from trialrun.compare import report as compare_report
 from trialrun.compare.checkspec import Check
 from trialrun.compare.evaluate import evaluate_checks
 from trialrun.compare.requires import probe_requirement
+from trialrun.conversation import protocol
 from trialrun.conversation.process import StderrRing
+from trialrun.gateway import cassette as gateway_cassette
+from trialrun.gateway.exchange import error_of
+from trialrun.incident import model as incident_model
+from trialrun.receipt import verify
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 from trialrun.receipt.show import render_html, summarize
+from trialrun.report import timeline
 from trialrun.report.summary import bound_tail
 
 _RNG = random.Random(28)
@@ -260,6 +270,32 @@ def test_a_stored_stderr_tail_is_redacted_before_it_is_cut_to_its_last_lines() -
     stored = "\n".join(["starting", text, *(f"retrying {n}" for n in range(40))])
     shown = bound_tail(stored)
     assert shown.endswith("retrying 39") and not holds_part(shown, body)
+
+
+_QUOTERS: dict[str, Callable[[str], str]] = {
+    "quoting.shortened": lambda text: shortened(text, 100),
+    "protocol preview": protocol._preview,
+    "gateway error": lambda text: error_of(401, json.dumps({"error": {"message": text}})) or "",
+    "gateway value kind": gateway_cassette._kind,
+    "assertion value": describe_value,
+    "incident field": lambda text: str(incident_model._invalid(("calls", 0), "an object", text)),
+    "timeline error": lambda text: timeline._title(1, ToolCall("c", "t", {}, False, error=text), 0),
+    "receipt verify value": verify._js_text,
+    "compare trigger error": compare_report._preview,
+    "compare check detail": evaluate._shown,
+}
+
+
+@pytest.mark.parametrize("quote", _QUOTERS.values(), ids=list(_QUOTERS))
+def test_a_message_that_quotes_text_cuts_it_after_redacting_it(
+    quote: Callable[[str], str],
+) -> None:
+    # Wherever the cut falls, no start of the key shows: cut first, its first characters were
+    # too few for the rule to see a key and stayed.
+    body = _pick(_ALNUM, 40)
+    for filler in range(0, 320, 3):
+        shown = quote("x" * filler + " sk-" + body)
+        assert not holds_part(shown, [body[:8]]), (filler, shown)
 
 
 def test_shortened_redacts_before_it_cuts() -> None:
