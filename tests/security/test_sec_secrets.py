@@ -34,7 +34,6 @@ from trialrun.base.redact import (
     redact_command,
     redact_text,
 )
-from trialrun.base.results import ToolCall
 from trialrun.cli import run_cli
 from trialrun.compare import evaluate
 from trialrun.compare import report as compare_report
@@ -49,7 +48,6 @@ from trialrun.incident import model as incident_model
 from trialrun.receipt import verify
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 from trialrun.receipt.show import render_html, summarize
-from trialrun.report import timeline
 from trialrun.report.summary import bound_tail
 
 _RNG = random.Random(28)
@@ -279,7 +277,6 @@ _QUOTERS: dict[str, Callable[[str], str]] = {
     "gateway value kind": gateway_cassette._kind,
     "assertion value": describe_value,
     "incident field": lambda text: str(incident_model._invalid(("calls", 0), "an object", text)),
-    "timeline error": lambda text: timeline._title(1, ToolCall("c", "t", {}, False, error=text), 0),
     "receipt verify value": verify._js_text,
     "compare trigger error": compare_report._preview,
     "compare check detail": evaluate._shown,

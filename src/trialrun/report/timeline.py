@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, ToolCall
 from trialrun.report.console import clean
 from trialrun.report.figures import (
@@ -101,7 +100,7 @@ def _title(number: int, call: ToolCall, start: float) -> str:
     )
     if call.ok:
         return head
-    error = clean(redact_text(call.error or "failed"))
+    error = clean(call.error or "failed")
     if len(error) > ERROR_CHARS_MAX:
         error = error[: ERROR_CHARS_MAX - 1] + "…"
     return f"{head}; error: {error}"
