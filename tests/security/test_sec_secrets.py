@@ -2,8 +2,8 @@
 
 The secrets are fake but shaped like real ones (prefix, alphabet, length), built here at test time
 from pieces so the repository itself holds nothing a secret scanner would flag. A file written
-by trialrun "holds" a secret when any 12-character window of the secret's random part appears
-in it: a secret cut in half and left half visible counts as a leak too.
+by trialrun "holds" a secret when a 12-character piece of the secret's random part (one starts
+every 4 characters) appears in it: a secret cut in two and left partly visible is a leak too.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def _secret_table() -> list[tuple[str, str, list[str]]]:
 
 SECRETS = _secret_table()
 SHAPE_IDS = [shape for shape, _, _ in SECRETS]
-# Shapes redacted before issue 28; they stay in the end-to-end runs, which failed on every one
-# of them through the stderr tail and compare's transcripts.
+# Shapes redacted before issue 28: the unit tests below take the new ones; every shape stays in
+# the end-to-end tests (compare --out copied each of them raw).
 _KNOWN_BEFORE = {
     "openai", "anthropic", "github", "github_pat", "slack_token", "google_api_key", "npm", "jwt",
     "bearer", "url_password", "assignment", "rsa_private_key", "openssh_private_key",
