@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.base import redact as redact_module
+from trialrun.base import secretshapes
 from trialrun.base.redact import (
     REDACTED,
     holds_nothing_to_redact,
@@ -180,6 +181,15 @@ def test_redacted_json_text_stays_json() -> None:
         "API_KEY=[REDACTED]",
         "Ünïcödé text: nothing to hide here",
         "",
+        # near misses of the provider shapes in secretshapes
+        "sha256 " + "0123456789abcdef" * 4,
+        "commit " + "0123456789abcdef" * 2 + "01234567",
+        "id 123e4567-e89b-12d3-a456-426614174000",
+        "base64 aGVsbG8gd29ybGQ= and ask_live_demo risk_test_x",
+        "skills dapper Skip SKU SG.x hf_x glpat-x task_live_123 version 1.2.3",
+        "https://hooks.slack.com/services/",
+        "Mozilla/5.0.AppleWebKit.537 file.tar.gz a.b.c",
+        "value " + "abcdefghij/KLMNOPQRST" * 2,  # 40 base64 characters, no AWS key id beside
     ],
 )
 def test_text_without_secrets_is_untouched(text: str) -> None:
@@ -311,6 +321,16 @@ _FRAGMENTS = [
     "https://u:p@h/", "://", "=", ":", '"', "'", " ", "\n", "}", "]", REDACTED, "MONKEY=",
     "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", _JWT, "x", "\u0130", "Basic ",
     "github_pat_abcdefghijklmnopqrstuv", "npm_abcdefghijklmnopqrstuvwxyz0123",
+    # the shapes of secretshapes, whole and in pieces
+    "sk_live_abcdefghijklmnop", "rk_test_", "whsec_abcdefghijklmnopqrstuvwxyz01", "hf_",
+    "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "glpat-abcdefghijklmnopqrst", "ya29.", "SG.",
+    "ya29.abcdefghijklmnopqrstuvwx", "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuv",
+    "SK0123456789abcdef0123456789abcdef", "dapi0123456789abcdef0123456789abcdef", "sig=",
+    "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAx.GhIjKl.abcdefghijklmnopqrstuvwxyz01234", ".GhIjKl.",
+    "https://hooks.slack.com/services/T0/B0/abcdefghijklmnopqrstuvwx", "AccountKey=",
+    "sig=abcdefghij%2Bklmnopqrst", "pypi-AgEIcHlwaS5vcmcabcdefghijklmnopqrstuvwxyz0123456789ABC",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----", "-----END PGP PRIVATE KEY BLOCK-----",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "xapp-1-abcdefghijklmn",
 ]  # fmt: skip
 _secretish_text = st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=5), max_size=12).map(
     "".join
@@ -377,7 +397,9 @@ def test_redact_is_idempotent_and_never_raises(value: Any) -> None:
 _LITERAL_PIECES = [
     *redact_module._NEEDED_LITERALS, "ghp_", "gho_", "ghx_", "github_pat_", "gh", "tok", "en",
     "coo", "kie", "np", "m_", "authori", "z", "ai", "za", "ey", "j", "-----", "begin", ":/", "/",
-    "as", "ia", "se", "ssion", "cret", "s", "k", "-", "p",
+    "as", "ia", "se", "ssion", "cret", "s", "k", "-", "p", "glpat-", "gl", "pat-", "sk",
+    "0123456789abcdef" * 2, ".abcdef.", "a" * 27, "hooks.slack.com", "ya29", ".", "py", "da",
+    "pi", "whs", "ec_", "api", "_org_", "i_", "live_", "test", "x", "app-", "ig=", "g.", "f_",
 ]  # fmt: skip
 _scan_text = st.lists(
     st.sampled_from(_LITERAL_PIECES).map(lambda piece: piece.upper())
@@ -391,7 +413,7 @@ _scan_text = st.lists(
 def _holds_a_literal(text: str) -> bool:
     lowered = text.lower()
     return any(literal in lowered for literal in redact_module._NEEDED_LITERALS) or bool(
-        re.search(redact_module._GITHUB, lowered)
+        re.search(redact_module._GITHUB + "|" + secretshapes.NEEDED_PATTERNS, lowered)
     )
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from trialrun.base.linesredact import redacting_sink
+
 __all__ = ["CommandResult", "run_shell"]
 
 STDERR_TAIL_LINES = 200
@@ -90,7 +92,7 @@ def run_shell(
     assert proc.stdout is not None
     readers = [_start_reader(proc.stdout, lambda text: lines.append((time.monotonic(), text)))]
     if proc.stderr is not None:
-        readers.append(_start_reader(proc.stderr, tail.append))
+        readers.append(_start_reader(proc.stderr, redacting_sink(tail.append)))
     timed_out = False
     try:
         try:

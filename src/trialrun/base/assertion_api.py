@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
+from trialrun.base.redact import redact_text
 from trialrun.base.results import CheckFailure, JsonObject, ToolCall
 from trialrun.base.suggest import did_you_mean
 from trialrun.errors import ConfigError
@@ -147,7 +148,7 @@ def describe_value(value: Any) -> str:
         return f"boolean {str(value).lower()}"
     kinds = {int: "integer", float: "number", str: "string", list: "list"}
     kind = kinds.get(type(value)) or ("mapping" if is_object(value) else type(value).__name__)
-    text = repr(value)
+    text = redact_text(repr(value))
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{kind} {text}"

@@ -4,9 +4,14 @@ An agent, an upstream or a user's file chooses that text, and it can be of any l
 message quoting it whole would be as long (a 100,000-character tool name made every failure
 message that long). Each caller picks its own bound; ``trialrun.errors``, below this layer,
 keeps a copy of its own.
+
+The text is redacted before it is cut: a secret that the cut would split is no longer
+recognisable afterwards, so its first characters would reach the message.
 """
 
 from __future__ import annotations
+
+from trialrun.base.redact import redact_text
 
 __all__ = ["exception_text", "excerpt", "shortened"]
 
@@ -15,7 +20,9 @@ EXCERPT_CHARS = 40
 
 
 def shortened(text: str, limit: int) -> str:
-    """``text`` if it has at most ``limit`` characters, else its start and ``...`` in ``limit``."""
+    """``text`` redacted, whole if it has at most ``limit`` characters, else its start and
+    ``...`` in ``limit``."""
+    text = redact_text(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

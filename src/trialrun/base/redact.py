@@ -2,13 +2,16 @@
 
 Two kinds of rule, both best effort:
 
-* **Shapes in text** (``redact_text``, applied to every string): provider keys (OpenAI ``sk-``
-  incl. ``sk-proj-``/``sk-ant-``, GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/
-  ``github_pat_``, Slack ``xox?-``, Google ``AIza``, AWS ``AKIA``/``ASIA``, npm ``npm_``), JWTs
-  and PEM private key blocks become ``[REDACTED]``; ``Bearer <token>`` keeps ``Bearer``;
+* **Shapes in text** (``redact_text``, applied to every string): the provider keys and tokens
+  catalogued in ``secretshapes`` (OpenAI/Anthropic ``sk-``, Stripe ``sk_live_``/``rk_live_``/
+  ``whsec_``, GitHub, GitLab ``glpat-``, Hugging Face ``hf_``, Slack tokens and webhook URLs,
+  AWS key ids and a secret key beside one, Google ``AIza`` and ``ya29.``, npm, PyPI, SendGrid
+  ``SG.``, Twilio ``SK``, Databricks ``dapi``, Discord bot tokens, Azure SAS ``sig=``), JWTs and
+  PEM or PGP private key blocks become ``[REDACTED]``; ``Bearer <token>`` keeps ``Bearer``;
   ``scheme://user:pass@host`` keeps everything but the password; ``NAME=value`` /
   ``name: value`` / ``"name": "value"`` assignments (any case, shell, YAML, JSON or a Python
-  dict in text) lose the value when the name is a secret's name; quoted JSON stays JSON.
+  dict in text) lose the value when the name is a secret's name (``AccountKey=`` of an Azure
+  connection string included); quoted JSON stays JSON.
 * **Secret names** (``is_sensitive_key``), for dict keys and assignment names alike. A name is
   judged on its words (split on ``_ - .`` and camelCase): it is sensitive when it holds a secret
   noun (``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``credential(s)``, ``cookie``,
@@ -44,6 +47,8 @@ from collections.abc import Collection, Iterable
 from functools import lru_cache
 from typing import Any
 
+from trialrun.base import secretshapes as shapes
+
 __all__ = [
     "DATA_KEYS",
     "REDACTED",
@@ -52,12 +57,13 @@ __all__ = [
     "json_holds_nothing_to_redact",
     "redact",
     "redact_changed",
+    "redact_command",
     "redact_each",
     "redact_shared",
     "redact_text",
 ]
 
-REDACTED = "[REDACTED]"
+REDACTED = shapes.REDACTED
 DATA_KEYS: frozenset[str] = frozenset(
     {"tool_calls_by_name", "tool_errors_by_name", "unused_recordings_by_tool"}
 )
@@ -75,7 +81,8 @@ _SECRET_WORDS = _word_set(
 )
 # Single lowercase words such as ``accesstoken`` or ``dbpassword`` end with the noun.
 _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "credentials", "cookie")
-_KEY_QUALIFIERS = _word_set("api private secret access signing encryption master")
+# ``AccountKey`` is an Azure storage account's shared key.
+_KEY_QUALIFIERS = _word_set("api private secret access signing encryption master account")
 # ``page_token`` or ``max_token`` name a cursor or a count, not a credential.
 _NOT_SECRET_BEFORE_TOKEN = _word_set(
     "page next continuation pagination cursor sync max min total num input output prompt"
@@ -118,57 +125,15 @@ def is_sensitive_key(name: str) -> bool:
 # ---- text --------------------------------------------------------------------------------
 
 
-# Every pattern starts with a literal, so the regex engine skips through text without it about
-# as fast as str.find; the ASCII word boundary (``\b`` in the JavaScript originals) is a
-# lookbehind placed after that literal. Each rule first checks for a character its secret must
-# contain (a memchr-fast test), so ordinary text skips most rules outright.
-def _after_boundary(literal: str, rest: str) -> re.Pattern[str]:
-    return re.compile(literal + f"(?<![A-Za-z0-9_]{literal})" + rest)
-
-
-_TOKEN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    (
-        "-",
-        # A block cut short (no END line) is redacted to the end of the text.
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
-            r"(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----|[\s\S]*)"
-        ),
-        REDACTED,
-    ),
-    ("-", _after_boundary("sk-", r"[A-Za-z0-9_-]{16,}"), REDACTED),
-    ("_", _after_boundary("gh", r"[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
-    ("_", _after_boundary("github_pat_", r"[A-Za-z0-9_]{20,}"), REDACTED),
-    ("-", _after_boundary("xox", r"[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-    ("A", _after_boundary("A", r"(?:KI|SI)A[0-9A-Z]{16}(?![A-Za-z0-9_])"), REDACTED),
-    ("A", _after_boundary("AIza", r"[0-9A-Za-z_-]{30,}"), REDACTED),
-    (
-        "J",
-        _after_boundary("eyJ", r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-        REDACTED,
-    ),
-    ("_", _after_boundary("npm_", r"[A-Za-z0-9]{30,}"), REDACTED),
-    (
-        "@",
-        re.compile(r"(://[^\s/?#@:\"']*:)(?![\"']?\[REDACTED\])[^\s/?#@]+@"),
-        r"\g<1>" + REDACTED + "@",
-    ),
-)
+_TOKEN_RULES = shapes.TOKEN_RULES
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}")
 # Short strings (most of them) skip every rule after one search for anything that could start
 # a secret. Long strings skip it: an alternation has no literal to skip to.
 _SHORT = 4096
-_ANYTHING = re.compile(
-    r"sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|npm_|-----BEGIN|[=:]|(?i:bearer)"
-)
-# One character of every literal above (``bearer`` matches ASCII letters only, even ignoring
-# case): a character-class scan is ten times faster than the alternation and clears most text.
-_MAYBE_SECRET = re.compile("[-_xAJ=:bB]")
+_ANYTHING = shapes.ANYTHING
+_MAYBE_SECRET = shapes.MAYBE_SECRET
 _CACHED = 256
-# Every token rule's match holds one of these literals (the URL rule's ``://`` included).
-_SHAPES = re.compile(
-    r"sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|npm_|-----BEGIN|://|(?i:bearer)"
-)
+_SHAPES = shapes.SHAPES
 
 # Assignments (``NAME=value``, ``name: value``, ``"name": "value"``) are found from a secret
 # noun in the name and the separator after it, in the lowercased text; the whole name is then
@@ -176,7 +141,7 @@ _SHAPES = re.compile(
 # text is used: backwards from each separator (in the reversed text) when separators are rare,
 # else forwards from each noun (one literal search per noun). ``bearer`` and ``jwt`` alone are
 # not searched as names: their values have shapes of their own, caught above.
-_NOUNS = ("pass", "pwd", "secret", "token", "key", "credential", "cookie", "authoriz", "session")
+_NOUNS = shapes.NOUNS
 _FORWARD_ASSIGNMENTS = tuple(
     re.compile(noun + r"(?P<rest>[a-z0-9_.-]*+)(?P<quote>[\"']?)\s*+[=:]") for noun in _NOUNS
 )
@@ -201,6 +166,21 @@ _VALUE = re.compile(
     r"(?!=)(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[\"']?[^\s\"',;]+|[\"'])"
 )
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)\s+")
+
+
+def redact_command(argv: Iterable[str]) -> list[str]:
+    """A command's words, each redacted; the word after an option named for a secret
+    (``--api-key VALUE``, ``--password VALUE``) is replaced whole, since no rule sees it alone.
+    """
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next and word and not word.startswith("-"):
+            out.append(REDACTED)
+        else:
+            out.append(redact_text(word))
+        hide_next = word.startswith("-") and "=" not in word and is_sensitive_key(word.lstrip("-"))
+    return out
 
 
 def redact_text(text: str) -> str:
@@ -233,8 +213,15 @@ def _redact_any_text(text: str) -> str:
 
 def _redact_shapes(text: str) -> str:
     """``text`` with the token shapes and ``Bearer`` values replaced."""
+    if ("AKIA" in text or "ASIA" in text) and shapes.AWS_KEY_ID.search(text):
+        # An AWS secret access key has no prefix of its own: beside a key id, 40 characters
+        # of base64 standing alone are taken for one.
+        text = shapes.AWS_SECRET_BESIDE_ID.sub(REDACTED, text)
     for required, pattern, replacement in _TOKEN_RULES:
         if required in text:
+            text = pattern.sub(replacement, text)
+    for hint, pattern, replacement in shapes.HINTED_RULES:
+        if hint.search(text):
             text = pattern.sub(replacement, text)
     if "bearer" in text.lower():
         text = _BEARER.sub(r"\g<1>" + REDACTED, text)
@@ -394,29 +381,10 @@ def _mask(value: Any) -> tuple[Any, bool]:
 
 # ---- whole values at once ------------------------------------------------------------------
 
-# Every rule above changes only text whose lowercase holds one of these: a secret's name holds a
-# noun (or is ``bearer`` / ``jwt``) and every shape holds its literal.
-_NEEDED_LITERALS = (
-    *_NOUNS,
-    *("bearer", "jwt", "sk-", "xox", "akia", "asia", "aiza", "eyj", "npm_", "-----begin", "://"),
-)
-_GITHUB = "gh[pousr]_|github_pat_"
-# Those literals in one pass, each branch starting at the literal's rarest character (k, z, j,
-# b, x, /, p where there is one) and checking what comes before it with a lookbehind, so the
-# search stops at few places: half the cost of a plain alternation on short strings and a
-# third of one ``in`` per literal; as fast as the ``in``s on long text.
-# tests/test_redact.py checks that it finds exactly _NEEDED_LITERALS and _GITHUB.
-_ANY_NEEDED_LITERAL = re.compile(
-    r"k(?:ey|(?<=tok)en|(?<=cook)ie|(?<=sk)-|(?<=ak)ia)"
-    r"|p(?:ass|wd|(?<=np)m_)"
-    r"|z(?:(?<=authoriz)|(?<=aiz)a)"
-    r"|j(?:wt|(?<=eyj))"
-    r"|b(?:earer|(?<=-----b)egin)"
-    r"|xox"
-    r"|/(?<=:/)/"
-    r"|s(?:e(?:ssion|cret)|(?<=as)ia)"
-    r"|credential|" + _GITHUB
-)
+# Every rule above changes only text whose lowercase holds one of these (secretshapes).
+_NEEDED_LITERALS = shapes.NEEDED_LITERALS
+_GITHUB = shapes.GITHUB
+_ANY_NEEDED_LITERAL = shapes.ANY_NEEDED_LITERAL
 
 
 def _holds_no_needed_literal(text: str) -> bool:

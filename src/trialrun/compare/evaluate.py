@@ -54,12 +54,15 @@ import re
 import signal
 import subprocess
 import tempfile
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from trialrun.base.linesplit import jsonl_lines
+from trialrun.base.linesredact import redacting_sink
+from trialrun.base.redact import redact_text
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
@@ -79,6 +82,7 @@ COMMAND_SUCCEEDS_TIMEOUT_S = 120.0
 """The seed engine's cap on one ``command_succeeds`` check."""
 _OUTPUT_TAIL_CHARS = 500
 _SHOWN_CHARS = 200
+_LINE_READ_BYTES = 1 << 20
 _REAP_S = 5.0
 _SHELL_COULD_NOT_RUN = (126, 127)
 """bash's exit codes for a command it found but could not execute, and one it did not find."""
@@ -369,15 +373,33 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
         finally:
             # Background helpers the command left must not outlive the check.
             _kill_group(proc.pid)
-        size = output.seek(0, os.SEEK_END)
-        output.seek(max(0, size - 4 * _OUTPUT_TAIL_CHARS))  # 4 bytes per character at most
-        tail = output.read().decode("utf-8", "replace")[-_OUTPUT_TAIL_CHARS:].strip()
+        tail = _redacted_tail(output)
     said = f": {tail}" if tail else ""
     if code == 0:
         return True, "exit 0", True
     if code < 0:
         return False, f"killed by signal {-code}{said}", True
     return False, f"exit {code}{said}", code not in _SHELL_COULD_NOT_RUN
+
+
+def _redacted_tail(output: IO[bytes]) -> str:
+    """The output's last characters, redacted line by line from its start before the cut: a
+    private key block that begins earlier is still removed."""
+    kept: deque[str] = deque()
+    size = 0
+
+    def keep(line: str) -> None:
+        nonlocal size
+        kept.append(line)
+        size += len(line) + 1
+        while len(kept) > 1 and size - len(kept[0]) - 1 >= _OUTPUT_TAIL_CHARS:
+            size -= len(kept.popleft()) + 1
+
+    sink = redacting_sink(keep)
+    output.seek(0)
+    for raw in iter(lambda: output.readline(_LINE_READ_BYTES), b""):
+        sink(raw.decode("utf-8", "replace").rstrip("\r\n"))
+    return "\n".join(kept)[-_OUTPUT_TAIL_CHARS:].strip()
 
 
 def _kill_group(pgid: int) -> None:
@@ -387,5 +409,5 @@ def _kill_group(pgid: int) -> None:
 
 
 def _shown(text: str) -> str:
-    one_line = " ".join(text.split())
+    one_line = " ".join(redact_text(text).split())
     return one_line if len(one_line) <= _SHOWN_CHARS else one_line[: _SHOWN_CHARS - 1] + "…"

@@ -20,6 +20,7 @@ import json
 import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
+from trialrun.base.redact import redact_text
 from trialrun.base.visible import visible_name
 from trialrun.compare.outcome import (
     ArmEfficiency,
@@ -148,7 +149,7 @@ def _trigger_lines(triggers: TriggerOutcome) -> list[str]:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    flat = visible_name(" ".join(text.split()))
+    flat = visible_name(" ".join(redact_text(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

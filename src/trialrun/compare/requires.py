@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from trialrun.base.redact import redact_text
 from trialrun.compare.arms import SESSION_RUN_NAME, RunUnit
 from trialrun.compare.config import CompareCase
 from trialrun.compare.outcome import Hole
@@ -56,7 +57,7 @@ def probe_requirement(requirement: str) -> str | None:
         return f"could not start {python} to import '{module}': {exc}"
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1:]
-        found = f": {last[0][:200]}" if last else f" (exit code {done.returncode})"
+        found = f": {redact_text(last[0])[:200]}" if last else f" (exit code {done.returncode})"
         return f"module '{module}' is not importable by {python}{found}"
     return None
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.linesredact import redacting_sink
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -162,7 +163,7 @@ async def run_command(
     err_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     readers = [
         asyncio.ensure_future(_pump(proc.stdout, out_chunks.append)),
-        asyncio.ensure_future(_pump_lines(proc.stderr, err_lines.append)),
+        asyncio.ensure_future(_pump_lines(proc.stderr, redacting_sink(err_lines.append))),
     ]
     timed_out = False
     try:

@@ -175,7 +175,7 @@ def create_shard_dir(out: Path, subject_name: str, spec: ShardSpec) -> RunDir:
         raise ConfigError(
             f"cannot create the shard directory: {exc.strerror or exc}", file=path
         ) from None
-    run_dir = RunDir(path)
+    run_dir = RunDir(path, redact_transcripts=True)  # uploaded for the merge
     run_dir.transcripts.mkdir()
     run_dir.sandboxes.mkdir(mode=0o700)
     return run_dir

@@ -6,7 +6,9 @@ a receipt can later be matched to exact bytes whatever team or version they end 
 * ``receipt.json``: the run's receipt (written last, atomically);
 * ``run.jsonl``: a Run Receipt v0 chain of every arm sample and every row (``ReceiptWriter``);
 * ``transcripts/<case>.<arm>.<rep>.<ext>``: each arm's raw transcript, unredacted: the store is
-  the user's own machine, and ``--rescore`` must see what the agent really printed;
+  the user's own machine, and ``--rescore`` must see what the agent really printed; the copy
+  ``export_run`` makes for upload (``compare --out``) and a shard's directory (``--shard --out``,
+  ``RunDir.redact_transcripts``) hold them redacted;
 * ``sandboxes/``: the arms' sandboxes, kept for inspection (mode 0700, never cleaned up).
 
 Run ids are UTC ``YYYYMMDDTHHMMSSZ`` so that lexicographic order is chronological; two runs in the
@@ -25,6 +27,7 @@ from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.linesplit import jsonl_lines
+from trialrun.base.linesredact import LineRedactor, redact_stream_text
 from trialrun.compare.arms import ArmRun
 from trialrun.compare.outcome import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
@@ -47,6 +50,7 @@ __all__ = [
     "sample_event",
     "stored_arm_runs",
     "transcript_name",
+    "write_transcript",
 ]
 
 RUN_LOG_FILE = "run.jsonl"
@@ -65,6 +69,9 @@ class RunDir:
     """One run's directory and the files in it."""
 
     path: Path
+    redact_transcripts: bool = False
+    """Transcripts are written redacted: the directory is made to leave the machine (a shard's,
+    uploaded for ``compare merge``)."""
 
     @property
     def run_id(self) -> str:
@@ -91,7 +98,8 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
     """Copy ``run`` (without its sandboxes) to ``out/<name>/<run id>/``, for a CI artifact.
 
     The copy is made under a temporary name and renamed whole, so an upload never sees half of
-    it; the local store keeps the original.
+    it; the local store keeps the original. Transcripts are copied redacted: they are the one
+    part of a run written as the agent printed it.
     """
     target = out / name / run.run_id
     if target.exists():
@@ -100,7 +108,15 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
     partial = target.with_name(f".{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        shutil.copytree(run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR))
+        shutil.copytree(
+            run.path, partial, ignore=shutil.ignore_patterns(SANDBOXES_DIR, TRANSCRIPTS_DIR)
+        )
+        if run.transcripts.is_dir():
+            copied = partial / TRANSCRIPTS_DIR
+            copied.mkdir()
+            for source in sorted(run.transcripts.iterdir()):
+                if source.is_file():
+                    _copy_redacted(source, copied / source.name)
         partial.rename(target)
     except OSError as exc:
         # A full disk halfway through: no half copy stays behind, and the error names where
@@ -110,6 +126,18 @@ def export_run(run: RunDir, out: Path, name: str) -> Path:
         why = errors[0][2] if isinstance(errors, list) and errors else exc.strerror or str(exc)
         raise OSError(exc.errno, f"cannot copy the run there: {why}", str(target)) from None
     return target
+
+
+def _copy_redacted(source: Path, target: Path) -> None:
+    """``source`` copied line by line through the redaction of a stream (bytes that are not
+    UTF-8 pass through as they are)."""
+    redacted_line = LineRedactor().line
+    with source.open("rb") as reading, target.open("wb") as writing:
+        for raw in reading:
+            body = raw.rstrip(b"\r\n")
+            text = redacted_line(body.decode("utf-8", "surrogateescape"))
+            if text is not None:
+                writing.write(text.encode("utf-8", "surrogateescape") + raw[len(body) :])
 
 
 def create_run_dir(content_digest: str, run_id: str, *, root: Path | None = None) -> RunDir:
@@ -226,8 +254,15 @@ def stored_arm_runs(run: RunDir) -> list[ArmRun]:
 def log_arm_run(run: ArmRun, run_dir: RunDir, log: ReceiptWriter, transcript_format: str) -> None:
     """Keep one finished arm: its transcript file and its ``arm_sample`` event."""
     name = transcript_name(run.case, run.arm, run.rep, transcript_format)
-    atomic_write_text(run_dir.transcripts / name, run.transcript)
+    write_transcript(run_dir, name, run.transcript)
     log.emit(ARM_SAMPLE_EVENT, arm_run_record(run, name))
+
+
+def write_transcript(run_dir: RunDir, name: str, transcript: str) -> None:
+    """One arm's transcript into ``run_dir``: raw in the store, redacted where it is uploaded."""
+    if run_dir.redact_transcripts:
+        transcript = redact_stream_text(transcript)
+    atomic_write_text(run_dir.transcripts / name, transcript)
 
 
 def copy_arm_runs(source: RunDir, run_dir: RunDir, log: ReceiptWriter) -> list[ArmRun]:

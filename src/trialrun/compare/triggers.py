@@ -26,12 +26,17 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trialrun.base.fsutil import atomic_write_text
 from trialrun.compare.arms import SESSION_RUN_NAME, ArmRun, ArmSpec, PlannedRun, run_all
 from trialrun.compare.config import CaseConfig, CompareCase, EvalAssets
 from trialrun.compare.evaluate import TranscriptFormat, trigger_fired
 from trialrun.compare.outcome import TriggerOutcome, TriggerProbe, trigger_outcome
-from trialrun.compare.store import RunDir, arm_run_record, read_run_log, transcript_name
+from trialrun.compare.store import (
+    RunDir,
+    arm_run_record,
+    read_run_log,
+    transcript_name,
+    write_transcript,
+)
 from trialrun.errors import ConfigError
 from trialrun.receipt.writer import ReceiptWriter
 
@@ -120,7 +125,7 @@ def run_probes(
         plan = by_name[run.case]
         probe = probe_from_run(plan, run, transcript_format, assets.config.name)
         file_name = transcript_name(run.case, run.arm, run.rep, transcript_format)
-        atomic_write_text(run_dir.transcripts / file_name, run.transcript)
+        write_transcript(run_dir, file_name, run.transcript)
         log.emit(TRIGGER_PROBE_EVENT, _probe_event(probe, arm_run_record(run, file_name)))
 
     work = run_all(

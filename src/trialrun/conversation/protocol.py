@@ -31,6 +31,7 @@ from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
 from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
+from trialrun.base.redact import redact_text
 from trialrun.base.reported import MAX_COUNT, as_cost_usd
 from trialrun.base.results import JsonObject
 from trialrun.base.visible import visible_name
@@ -391,5 +392,6 @@ def _preview(text: str) -> str:
     """The start of a line the agent sent, control and bidi characters written as escapes
     (``base.visible``): a line of binary garbage shows as something, and none can colour or
     reorder the message around it."""
+    text = redact_text(text)
     text = text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."
     return visible_name(text)

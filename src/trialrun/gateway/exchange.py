@@ -17,7 +17,7 @@ from typing import Any
 
 from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than
-from trialrun.base.redact import redact
+from trialrun.base.redact import redact, redact_text
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.drift import describe_drift
 from trialrun.gateway.routes import Route
@@ -180,4 +180,4 @@ def error_of(status: int, body: str) -> str | None:
         found = data["error"].get("message")
         message = found if isinstance(found, str) else None
     text = f"HTTP {status}" + (f": {message}" if message else "")
-    return str(redact(text[:300]))
+    return redact_text(text)[:300]

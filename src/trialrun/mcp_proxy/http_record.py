@@ -17,6 +17,7 @@ from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.redact import redact_text
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 from trialrun.mcp_proxy.record import Recorder
@@ -117,9 +118,8 @@ class RecordRun:
         try:
             message = jsonrpc.parse(line)
         except jsonrpc.MessageError:
-            print(
-                f"trialrun mcp-proxy: server wrote a non-JSON line: {line[:200]!r}", file=sys.stderr
-            )
+            shown = redact_text(line.decode("utf-8", "replace"))[:200]
+            print(f"trialrun mcp-proxy: server wrote a non-JSON line: {shown!r}", file=sys.stderr)
             return
         self.recorder.from_server(message)
         with self._lock:

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from trialrun.base.redact import redact_text
 from trialrun.errors import ReceiptError
 from trialrun.receipt.verify import MAX_LINE_BYTES, STRICT_JSON
 
@@ -101,7 +102,7 @@ def _describe(error: ValidationError) -> str:
     if error.validator == "not" and list(error.absolute_schema_path)[-2:] == ["then", "not"]:
         message = "only run_end may carry a signature"
     else:
-        message = error.message
+        message = redact_text(error.message)
     if len(message) > _PROBLEM_CHARS:
         message = message[:_PROBLEM_CHARS] + "..."
     return f"{where}: {message}"

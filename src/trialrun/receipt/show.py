@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.redact import redact_text
 from trialrun.base.visible import visible, visible_value
 from trialrun.errors import ReceiptError
 
@@ -408,7 +409,10 @@ def _text(value: Any, *, limit: int = TEXT_CHARS_MAX) -> str:
     shown as escapes (``base.visible``), so a receipt cannot colour or reorder what it shows."""
     if value is None:
         return ""
-    text = visible(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # A receipt from another harness may hold what trialrun's writer would have redacted;
+    # redaction reads the text before its characters are escaped.
+    text = visible(redact_text(text))
     if len(text) > limit:
         # Exactly ``limit`` long once cut, so cleaning a cleaned text changes nothing.
         suffix = f"... ({len(text):,} characters)"

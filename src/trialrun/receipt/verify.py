@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnumbers import refuse_constant
+from trialrun.base.redact import redact_text
 from trialrun.base.signedjson import DuplicateKeyError
 from trialrun.receipt.envelope import SIGNATURE_KEY, ZERO_HASH, signature_problem
 from trialrun.receipt.linehash import EventHasher, sorted_compact
@@ -460,4 +461,5 @@ def _js_text(value: object) -> str:
         text = canonjson.dumps(value) if type(value) not in (dict, list) else json.dumps(value)
     except (ValueError, RecursionError):
         text = "null"
+    text = redact_text(text)
     return text if len(text) <= _MESSAGE_VALUE_CHARS else text[:_MESSAGE_VALUE_CHARS] + "..."

@@ -19,7 +19,8 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   ``mcp:<server>/<tool>`` and ``model:<model>`` for the MCP and model recordings) and
   ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
   it, so report.html can align the tool sequence of a later run against it).
-* Redaction is applied only to text the agent produced (failure messages, stderr). The peer
+* Redaction is applied only to text the agent produced (failure messages, stderr) and to the
+  agent command (``redact_command``: a key passed as an argument). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
   (``tool_calls_by_name: {"reset_password": 2}``); counts are never redacted here.
 
@@ -36,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
-from trialrun.base.redact import redact
+from trialrun.base.linesredact import LineRedactor
+from trialrun.base.redact import redact, redact_command, redact_text
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
 
@@ -100,7 +102,9 @@ def summary_from_case_docs(
         "suite": {
             "name": run.suite_name,
             "suite_path": display_path(run.suite_path, base),
-            "agent_command": [_command_part(part, base) for part in run.agent_command],
+            "agent_command": redact_command(
+                _command_part(part, base) for part in run.agent_command
+            ),
             "tool_mode": run.mode,
             "suite_config_hash": None,
             "cases_total": len(run.cases),
@@ -155,15 +159,17 @@ def steps_of(case: CaseResult) -> int:
 
 
 def stderr_tail_of(case: CaseResult) -> str:
-    """The case's stderr tail, cut to the last lines and characters that stay readable."""
+    """The case's stderr tail, redacted, cut to the last lines and characters that stay readable."""
     text = case.failure.stderr_tail if case.failure and case.failure.stderr_tail else ""
     return bound_tail(text or case.run.stderr_tail)
 
 
 def bound_tail(text: str) -> str:
-    lines = text.splitlines()[-STDERR_TAIL_MAX_LINES:]
-    tail = "\n".join(lines)
-    return tail[-STDERR_TAIL_MAX_CHARS:]
+    """``text`` redacted, then cut to its last lines: a secret that begins before the cut (a
+    private key block's BEGIN line) is still recognised whole."""
+    lines = LineRedactor().lines(text.splitlines())[-STDERR_TAIL_MAX_LINES:]
+    # Once more as a whole, for what spans lines (a quoted value on the line after its name).
+    return redact_text("\n".join(lines))[-STDERR_TAIL_MAX_CHARS:]
 
 
 def nearest_rank(sorted_values: Sequence[float], percent: int) -> float:
