@@ -121,6 +121,8 @@ def _secret_table() -> list[tuple[str, str, list[str]]]:
     add("bearer", "Authorization: Bea" + "rer ", _pick(_ALNUM, 40))
     add("url_password", "postgres://app:", _pick(_ALNUM, 20), "@db.internal:5432/app")
     add("assignment", "DB_PASS" + "WORD=", _pick(_ALNUM, 20))
+    add("service_key", "http://127.0.0.1:8321/k" + "ey/", _pick(_URLSAFE, 43), "/run/1/openai")
+    add("service_key_path", "POST /k" + "ey/", _pick(_ALNUM, 43), "/run/1/v1/messages")
     for kind in ("RSA", "OPENSSH", "PGP"):
         text, body = _block(kind, 22)
         table.append((f"{kind.lower()}_private_key", text, body))

@@ -104,6 +104,9 @@ TOKEN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("dapi", _after_boundary("dapi", r"[0-9a-f]{32}(?:-[0-9]+)?" + _END), REDACTED),
     # Azure shared access signatures (the sig= member of a SAS query or connection string)
     ("sig=", _after_boundary("sig=", r"[A-Za-z0-9%+/]{16,}=*", "A-Za-z0-9_"), "sig=" + REDACTED),
+    # The key of trialrun's own local services (a case's, or a standalone server's --token),
+    # which rides in the base URL handed to the agent: /key/<key>/...
+    ("/key/", re.compile(r"(/key/)[A-Za-z0-9_~.%-]{16,}"), r"\g<1>" + REDACTED),
     (
         "@",
         re.compile(r"(://[^\s/?#@:\"']*:)(?![\"']?\[REDACTED\])[^\s/?#@]+@"),
@@ -137,8 +140,8 @@ AWS_SECRET_BESIDE_ID = re.compile(
 
 # One character each rule's match must hold; a character-class scan is ten times faster than
 # the alternation below and clears much text (``bearer`` matches ASCII letters only, even
-# ignoring case; ``sig=`` and assignments hold ``=`` or ``:``).
-MAYBE_SECRET = re.compile("[-_xAJ=:bB.KSp]")
+# ignoring case; ``sig=`` and assignments hold ``=`` or ``:``; a service key's path ``y``).
+MAYBE_SECRET = re.compile("[-_xAJ=:bB.KSpy]")
 # A literal (or short pattern) every token rule's match holds, as written. Each branch starts at
 # the literal's rarest character (``-``, ``_``, ``z``, ``J``, ``K``...) and checks what comes
 # before it with a lookbehind, so the search stops at few places in ordinary text.
@@ -147,7 +150,7 @@ _SHAPE_LITERALS = (
     r"|(?<=glcbt-)|(?<=glsoat-)|(?<=gloas-)|----BEGIN)"
     r"|_(?:(?<=[rs]k_)(?:live|test|prod)_|(?<=whsec_)|(?<=gh[pousr]_)|(?<=github_pat_)"
     r"|(?<=hf_)|(?<=api_org_)|(?<=npm_))"
-    r"|xox|/(?<=hooks\.slack\.com/)|AKIA|ASIA|z(?<=AIz)a|9\.(?<=ya29\.)|J(?<=eyJ)"
+    r"|xox|/(?:(?<=hooks\.slack\.com/)|(?<=/key/))|AKIA|ASIA|z(?<=AIz)a|9\.(?<=ya29\.)|J(?<=eyJ)"
     r"|G(?<=SG)\.|K(?<=SK)[0-9a-fA-F]{32}|dapi|\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}"
 )
 # ``[=:]`` stands for every assignment (and ``sig=``).
