@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from trialrun.base import canonjson
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import CassetteError, CassetteMismatch
-from trialrun.tools import cassette as cassette_module
+from trialrun.tools import cassette_file as cassette_module
 from trialrun.tools.cassette import MAX_NEAREST, Cassette, ReplayBackend, _best_matches
 
 
@@ -466,6 +467,38 @@ def test_any_cassette_replays_every_recording_in_order(
             canonjson.dumps(expected["args"]),
         )
     assert cassette.unused() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(recorded, max_size=10),
+    st.lists(st.sampled_from(["", " ", "\r", "\t"]), min_size=10, max_size=10),
+    st.booleans(),
+)
+def test_a_cassette_read_from_the_file_serves_what_one_kept_in_memory_serves(
+    tmp_path_factory: pytest.TempPathFactory,
+    recordings: list[dict[str, Any]],
+    padding: list[str],
+    bom: bool,
+) -> None:
+    # Small cassettes are kept in memory whole, large ones read again by offset: same answers.
+    path = tmp_path_factory.mktemp("kept") / "c.jsonl"
+    lines = [json.dumps(e, ensure_ascii=False) + padding[i] for i, e in enumerate(recordings)]
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + "\n\n".join(lines).encode())
+
+    def replayed() -> tuple[list[tuple[Any, ...]], str]:
+        cassette = Cassette.load(path)
+        served = []
+        for expected in recordings:
+            got = cassette.take(expected["tool"], expected["args"])
+            served.append((got.tool, got.args, got.ok, got.result, got.error, got.line))
+            assert (got.ok, got.result) == (expected["ok"], expected["result"])
+        assert cassette.unused() == []
+        return served, cassette.sha256
+
+    kept = replayed()
+    with patch.object(cassette_module, "KEPT_IN_MEMORY", 0):
+        assert replayed() == kept
 
 
 _small_calls = st.tuples(
