@@ -114,7 +114,7 @@ def test_a_recording_rewritten_during_the_run_is_refused_not_served(tmp_path: Pa
     assert (caught.value.file, caught.value.line) == (str(path), 2)
     assert "the cassette changed during the run" in caught.value.message
     # Nothing was used up: the recording is still one no call consumed.
-    assert [entry.tool for entry in cassette.unused()] == ["fetch", "pad"]
+    assert cassette.unused_tools() == ["fetch", "pad"]
 
 
 def test_a_cassette_replaced_after_its_load_is_refused_too(tmp_path: Path) -> None:

@@ -66,44 +66,49 @@ class Recordings:
     loaded: every case replaying the cassette shares them.
     """
 
-    __slots__ = ("data", "digests", "keys", "lines", "offsets", "path", "sizes", "tools")
+    __slots__ = ("digests", "keys", "lines", "offsets", "path", "sizes", "texts", "tools")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, kept: bool) -> None:
         # Absolute: recordings are read again later, whatever the working directory is then.
         self.path = Path(os.path.abspath(path))
         self.tools: list[str] = []
         self.keys: list[str] = []
         """The canonical JSON of each recording's args: its matching key."""
         self.lines = array("Q")
+        self.texts: list[str] | None = [] if kept else None
+        """Each recording's line, when the file is small enough to keep (``KEPT_IN_MEMORY``)."""
         self.offsets = array("Q")
         self.sizes = array("Q")
-        """Where each recording's line starts in the file, and its length without the newline."""
-        self.data: bytes | None = None
-        """The file's bytes, when it is small enough to keep."""
+        """Otherwise where each recording's line starts in the file, its length without the
+        newline, and its BLAKE2b (``_DIGEST_SIZE`` bytes a recording)."""
         self.digests = bytearray()
-        """BLAKE2b of each line, ``_DIGEST_SIZE`` bytes a recording, when ``data`` is None."""
 
     def __len__(self) -> int:
         return len(self.tools)
 
-    def add(self, entry: CassetteEntry, offset: int, raw: bytes, names: dict[str, str]) -> None:
+    def keep(self, entry: CassetteEntry, text: str, names: dict[str, str]) -> None:
+        self._add(entry, names)
+        assert self.texts is not None
+        self.texts.append(text)
+
+    def locate(self, entry: CassetteEntry, offset: int, raw: bytes, names: dict[str, str]) -> None:
+        self._add(entry, names)
+        self.offsets.append(offset)
+        self.sizes.append(len(raw))
+        self.digests += hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).digest()
+
+    def _add(self, entry: CassetteEntry, names: dict[str, str]) -> None:
         # One string per tool name, however many recordings share it.
         self.tools.append(names.setdefault(entry.tool, entry.tool))
         self.keys.append(canonjson.dumps(entry.args))
         self.lines.append(entry.line)
-        self.offsets.append(offset)
-        self.sizes.append(len(raw))
-        if self.data is None:
-            self.digests += hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).digest()
 
     def entry(self, at: int, file: RecordingFile) -> CassetteEntry:
-        """Recording ``at`` parsed from its line, which must be the bytes loading checked."""
+        """Recording ``at`` parsed again from its line, which must be the one loading checked."""
+        if self.texts is not None:
+            return _parsed_again(self.texts[at], self.lines[at])
         line_no = self.lines[at]
         size = self.sizes[at]
-        if self.data is not None:
-            offset = self.offsets[at]
-            raw = self.data[offset : offset + size]
-            return _entry_of(raw.decode("utf-8"), raw, self.path, line_no)
         try:
             raw = file.read(self.offsets[at], size)
         except OSError as exc:
@@ -121,7 +126,7 @@ class Recordings:
                 file=self.path,
                 line=line_no,
             )
-        return _entry_of(raw.decode("utf-8"), raw, self.path, line_no)
+        return _parsed_again(raw.decode("utf-8"), line_no)
 
 
 class RecordingFile:
@@ -163,33 +168,63 @@ def read_recordings(path: Path) -> tuple[Recordings | None, str, list[CassetteEr
     None when the file cannot be read at all; a file with problems still yields its good lines.
     """
     problems: list[CassetteError] = []
-    recordings = Recordings(path)
-    names: dict[str, str] = {}
-    digest = hashlib.sha256()
     try:
         with open(path, "rb") as file:
-            source: BinaryIO = file
-            if os.fstat(file.fileno()).st_size <= KEPT_IN_MEMORY:
-                recordings.data = file.read()
-                digest.update(recordings.data)
-                source = io.BytesIO(recordings.data)
-            for line_no, offset, raw in _raw_lines(source, None if source is not file else digest):
-                text = _text_of(raw, path, line_no, problems)
-                if text is None:
-                    continue
-                try:
-                    entry = _entry_of(text, raw, path, line_no)
-                except CassetteError as exc:
-                    problems.append(exc)
-                    continue
-                recordings.add(entry, offset, raw, names)
+            if os.fstat(file.fileno()).st_size > KEPT_IN_MEMORY:
+                digest = hashlib.sha256()
+                recordings = _located(file, digest, path, problems)
+                return recordings, digest.hexdigest(), problems
+            data = file.read()
     except FileNotFoundError:
         return None, "", [CassetteError("cassette file not found", file=path.resolve())]
     except IsADirectoryError:
         return None, "", [CassetteError("expected a cassette file, found a directory", file=path)]
     except OSError as exc:
         return None, "", [CassetteError(f"cannot read cassette: {exc.strerror}", file=path)]
-    return recordings, digest.hexdigest(), problems
+    sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        # Each bad line is a problem; the cassette will not be replayed, so where its good
+        # lines are read from later does not matter.
+        return _located(io.BytesIO(data), None, path, problems), sha256, problems
+    return _kept(text, data, path, problems), sha256, problems
+
+
+def _kept(text: str, data: bytes, path: Path, problems: list[CassetteError]) -> Recordings:
+    """The recordings of a small file, each kept as its line of text: one decode, one split."""
+    recordings = Recordings(path, kept=True)
+    names: dict[str, str] = {}
+    crowded = _crowded_lines(data)
+    # Editors on Windows like to start files with a byte-order mark; it is not part of the JSON.
+    for line_no, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = _entry_of(line, line_no in crowded, path, line_no)
+        except CassetteError as exc:
+            problems.append(exc)
+            continue
+        recordings.keep(entry, line, names)
+    return recordings
+
+
+def _located(file: BinaryIO, digest: Any, path: Path, problems: list[CassetteError]) -> Recordings:
+    """The recordings of a file read one line at a time, each kept as where its line lies."""
+    recordings = Recordings(path, kept=False)
+    names: dict[str, str] = {}
+    for line_no, offset, raw in _raw_lines(file, digest):
+        text = _text_of(raw, path, line_no, problems)
+        if text is None:
+            continue
+        crowded = raw.count(b"[") + raw.count(b"{") > MAX_NESTING
+        try:
+            entry = _entry_of(text, crowded, path, line_no)
+        except CassetteError as exc:
+            problems.append(exc)
+            continue
+        recordings.locate(entry, offset, raw, names)
+    return recordings
 
 
 def _raw_lines(file: BinaryIO, digest: Any) -> Iterator[tuple[int, int, bytes]]:
@@ -235,12 +270,34 @@ def _lines(data: bytes, path: Path, problems: list[CassetteError]) -> Iterator[t
             yield line_no, text
 
 
-def _entry_of(text: str, raw: bytes, path: Path, line_no: int) -> CassetteEntry:
+def _entry_of(text: str, crowded: bool, path: Path, line_no: int) -> CassetteEntry:
     """The recording of a non-blank line, or ``CassetteError``. Only a line with more opening
-    brackets than ``MAX_NESTING`` can nest too deeply: it takes the full parse, which checks."""
-    crowded = raw.count(b"[") + raw.count(b"{") > MAX_NESTING
+    brackets than ``MAX_NESTING`` (``crowded``) can nest too deeply: it takes the full parse,
+    which checks."""
     entry = None if crowded else _well_formed_entry(text, line_no)
     return _parse_entry(text, path, line_no) if entry is None else entry
+
+
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[{\n")
+
+
+def _crowded_lines(data: bytes) -> set[int]:
+    """Numbers of the lines with more opening brackets than ``MAX_NESTING``: usually none. One
+    pass in C over the file instead of a count per line."""
+    brackets = data.translate(None, delete=_NOT_BRACKETS).split(b"\n")
+    return {n for n, line in enumerate(brackets, start=1) if len(line) > MAX_NESTING}
+
+
+def _parsed_again(text: str, line_no: int) -> CassetteEntry:
+    """A recording's line that loading checked, parsed again: the same entry, no checks left."""
+    try:
+        raw, _ = scan_finite(text, 0)
+    except StopIteration:  # blanks before the object: the decoder skips them
+        raw = FINITE_JSON.decode(text)
+    error = raw.get("error")
+    if error is not None and not isinstance(error, str):
+        error = canonjson.dumps(error)
+    return CassetteEntry(raw["tool"], raw["args"], raw["ok"], raw.get("result"), error, line_no)
 
 
 _JSON_SPACE = " \t\n\r"
