@@ -165,7 +165,8 @@ class Cassette:
         at = alike.get(args_json, -1)
         if at < 0:
             return None
-        entry = self._entry(at)  # first: a recording that cannot be read is not used up
+        # First: a recording that cannot be read is not used up.
+        entry = self._recordings.entry(at, self._file)
         alike[args_json] = index.next_alike[at]
         self._consumed[at] = 1
         return entry

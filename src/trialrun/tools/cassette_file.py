@@ -66,14 +66,15 @@ class Recordings:
     loaded: every case replaying the cassette shares them.
     """
 
-    __slots__ = ("digests", "keys", "lines", "offsets", "path", "sizes", "texts", "tools")
+    __slots__ = ("_args", "_keys", "digests", "lines", "offsets", "path", "sizes", "texts", "tools")
 
     def __init__(self, path: Path, *, kept: bool) -> None:
         # Absolute: recordings are read again later, whatever the working directory is then.
         self.path = Path(os.path.abspath(path))
         self.tools: list[str] = []
-        self.keys: list[str] = []
-        """The canonical JSON of each recording's args: its matching key."""
+        self._keys: list[str] | None = None if kept else []
+        self._args: list[JsonObject] = []
+        """A small file's args, until ``keys`` are first asked for."""
         self.lines = array("Q")
         self.texts: list[str] | None = [] if kept else None
         """Each recording's line, when the file is small enough to keep (``KEPT_IN_MEMORY``)."""
@@ -86,13 +87,27 @@ class Recordings:
     def __len__(self) -> int:
         return len(self.tools)
 
+    @property
+    def keys(self) -> list[str]:
+        """The canonical JSON of each recording's args: its matching key."""
+        keys = self._keys
+        if keys is None:
+            # A small file's keys wait for the first case's index, which is built while its
+            # agent starts up, rather than delay the first agent's start.
+            keys = self._keys = [canonjson.dumps(args) for args in self._args]
+            self._args = []
+        return keys
+
     def keep(self, entry: CassetteEntry, text: str, names: dict[str, str]) -> None:
         self._add(entry, names)
         assert self.texts is not None
         self.texts.append(text)
+        self._args.append(entry.args)
 
     def locate(self, entry: CassetteEntry, offset: int, raw: bytes, names: dict[str, str]) -> None:
         self._add(entry, names)
+        assert self._keys is not None
+        self._keys.append(canonjson.dumps(entry.args))
         self.offsets.append(offset)
         self.sizes.append(len(raw))
         self.digests += hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).digest()
@@ -100,7 +115,6 @@ class Recordings:
     def _add(self, entry: CassetteEntry, names: dict[str, str]) -> None:
         # One string per tool name, however many recordings share it.
         self.tools.append(names.setdefault(entry.tool, entry.tool))
-        self.keys.append(canonjson.dumps(entry.args))
         self.lines.append(entry.line)
 
     def entry(self, at: int, file: RecordingFile) -> CassetteEntry:
@@ -288,12 +302,18 @@ def _crowded_lines(data: bytes) -> set[int]:
     return {n for n, line in enumerate(brackets, start=1) if len(line) > MAX_NESTING}
 
 
+# Loading refused what the finite decoder refuses, so a checked line parses alike with the
+# plain decoder, which reads floats in C instead of calling ``finite_float`` for each.
+_CHECKED_JSON = json.JSONDecoder()
+_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_CHECKED_JSON)["scan_once"]
+
+
 def _parsed_again(text: str, line_no: int) -> CassetteEntry:
     """A recording's line that loading checked, parsed again: the same entry, no checks left."""
     try:
-        raw, _ = scan_finite(text, 0)
+        raw, _ = _scan_checked(text, 0)
     except StopIteration:  # blanks before the object: the decoder skips them
-        raw = FINITE_JSON.decode(text)
+        raw = _CHECKED_JSON.decode(text)
     error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = canonjson.dumps(error)
