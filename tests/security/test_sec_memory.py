@@ -123,3 +123,47 @@ def test_a_cassette_replaced_after_its_load_is_refused_too(tmp_path: Path) -> No
     _large_cassette(tmp_path / "other.jsonl", "fake").replace(path)  # as the recorder writes
     with pytest.raises(CassetteError, match="the cassette changed during the run"):
         loaded.fresh().take("fetch", {"id": 0})
+
+
+# The MCP proxy keeps its cassette's records parsed (it serves them from a process of its own),
+# but reading it needs no copy of the whole file beside them: the peak while reading, less what
+# stays held after, is what reading alone cost.
+_READ_MCP = r"""
+import gc, json, sys
+from pathlib import Path
+from trialrun.mcp_proxy.cassette import read_cassette
+
+def status(name):
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(name + ":"))
+
+gc.collect()
+Path("/proc/self/clear_refs").write_text("5")
+cassette, problems = read_cassette(Path(sys.argv[1]))
+peak, held = status("VmHWM"), status("VmRSS")
+print(json.dumps({"transient": peak - held, "calls": len(cassette.calls), "problems": problems}))
+"""
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="reads the peak memory as Linux reports it"
+)
+def test_reading_a_large_mcp_cassette_holds_no_copy_of_the_file(tmp_path: Path) -> None:
+    count = 12_000  # ~37 MB
+    path = tmp_path / "c.mcp-docs.jsonl"
+    with path.open("w", encoding="utf-8") as file:
+        for i in range(count):
+            line = {"tool": "fetch", "args": {"id": i}, "ok": True, "result": _result(i)}
+            file.write(json.dumps(line, sort_keys=True) + "\n")
+    size = path.stat().st_size
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_MCP, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["calls"], report["problems"]) == (count, [])
+    # Before, the file's bytes, its text and its lines were alive at once: ~2-3x the file.
+    assert report["transient"] <= 0.5 * size, (
+        f"reading a {size / 2**20:.0f} MB MCP cassette took {report['transient'] / 2**20:.0f} MB "
+        "more at its peak than it holds"
+    )
