@@ -167,3 +167,58 @@ def test_reading_a_large_mcp_cassette_holds_no_copy_of_the_file(tmp_path: Path) 
         f"reading a {size / 2**20:.0f} MB MCP cassette took {report['transient'] / 2**20:.0f} MB "
         "more at its peak than it holds"
     )
+
+
+_LOAD_MODEL = r"""
+import gc, json, sys
+from pathlib import Path
+from trialrun.gateway.cassette import ModelCassette
+from trialrun.gateway.normalize import RequestNormalizer
+
+def status(name):
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(name + ":"))
+
+normalizer = RequestNormalizer()
+gc.collect()
+Path("/proc/self/clear_refs").write_text("5")
+cassette = ModelCassette.load(Path(sys.argv[1]), normalizer)
+peak, held = status("VmHWM"), status("VmRSS")
+print(json.dumps({"transient": peak - held, "recordings": len(cassette.unused())}))
+"""
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="reads the peak memory as Linux reports it"
+)
+def test_loading_a_large_model_cassette_holds_no_copy_of_the_file(tmp_path: Path) -> None:
+    # The gateway answers from its recordings' bodies, which it keeps; the file itself, its
+    # text and its lines it need not keep beside them.
+    count = 4_000
+    body = json.dumps({"choices": [{"message": {"content": "lorem ipsum " * 800}}]})
+    path = tmp_path / "c.model.jsonl"
+    with path.open("w", encoding="utf-8") as file:
+        file.write(json.dumps({"format": "trialrun-model-cassette", "schema_version": 1}) + "\n")
+        for i in range(count):
+            request = {"model": "m", "messages": [{"role": "user", "content": f"question {i}"}]}
+            line = {
+                "provider": "openai",
+                "method": "POST",
+                "path": "/v1/chat/completions",
+                "request": request,
+                "status": 200,
+                "content_type": "application/json",
+                "body": body,
+            }
+            file.write(json.dumps(line, sort_keys=True) + "\n")
+    size = path.stat().st_size
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_MODEL, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["recordings"] == count
+    assert report["transient"] <= 0.5 * size, (
+        f"loading a {size / 2**20:.0f} MB model cassette took {report['transient'] / 2**20:.0f} "
+        "MB more at its peak than it holds"
+    )
