@@ -222,3 +222,81 @@ def test_loading_a_large_model_cassette_holds_no_copy_of_the_file(tmp_path: Path
         f"loading a {size / 2**20:.0f} MB model cassette took {report['transient'] / 2**20:.0f} "
         "MB more at its peak than it holds"
     )
+
+
+# ``trialrun run`` in a process of its own, measured from after a first small run (every module
+# the run needs imported): a suite whose one case makes three calls against a large cassette.
+_RUN = r"""
+import contextlib, gc, io, json, sys
+from pathlib import Path
+from trialrun.cli import run_cli
+
+def status(name):
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(name + ":"))
+
+def run(suite):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return run_cli(["run", suite, "--no-baseline", "--out", sys.argv[3]])
+
+warm = run(sys.argv[1])
+gc.collect()
+Path("/proc/self/clear_refs").write_text("5")
+before = status("VmRSS")
+code = run(sys.argv[2])
+print(json.dumps({"codes": [warm, code], "extra": status("VmHWM") - before}))
+"""
+
+_AGENT = r"""
+import json, sys
+json.loads(sys.stdin.readline())
+for i in range(3):
+    call = {"type": "tool_call", "name": "fetch", "call_id": f"c{i}", "args": {"id": i}}
+    sys.stdout.write(json.dumps(call) + "\n")
+    sys.stdout.flush()
+    assert json.loads(sys.stdin.readline())["result"]["id"] == i
+sys.stdout.write(json.dumps({"type": "final_output", "output": {"answer": "done"}}) + "\n")
+"""
+
+
+def _suite(root: Path, recordings: int) -> Path:
+    (root / "cases").mkdir(parents=True)
+    (root / "agent.py").write_text(_AGENT, encoding="utf-8")
+    (root / "suite.yaml").write_text(
+        f"suite_name: s\nagent_command: {json.dumps([sys.executable, 'agent.py'])}\n"
+        "mode: replay\ncases_path: cases\ntool_registry: [fetch]\n",
+        encoding="utf-8",
+    )
+    case = {"id": "t1", "input": {}, "cassette": "big.jsonl"}
+    (root / "cases" / "t1.yaml").write_text(json.dumps(case), encoding="utf-8")
+    with (root / "big.jsonl").open("w", encoding="utf-8") as file:
+        for i in range(recordings):
+            line = {"tool": "fetch", "args": {"id": i}, "ok": True, "result": _result(i)}
+            file.write(json.dumps(line) + "\n")
+    return root
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="reads the peak memory as Linux reports it"
+)
+def test_a_run_replaying_from_a_large_cassette_costs_a_fraction_of_its_size(
+    tmp_path: Path,
+) -> None:
+    small = _suite(tmp_path / "small", 3)
+    large = _suite(tmp_path / "large", 18_000)  # ~55 MB
+    size = (large / "big.jsonl").stat().st_size
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(small), str(large), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["codes"] == [0, 0], done.stderr
+    # The whole run: load, preflight, the case, its artifacts (before: ~8x the file).
+    assert report["extra"] <= 0.25 * size, (
+        f"a run over a {size / 2**20:.0f} MB cassette took {report['extra'] / 2**20:.0f} MB more "
+        "memory at its peak"
+    )
