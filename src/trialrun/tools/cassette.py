@@ -75,8 +75,9 @@ class _MatchIndex:
 class Cassette:
     """A loaded cassette: where its recordings are, an index for matching, what was consumed.
 
-    A recording is parsed from the file again when it is used; the file stays open from that
-    first read until ``close`` (or until the cassette is freed).
+    A recording is parsed again from its line when a call uses it; a large cassette's file,
+    which that line is read from, stays open from the first read until ``close`` (or until the
+    cassette is freed).
     """
 
     def __init__(self, recordings: Recordings, sha256: str) -> None:
@@ -128,7 +129,7 @@ class Cassette:
         return list(self.recordings())
 
     def recordings(self) -> Iterator[CassetteEntry]:
-        """Each recording, parsed from the file as it is reached."""
+        """Each recording, parsed as it is reached: one at a time in memory."""
         return (self._entry(at) for at in range(self.count))
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:

@@ -6,11 +6,13 @@ key-sorted lines with ``", "`` separators.
 
 A cassette may be hundreds of megabytes, mostly results. Loading checks every line, one at a
 time, and keeps per recording only what matching needs (its tool, the canonical text of its
-args) and where its line lies: a few dozen bytes, whatever the recording holds. A recording is
-parsed again when a call uses it, from the file's bytes when the file is small enough to keep
-(``KEPT_IN_MEMORY``), else from the file itself: the line read then must hash to what loading
-read, so whoever rewrites the file during a run (the agent under test included) cannot change
-what replay serves, and ``cassette_sha256`` describes the bytes served.
+args) and its line, or where its line lies: a few dozen bytes beside the line, whatever the
+recording holds parsed. A recording is parsed again when a call uses it: from its line, kept in
+memory, when the file is small enough (``KEPT_IN_MEMORY``), else from the file itself; the line
+read then must hash to what loading read, so whoever rewrites the file during a run (the agent
+under test included) cannot change what replay serves, and ``cassette_sha256`` describes the
+bytes served. One recording is parsed at a time: a single recording of N MB still costs several
+times N while it is checked and while it is served.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ _BOM = b"\xef\xbb\xbf"
 _DIGEST_SIZE = 16
 
 KEPT_IN_MEMORY = 4 * 1024 * 1024
-"""A cassette of at most this many bytes is kept whole in memory while it is loaded: its
-recordings are parsed from there, untouched by later changes to the file, without a system call.
-A larger one is read again by offset, so that its size costs no memory."""
+"""A cassette of at most this many bytes keeps its recordings' lines in memory (about its size):
+they are parsed from there, untouched by later changes to the file, without a system call. A
+larger one is read again by offset, so that its size costs no memory."""
 
 
 # Not frozen, though nothing changes an entry once read: a 5,000-line cassette builds its entries
@@ -59,11 +61,12 @@ class CassetteEntry:
 
 
 class Recordings:
-    """What loading keeps of a cassette's recordings: a few words each, none of their values.
+    """What loading keeps of a cassette's recordings: a few words each, and each one's line of
+    text (a small file) or where that line lies (a large one), never a parsed result.
 
     Parallel columns rather than an object per recording: a 500 MB cassette of small recordings
-    has millions of them, and an object each would cost more than the file. Never changed once
-    loaded: every case replaying the cassette shares them.
+    has millions of them, and an object each would cost more than the file. Shared by every case
+    replaying the cassette: nothing changes once loaded but the keys, made on first use.
     """
 
     __slots__ = ("_args", "_keys", "digests", "lines", "offsets", "path", "sizes", "texts", "tools")
