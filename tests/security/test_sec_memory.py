@@ -157,7 +157,7 @@ print(json.dumps({"transient": peak - held, "read": read, "problems": problems})
 @pytest.mark.parametrize("what", ["cassette", "events"])
 def test_reading_a_large_mcp_cassette_holds_no_copy_of_the_file(tmp_path: Path, what: str) -> None:
     # The proxy's events file holds the same results again: the runner reads it as a case ends.
-    count = 12_000  # ~37 MB
+    count = 8_000  # ~24 MB
     path = tmp_path / "c.mcp-docs.jsonl"
     with path.open("w", encoding="utf-8") as file:
         for i in range(count):
@@ -205,7 +205,7 @@ print(json.dumps({"transient": peak - held, "recordings": len(cassette.unused())
 def test_loading_a_large_model_cassette_holds_no_copy_of_the_file(tmp_path: Path) -> None:
     # The gateway answers from its recordings' bodies, which it keeps; the file itself, its
     # text and its lines it need not keep beside them.
-    count = 4_000
+    count = 2_500  # ~24 MB
     body = json.dumps({"choices": [{"message": {"content": "lorem ipsum " * 800}}]})
     path = tmp_path / "c.model.jsonl"
     with path.open("w", encoding="utf-8") as file:
