@@ -6,6 +6,7 @@ import asyncio
 import difflib
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,21 @@ def test_bytes_that_are_not_utf8_name_their_line(tmp_path: Path) -> None:
         Cassette.load(path)
     assert caught.value.line == 2
     assert "0xe9" in caught.value.message
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files as Linux does")
+def test_walking_a_large_cassettes_recordings_leaves_no_file_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # doctor walks every cassette of a suite: hundreds of large ones must not stay open.
+    monkeypatch.setattr(cassette_module, "KEPT_IN_MEMORY", 0)
+    cassette = Cassette.load(write_cassette(tmp_path / "c.jsonl", [entry("a", {}), entry("b", {})]))
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert [e.tool for e in cassette.recordings()] == ["a", "b"]
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert cassette.take("b", {}).line == 2  # replay opens its own, until the backend closes
+    ReplayBackend(cassette).close(clean=True)
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 # --- consume-once replay -------------------------------------------------------------------------

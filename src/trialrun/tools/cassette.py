@@ -129,8 +129,14 @@ class Cassette:
         return list(self.recordings())
 
     def recordings(self) -> Iterator[CassetteEntry]:
-        """Each recording, parsed as it is reached: one at a time in memory."""
-        return (self._entry(at) for at in range(self.count))
+        """Each recording, parsed as it is reached: one at a time in memory. A file it opens
+        is its own, let go when the iteration ends (doctor walks every cassette of a suite)."""
+        file = RecordingFile(self.path)
+        try:
+            for at in range(self.count):
+                yield self._recordings.entry(at, file)
+        finally:
+            file.close()
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
         """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``.
