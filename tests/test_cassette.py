@@ -6,9 +6,11 @@ import asyncio
 import difflib
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from trialrun.base import canonjson
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.errors import CassetteError, CassetteMismatch
-from trialrun.tools import cassette as cassette_module
+from trialrun.tools import cassette_file as cassette_module
 from trialrun.tools.cassette import MAX_NEAREST, Cassette, ReplayBackend, _best_matches
 
 
@@ -267,6 +269,21 @@ def test_bytes_that_are_not_utf8_name_their_line(tmp_path: Path) -> None:
     assert "0xe9" in caught.value.message
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files as Linux does")
+def test_walking_a_large_cassettes_recordings_leaves_no_file_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # doctor walks every cassette of a suite: hundreds of large ones must not stay open.
+    monkeypatch.setattr(cassette_module, "KEPT_IN_MEMORY", 0)
+    cassette = Cassette.load(write_cassette(tmp_path / "c.jsonl", [entry("a", {}), entry("b", {})]))
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert [e.tool for e in cassette.recordings()] == ["a", "b"]
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert cassette.take("b", {}).line == 2  # replay opens its own, until the backend closes
+    ReplayBackend(cassette).close(clean=True)
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
 # --- consume-once replay -------------------------------------------------------------------------
 
 
@@ -466,6 +483,38 @@ def test_any_cassette_replays_every_recording_in_order(
             canonjson.dumps(expected["args"]),
         )
     assert cassette.unused() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(recorded, max_size=10),
+    st.lists(st.sampled_from(["", " ", "\r", "\t"]), min_size=10, max_size=10),
+    st.booleans(),
+)
+def test_a_cassette_read_from_the_file_serves_what_one_kept_in_memory_serves(
+    tmp_path_factory: pytest.TempPathFactory,
+    recordings: list[dict[str, Any]],
+    padding: list[str],
+    bom: bool,
+) -> None:
+    # Small cassettes are kept in memory whole, large ones read again by offset: same answers.
+    path = tmp_path_factory.mktemp("kept") / "c.jsonl"
+    lines = [json.dumps(e, ensure_ascii=False) + padding[i] for i, e in enumerate(recordings)]
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + "\n\n".join(lines).encode())
+
+    def replayed() -> tuple[list[tuple[Any, ...]], str]:
+        cassette = Cassette.load(path)
+        served = []
+        for expected in recordings:
+            got = cassette.take(expected["tool"], expected["args"])
+            served.append((got.tool, got.args, got.ok, got.result, got.error, got.line))
+            assert (got.ok, got.result) == (expected["ok"], expected["result"])
+        assert cassette.unused() == []
+        return served, cassette.sha256
+
+    kept = replayed()
+    with patch.object(cassette_module, "KEPT_IN_MEMORY", 0):
+        assert replayed() == kept
 
 
 _small_calls = st.tuples(

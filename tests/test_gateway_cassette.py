@@ -15,6 +15,8 @@ from trialrun.errors import CassetteError
 from trialrun.gateway.cassette import (
     ModelCassette,
     Recording,
+    check_cassette,
+    check_cassette_file,
     dump_cassette,
     parse_cassette,
     write_cassette,
@@ -254,6 +256,44 @@ def test_the_parser_accepts_or_raises_cassette_error_never_anything_else(lines: 
             parse_cassette(text, Path("c.jsonl"))
         except CassetteError as exc:
             assert exc.line is not None and exc.line >= 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    recordings=st.lists(_RECORDING, max_size=3),
+    junk=st.lists(st.one_of(_TEXT, _JSON.map(json.dumps)), max_size=3),
+    crlf=st.booleans(),
+)
+def test_a_file_read_line_by_line_checks_as_its_text_does(
+    tmp_path_factory: pytest.TempPathFactory,
+    recordings: list[Recording],
+    junk: list[str],
+    crlf: bool,
+) -> None:
+    # Loading reads the file one line at a time; check_cassette reads the same text whole.
+    lines = dump_cassette(recordings).decode("utf-8").split("\n") + junk
+    text = ("\r\n" if crlf else "\n").join(lines)
+    path = tmp_path_factory.mktemp("model") / "c.model.jsonl"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    try:
+        expected = check_cassette(path.read_bytes().decode("utf-8"), path)
+    except UnicodeDecodeError:
+        with pytest.raises(CassetteError, match="not valid UTF-8"):
+            check_cassette_file(path)
+        return
+    got = check_cassette_file(path)
+    assert (got[0], [str(p) for p in got[1]]) == (expected[0], [str(p) for p in expected[1]])
+
+
+def test_an_undecodable_byte_is_named_by_its_line_and_offset(tmp_path: Path) -> None:
+    path = tmp_path / "c.model.jsonl"
+    data = HEADER.encode() + b'\n{"body": "caf\xe9"}\n'
+    path.write_bytes(data)
+    with pytest.raises(CassetteError) as caught:
+        check_cassette_file(path)
+    assert caught.value.line == 2
+    # The offset in the file, as when the file was decoded whole.
+    assert f"byte 0xe9 at offset {data.index(0xE9)}" in str(caught.value)
 
 
 def test_a_request_body_nested_too_deeply_is_matched_as_text() -> None:

@@ -125,17 +125,19 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | list[CassetteError]])
                     "fail", "cassette", str(error), "record it with `trialrun run --mode record`"
                 )
             continue
-        outside = [entry for entry in cassette.entries if entry.tool not in allowed]
-        for entry in outside:
+        outside = [
+            (entry.line, entry.tool) for entry in cassette.recordings() if entry.tool not in allowed
+        ]
+        for line, tool in outside:
             yield Check(
                 "warn",
                 "cassette",
-                f"{shown}:{entry.line}: tool {entry.tool!r} is not in tool_registry, "
+                f"{shown}:{line}: tool {tool!r} is not in tool_registry, "
                 "so no call can use this recording",
                 "add the tool to tool_registry or delete the line",
             )
         if not outside:
-            yield Check("ok", "cassette", f"{shown}: {len(cassette.entries)} recording(s) parse")
+            yield Check("ok", "cassette", f"{shown}: {cassette.count} recording(s) parse")
 
 
 def _tools(suite: Suite) -> Check:
@@ -197,7 +199,7 @@ def _secrets(loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Che
     for path, cassette in loaded.items():
         if isinstance(cassette, list):
             continue  # the cassette check reports it (in replay mode)
-        for entry in cassette.entries:
+        for entry in cassette.recordings():
             _, changed = redact_changed(
                 {"args": entry.args, "result": entry.result, "error": entry.error}
             )

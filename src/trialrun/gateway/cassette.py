@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from trialrun.base.fsutil import atomic_write_bytes, dumps_json, undecodable
+from trialrun.base.fsutil import atomic_write_bytes, dumps_json
 from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than, too_deep, unreadable_json
 from trialrun.base.quoting import excerpt
@@ -140,7 +140,10 @@ class ModelCassette:
     @classmethod
     def load(cls, path: Path, normalizer: RequestNormalizer) -> ModelCassette:
         """Parse ``path``; a missing or corrupt file raises ``CassetteError`` with file and line."""
-        return cls(path, parse_cassette(read_cassette_text(path), path), normalizer)
+        recordings, problems = check_cassette_file(path)
+        if problems:
+            raise problems[0]
+        return cls(path, recordings, normalizer)
 
     def take(self, key: str) -> Recording | None:
         """Consume the first unused recording with this key."""
@@ -210,20 +213,30 @@ def _first_unused(indexes: deque[int] | None, used: list[bool]) -> int | None:
 # ---- parsing -----------------------------------------------------------------------------
 
 
-def read_cassette_text(path: Path) -> str:
+def check_cassette_file(path: Path) -> tuple[list[Recording], list[CassetteError]]:
+    """``check_cassette`` of a file, read one line at a time: a large cassette holds its
+    recordings, not its bytes, its text and its lines beside them. ``CassetteError`` when the
+    file cannot be read or is not UTF-8 throughout."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as stream:
+            return _check_lines(_decoded_lines(stream, path), path)
     except FileNotFoundError:
         raise CassetteError("cassette file not found", file=path) from None
     except IsADirectoryError:
         raise CassetteError("expected a cassette file, found a directory", file=path) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=path) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        where, line = undecodable(data, exc)
-        raise CassetteError(f"not valid UTF-8 ({where})", file=path, line=line) from None
+
+
+def _decoded_lines(stream: BinaryIO, path: Path) -> Iterator[str]:
+    offset = 0
+    for number, raw in enumerate(stream, start=1):
+        try:
+            yield raw.removesuffix(b"\n").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            where = f"byte 0x{raw[exc.start]:02x} at offset {offset + exc.start}"
+            raise CassetteError(f"not valid UTF-8 ({where})", file=path, line=number) from None
+        offset += len(raw)
 
 
 def parse_cassette(text: str, path: Path) -> list[Recording]:
@@ -236,14 +249,18 @@ def parse_cassette(text: str, path: Path) -> list[Recording]:
 
 def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[CassetteError]]:
     """The recordings of a cassette's text and every problem in it (a suite load shows all)."""
-    lines = text.split("\n")
+    return _check_lines(iter(text.split("\n")), path)
+
+
+def _check_lines(lines: Iterator[str], path: Path) -> tuple[list[Recording], list[CassetteError]]:
     problems: list[CassetteError] = []
+    header = next(lines, "")  # outside the try: an unreadable file is not a line's problem
     try:
-        _check_header(lines[0], path)
+        _check_header(header, path)
     except CassetteError as exc:
         problems.append(exc)
     recordings: list[Recording] = []
-    for number, line in enumerate(lines[1:], start=2):
+    for number, line in enumerate(lines, start=2):
         if not line.strip():
             continue
         try:

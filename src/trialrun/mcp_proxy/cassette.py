@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trialrun.base import canonjson
 from trialrun.base.fsutil import atomic_write_bytes, escape_lone_surrogates
@@ -217,11 +217,14 @@ def load_cassette(path: str | Path) -> McpCassette:
 def read_cassette(path: str | Path) -> tuple[McpCassette | None, list[CassetteError]]:
     """Parse a cassette and collect every problem in it (a suite's load reports them all).
 
-    The cassette is None when the file cannot be read or decoded at all.
+    The cassette is None when the file cannot be read or decoded at all. The file is read one
+    line at a time: its records are all a large cassette holds in memory, not its bytes, its
+    text and its lines beside them.
     """
     file = Path(path)
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as stream:
+            return _read_lines(stream, file)
     except FileNotFoundError:
         missing = (
             "cassette not found (replay needs a recorded cassette: run once with --mode record)"
@@ -231,29 +234,33 @@ def read_cassette(path: str | Path) -> tuple[McpCassette | None, list[CassetteEr
         return None, [CassetteError("expected a cassette file, found a directory", file=file)]
     except OSError as exc:
         return None, [CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=file)]
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        message = f"expected UTF-8 text, found byte 0x{data[exc.start]:02x}"
-        return None, [CassetteError(message, file=file, line=line)]
+
+
+def _read_lines(stream: BinaryIO, file: Path) -> tuple[McpCassette | None, list[CassetteError]]:
     header: JsonObject | None = None
     records: list[Record] = []
     problems: list[CassetteError] = []
     seen_line = False
-    for line_no, line_text in enumerate(text.split("\n"), start=1):
+    for line_no, raw in enumerate(stream, start=1):
+        try:
+            line_text = raw.removesuffix(b"\n").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message = f"expected UTF-8 text, found byte 0x{raw[exc.start]:02x}"
+            return None, [CassetteError(message, file=file, line=line_no)]
+        if line_no == 1:
+            line_text = line_text.removeprefix("\ufeff")
         if not line_text.strip():
             continue
         try:
-            raw = _parse_line(line_text, file, line_no)
-            if raw.get("kind") == "header":
+            raw_line = _parse_line(line_text, file, line_no)
+            if raw_line.get("kind") == "header":
                 if seen_line:
                     raise CassetteError(
                         "the header must be the first line", file=file, line=line_no
                     )
-                header = _check_header(raw, file, line_no)
+                header = _check_header(raw_line, file, line_no)
             else:
-                records.append(_parse_record(raw, file, line_no))
+                records.append(_parse_record(raw_line, file, line_no))
         except CassetteError as exc:
             problems.append(exc)
         seen_line = True

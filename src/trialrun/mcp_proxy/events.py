@@ -132,22 +132,26 @@ class EventLog:
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """The events written so far; a missing file is no events, a cut-off last line is ignored."""
+    """The events written so far; a missing file is no events, a cut-off last line is ignored.
+
+    Read one line at a time: the events are kept, not the file's bytes and lines beside them.
+    """
     file = Path(path)
     try:
-        data = file.read_bytes()
+        stream = open(file, "rb")  # noqa: SIM115 - closed below, after the missing-file case
     except FileNotFoundError:
         return []
-    lines = data.split(b"\n")
-    complete, partial = lines[:-1], lines[-1]
     events: list[dict[str, Any]] = []
-    for line_no, line in enumerate(complete, start=1):
-        if line.strip():
-            events.append(_event(line, file, line_no))
-    if partial.strip():
-        # The proxy is still writing this line (or was killed while writing it).
-        with contextlib.suppress(TrialrunError):
-            events.append(_event(partial, file, len(lines)))
+    with stream:
+        for line_no, line in enumerate(stream, start=1):
+            if not line.endswith(b"\n"):
+                if line.strip():
+                    # The proxy is still writing this line (or was killed while writing it).
+                    with contextlib.suppress(TrialrunError):
+                        events.append(_event(line, file, line_no))
+                break
+            if line.strip():
+                events.append(_event(line, file, line_no))
     return events
 
 

@@ -164,13 +164,12 @@ def service_recordings(suite: Suite) -> Iterator[Path]:
 def read_service_recording(path: Path) -> list[CassetteError]:
     """Every problem of one MCP or model recording (a missing file is one problem)."""
     if path.name.endswith(".model.jsonl"):
-        from trialrun.gateway.cassette import check_cassette, read_cassette_text
+        from trialrun.gateway.cassette import check_cassette_file
 
         try:
-            text = read_cassette_text(path)
+            return check_cassette_file(path)[1]
         except CassetteError as exc:
             return [exc]
-        return check_cassette(text, path)[1]
     from trialrun.mcp_proxy import read_cassette
 
     return read_cassette(path)[1]

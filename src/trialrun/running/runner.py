@@ -377,9 +377,10 @@ def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
     from trialrun.tools.cassette import ReplayBackend
 
     if isinstance(backend, ReplayBackend):
-        unused = backend.cassette.unused()
+        # Their tools only: parsing every unused recording of a big cassette would cost memory.
+        unused = backend.cassette.unused_tools()
         run.unused_recordings += len(unused)
-        run.unused_recording_tools[:0] = [entry.tool for entry in unused]
+        run.unused_recording_tools[:0] = unused
     else:
         run.unused_recordings += backend.unused()
 

@@ -1,8 +1,6 @@
 """Cassettes: recorded tool calls, replayed once each, in file order, in O(1) per call.
 
-A cassette is JSONL, one recorded call a line: ``{"tool", "args", "ok", "result", "error"}``.
-Both layouts RunLedger wrote load the same: compact lines in any key order and the recorder's
-key-sorted lines with ``", "`` separators.
+The file, its lines and what loading keeps of them are ``tools/cassette_file.py``.
 
 Matching differs from RunLedger 0.2.3 on purpose:
 
@@ -17,22 +15,20 @@ Matching differs from RunLedger 0.2.3 on purpose:
 
 from __future__ import annotations
 
-import hashlib
-import json
+from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trialrun.base import canonjson
-from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
-from trialrun.base.nesting import MAX_NESTING, nests_deeper_than, too_deep
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError, CassetteMismatch, NearestRecording
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
+from trialrun.tools.cassette_file import CassetteEntry, RecordingFile, Recordings, read_recordings
+
+__all__ = ["MAX_NEAREST", "Cassette", "CassetteEntry", "ReplayBackend"]
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -43,22 +39,6 @@ MAX_NEAREST = 5
 MAX_SCORED_CANDIDATES = 300
 
 _MatchKey = tuple[str, str]
-_BOM_PROBLEM = "Unexpected UTF-8 BOM (decode using utf-8-sig)"
-
-
-# Not frozen, though nothing changes an entry once read: a 5,000-line cassette builds its entries
-# before the first agent starts, and a frozen dataclass's __init__ (object.__setattr__ per field)
-# took ~11 k instructions an entry where this one takes a few hundred (57 M -> 1 M).
-@dataclass(slots=True)
-class CassetteEntry:
-    """One recorded call, read-only. ``line`` is its 1-based line number in the cassette file."""
-
-    tool: str
-    args: JsonObject
-    ok: bool
-    result: Any
-    error: str | None
-    line: int
 
 
 class _MatchIndex:
@@ -71,7 +51,7 @@ class _MatchIndex:
 
     __slots__ = ("first_unused", "next_alike")
 
-    def __init__(self, first_unused: dict[str, dict[str, int]], next_alike: list[int]) -> None:
+    def __init__(self, first_unused: dict[str, dict[str, int]], next_alike: array[int]) -> None:
         self.first_unused = first_unused
         """Tool -> canonical arguments -> index of the first recording no call consumed (-1:
         all of them were)."""
@@ -79,13 +59,13 @@ class _MatchIndex:
         """Index of the next recording of the same call, -1 after the last."""
 
     @classmethod
-    def of(cls, entries: Sequence[CassetteEntry], args_json: Sequence[str]) -> _MatchIndex:
+    def of(cls, tools: Sequence[str], args_json: Sequence[str]) -> _MatchIndex:
         first: dict[str, dict[str, int]] = {}
-        next_alike = [-1] * len(entries)
-        for at in range(len(entries) - 1, -1, -1):  # backwards: each call's first ends on top
-            alike = first.get(entries[at].tool)
+        next_alike = array("q", [-1]) * len(tools)
+        for at in range(len(tools) - 1, -1, -1):  # backwards: each call's first ends on top
+            alike = first.get(tools[at])
             if alike is None:
-                alike = first[entries[at].tool] = {}
+                alike = first[tools[at]] = {}
             key = args_json[at]
             next_alike[at] = alike.get(key, -1)
             alike[key] = at
@@ -93,25 +73,27 @@ class _MatchIndex:
 
 
 class Cassette:
-    """A loaded cassette: the recordings, an index for matching, and what was consumed."""
+    """A loaded cassette: where its recordings are, an index for matching, what was consumed.
 
-    def __init__(self, path: Path, entries: Sequence[CassetteEntry], sha256: str) -> None:
-        self.path = path
-        self.entries: list[CassetteEntry] = list(entries)
+    A recording is parsed again from its line when a call uses it; a large cassette's file,
+    which that line is read from, stays open from the first read until ``close`` (or until the
+    cassette is freed).
+    """
+
+    def __init__(self, recordings: Recordings, sha256: str) -> None:
+        self.path = recordings.path
         self.sha256 = sha256
         """SHA-256 of the file's bytes (summary.json ``cassette_sha256``)."""
-        self._consumed = bytearray(len(self.entries))
+        self._recordings = recordings
+        self._file = RecordingFile(recordings.path)
+        self._consumed = bytearray(len(recordings))
         """1 at the index of each recording a call consumed."""
 
     # The index is built for the case that replays it (``index``, or the first ``take``), not
-    # at load: a suite's load parses every cassette, and each one's keys serve one case.
-    @cached_property
-    def _args_json(self) -> list[str]:
-        return [canonjson.dumps(entry.args) for entry in self.entries]
-
+    # at load: a suite's load reads every cassette, and each one's index serves one case.
     @cached_property
     def _index(self) -> _MatchIndex:
-        return _MatchIndex.of(self.entries, self._args_json)
+        return _MatchIndex.of(self._recordings.tools, self._recordings.keys)
 
     @classmethod
     def load(cls, path: Path) -> Cassette:
@@ -129,34 +111,39 @@ class Cassette:
         The cassette is None when the file cannot be read at all; a file with problems still
         yields its good lines, but a caller must not replay it.
         """
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None, [CassetteError("cassette file not found", file=path.resolve())]
-        except IsADirectoryError:
-            return None, [CassetteError("expected a cassette file, found a directory", file=path)]
-        except OSError as exc:
-            return None, [CassetteError(f"cannot read cassette: {exc.strerror}", file=path)]
-        entries: list[CassetteEntry] = []
-        problems: list[CassetteError] = []
-        crowded = _crowded_lines(data)
-        for line_no, text in _lines(data, path, problems):
-            entry = None if line_no in crowded else _well_formed_entry(text, line_no)
-            if entry is None:
-                try:
-                    entry = _parse_entry(text, path, line_no)
-                except CassetteError as exc:
-                    problems.append(exc)
-                    continue
-            entries.append(entry)
-        return cls(path, entries, hashlib.sha256(data).hexdigest()), problems
+        recordings, sha256, problems = read_recordings(path)
+        return (None if recordings is None else cls(recordings, sha256)), problems
 
     def fresh(self) -> Cassette:
-        """The same recordings with nothing consumed (one parse serves every case that names it)."""
-        return Cassette(self.path, self.entries, self.sha256)
+        """The same recordings with nothing consumed (one load serves every case that names it)."""
+        return Cassette(self._recordings, self.sha256)
+
+    @property
+    def count(self) -> int:
+        """How many recordings the cassette holds."""
+        return len(self._recordings)
+
+    @property
+    def entries(self) -> list[CassetteEntry]:
+        """Every recording, parsed, in file order (``recordings()`` reads them one at a time)."""
+        return list(self.recordings())
+
+    def recordings(self) -> Iterator[CassetteEntry]:
+        """Each recording, parsed as it is reached: one at a time in memory. A file it opens
+        is its own, let go when the iteration ends (doctor walks every cassette of a suite)."""
+        file = RecordingFile(self.path)
+        try:
+            for at in range(self.count):
+                yield self._recordings.entry(at, file)
+        finally:
+            file.close()
 
     def take(self, tool: str, args: JsonObject) -> CassetteEntry:
-        """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``."""
+        """Consume the first unused recording of this exact call, or raise ``CassetteMismatch``.
+
+        ``CassetteError`` when the recording's line can no longer be read as it was loaded;
+        nothing is consumed then.
+        """
         args_json = canonjson.dumps(args)
         entry = self._consume(tool, args_json)
         if entry is not None:
@@ -185,16 +172,27 @@ class Cassette:
         at = alike.get(args_json, -1)
         if at < 0:
             return None
+        # First: a recording that cannot be read is not used up.
+        entry = self._recordings.entry(at, self._file)
         alike[args_json] = index.next_alike[at]
         self._consumed[at] = 1
-        return self.entries[at]
+        return entry
+
+    def _entry(self, at: int) -> CassetteEntry:
+        return self._recordings.entry(at, self._file)
+
+    def close(self) -> None:
+        """Let go of the file; a later read opens it again (and checks it again)."""
+        self._file.close()
 
     def _consumed_alike(self, tool: str, args_jsons: list[str]) -> int:
         """How many recordings of ``tool`` with one of these arguments calls consumed."""
+        tools = self._recordings.tools
+        keys = self._recordings.keys
         return sum(
             1
-            for at, entry in enumerate(self.entries)
-            if self._consumed[at] and entry.tool == tool and self._args_json[at] in args_jsons
+            for at, used in enumerate(self._consumed)
+            if used and tools[at] == tool and keys[at] in args_jsons
         )
 
     def index(self) -> None:
@@ -202,26 +200,31 @@ class Cassette:
         self._index  # noqa: B018 (a cached_property: reading it builds it)
 
     def unused(self) -> list[CassetteEntry]:
-        """Recordings no call consumed, in file order."""
-        consumed = self._consumed
-        return [entry for at, entry in enumerate(self.entries) if not consumed[at]]
+        """Recordings no call consumed, in file order, parsed."""
+        return [self._entry(at) for at, used in enumerate(self._consumed) if not used]
+
+    def unused_tools(self) -> list[str]:
+        """The tool of each recording no call consumed, in file order (nothing is read)."""
+        tools = self._recordings.tools
+        return [tools[at] for at, used in enumerate(self._consumed) if not used]
 
     def _nearest(self, tool: str, args_json: str) -> list[NearestRecording]:
         """The recordings most like a missed call, scored like RunLedger (difflib ratio)."""
-        same_tool = [i for i, entry in enumerate(self.entries) if entry.tool == tool]
-        pool = same_tool or range(len(self.entries))
+        tools = self._recordings.tools
+        keys = self._recordings.keys
+        same_tool = [i for i, name in enumerate(tools) if name == tool]
+        pool = same_tool or range(len(tools))
         first_index: dict[_MatchKey, int] = {}
         for i in pool:
             # Identical recordings (page 1, page 1 again) would only repeat one line.
-            first_index.setdefault((self.entries[i].tool, self._args_json[i]), i)
-        keys = list(first_index)
+            first_index.setdefault((tools[i], keys[i]), i)
         return [
             NearestRecording(
                 tool=key[0],
-                args_json=canonjson.dumps(redact(self.entries[first_index[key]].args)),
+                args_json=canonjson.dumps(redact(self._entry(first_index[key]).args)),
                 score=score,
             )
-            for key, score in _best_matches(args_json, keys)
+            for key, score in _best_matches(args_json, list(first_index))
         ]
 
 
@@ -245,10 +248,11 @@ class ReplayBackend:
         return normalized_outcome(entry.ok, entry.result, entry.error, self._normalization)
 
     def close(self, *, clean: bool) -> None:
-        """Replay writes nothing, so there is nothing to commit or discard."""
+        """Replay writes nothing: only the cassette's file is let go."""
+        self.cassette.close()
 
     def unused(self) -> int:
-        return len(self.cassette.unused())
+        return len(self.cassette.unused_tools())
 
 
 def _best_matches(target: str, keys: list[_MatchKey]) -> list[tuple[_MatchKey, float]]:
@@ -277,128 +281,3 @@ def _best_matches(target: str, keys: list[_MatchKey]) -> list[tuple[_MatchKey, f
         scored.sort(key=lambda pair: (-pair[0], pair[1]))
     # Ties keep file order, as RunLedger's stable sort did.
     return [(keys[index], score) for score, index in scored[:MAX_NEAREST]]
-
-
-def _lines(data: bytes, path: Path, problems: list[CassetteError]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of every non-blank line; lines that are not UTF-8 go to problems."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        yield from _lines_one_by_one(data, path, problems)
-        return
-    # Editors on Windows like to start files with a byte-order mark; it is not part of the JSON.
-    for line_no, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
-        if line.strip():
-            yield line_no, line
-
-
-def _lines_one_by_one(
-    data: bytes, path: Path, problems: list[CassetteError]
-) -> Iterator[tuple[int, str]]:
-    """The slow path for a file that is not UTF-8 throughout: each bad line is reported."""
-    for line_no, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(
-                CassetteError(
-                    f"expected UTF-8 text, found byte 0x{raw[exc.start]:02x} that is not "
-                    "valid UTF-8",
-                    file=path,
-                    line=line_no,
-                )
-            )
-            continue
-        if line.strip():
-            yield line_no, line
-
-
-_JSON_SPACE = " \t\n\r"
-
-
-_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[{\n")
-
-
-def _crowded_lines(data: bytes) -> set[int]:
-    """Numbers of the lines with more opening brackets than ``MAX_NESTING``: only those can
-    nest too deeply, and they take the full parse, which checks. Usually none: one pass in C
-    over the file instead of a count per line."""
-    brackets = data.translate(None, delete=_NOT_BRACKETS).split(b"\n")
-    return {n for n, line in enumerate(brackets, start=1) if len(line) > MAX_NESTING}
-
-
-def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
-    """The entry of a line that is exactly one well-formed recording, else None.
-
-    The common case, taken in a few steps: the decoder's scanner straight from column 0 (no
-    whitespace skipping, no second pass for trailing data) and exact type checks. Anything else
-    (leading blanks, a structured ``error``, any problem) returns None, and ``_parse_entry`` then
-    gives the same entry or the error message it always gave.
-    """
-    try:
-        raw, end = scan_finite(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if end != len(text) and text[end:].strip(_JSON_SPACE):
-        return None
-    if not isinstance(raw, dict):
-        return None
-    tool = raw.get("tool")
-    args = raw.get("args")
-    ok = raw.get("ok")
-    error = raw.get("error")
-    if not (isinstance(tool, str) and isinstance(args, dict) and isinstance(ok, bool)):
-        return None
-    if error is not None and not isinstance(error, str):
-        return None
-    return CassetteEntry(tool, args, ok, raw.get("result"), error, line_no)
-
-
-def _parse_entry(text: str, path: Path, line_no: int) -> CassetteEntry:
-    def fail(message: str) -> CassetteError:
-        return CassetteError(message, file=path, line=line_no)
-
-    try:
-        raw = FINITE_JSON.decode(text)
-    except json.JSONDecodeError as exc:
-        # json.loads names a byte-order mark; the decoder itself only says "Expecting value".
-        problem = _BOM_PROBLEM if text.startswith("\ufeff") else exc.msg
-        raise fail(f"invalid JSON: {problem} at column {exc.colno}") from None
-    except (ValueError, RecursionError) as exc:
-        raise fail(f"invalid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise fail(f"expected a JSON object per line, found {_json_type(raw)}")
-    if nests_deeper_than(raw, text=text):
-        # Matching, redaction and reports walk the recording: past Python's stack, they crash.
-        raise fail(too_deep("the recording"))
-    # Every field's problem at once: a hand-edited line is fixed in one go.
-    problems = [
-        f"entry is missing required key '{key}' (expected {type_name})"
-        if key not in raw
-        else f"'{key}' must be {type_name}, found {_json_type(raw[key])}"
-        for key, expected_type, type_name in (
-            ("tool", str, "a string"),
-            ("args", dict, "an object"),
-            ("ok", bool, "true or false"),
-        )
-        if not isinstance(raw.get(key), expected_type)
-    ]
-    if problems:
-        raise fail("; ".join(problems))
-    error = raw.get("error")
-    if error is not None and not isinstance(error, str):
-        # RunLedger dropped a structured error silently; keep it, as canonical JSON text.
-        error = canonjson.dumps(error)
-    return CassetteEntry(
-        tool=raw["tool"],
-        args=raw["args"],
-        ok=raw["ok"],
-        result=raw.get("result"),
-        error=error,
-        line=line_no,
-    )
-
-
-def _json_type(value: Any) -> str:
-    name = json_type(value)
-    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
