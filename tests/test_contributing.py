@@ -40,8 +40,11 @@ from trialrun.errors import ConfigError
 from trialrun.incident.importers import read_records
 from trialrun.incident.model import is_inconclusive
 
-ROOT = Path(__file__).resolve().parent.parent
-INCIDENTS = Path(__file__).parent / "data" / "incidents"
+# The checkout holding pyproject.toml, wherever in tests/ this file sits.
+ROOT = next(
+    path for path in Path(__file__).resolve().parents if (path / "pyproject.toml").is_file()
+)
+INCIDENTS = ROOT / "tests" / "data" / "incidents"
 EXAMPLE = re.compile(r"^<!-- example: ([\w-]+) -->\n```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import trialrun
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout holding pyproject.toml, wherever in tests/ this file sits.
+ROOT = next(
+    path for path in Path(__file__).resolve().parents if (path / "pyproject.toml").is_file()
+)
 
 KEEP_A_CHANGELOG_TYPES = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
 RELEASE = re.compile(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$")
