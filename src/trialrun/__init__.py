@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from trialrun.base.lazyexport import lazy_getattr
 
-# Not typing.TYPE_CHECKING: importing typing costs the CLI's start-up a few milliseconds, and
+# Not typing.TYPE_CHECKING: the CLI's start-up would import typing only for this flag, and
 # mypy takes any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 

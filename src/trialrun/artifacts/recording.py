@@ -87,7 +87,7 @@ class RunRecorder:
         with ElementTree, the baseline's gates, the receipt's forked child) on a thread; call
         once the first agents start.
 
-        They cost ~60 ms of CPU: the thread pays for them while the agents load their own
+        They take noticeable CPU: the thread pays for them while the agents load their own
         imports, instead of the event loop stalling on them (or the run's tail, which waits for
         each). Started any earlier, it would only compete with getting the first agent started.
         """
@@ -199,7 +199,7 @@ _TAIL_MODULES = (
     "trialrun.base.aside",
     "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
 )
-"""Imported by ``finish`` and by the receipt of a case of many tool calls (~12 ms)."""
+"""Imported by ``finish`` and by the receipt of a case of many tool calls."""
 
 
 def _warm_report() -> None:

@@ -6,12 +6,12 @@ validates its parameters once, at load time, and returns a ``CompiledAssertion``
 ``trialrun.assertions``; the built-in ones are declared there too, so they use exactly the
 extension API a third-party package gets. ``register()`` adds a type programmatically.
 
-Listing entry points reads the metadata of every installed distribution (~15 ms of CPU with
-this project's dev environment, ``importlib.metadata`` included; more with more packages), which
-a suite that only uses built-in types should not pay before its first agent starts. So the
-built-ins are also named in ``BUILTIN_TYPES`` and loaded from there; entry points are listed only
-for a name that is not built in (or to list every name, as an "unknown type" error does). A
-built-in name is therefore reserved: a plugin's entry point of the same name is never used.
+Listing entry points imports ``importlib.metadata`` and reads the metadata of every installed
+distribution (the more packages, the longer), which a suite that only uses built-in types
+should not pay before its first agent starts. So the built-ins are also named in
+``BUILTIN_TYPES`` and loaded from there; entry points are listed only for a name that is not
+built in (or to list every name, as an "unknown type" error does). A built-in name is therefore
+reserved: a plugin's entry point of the same name is never used.
 
 Each entry point is imported only when its type is first asked for, then cached: a broken plugin
 fails the suites that use it, with an error naming the entry point, and nothing else.
@@ -169,7 +169,8 @@ class EntryPointLike(Protocol):
 class BuiltinEntryPoint:
     """A ``BUILTIN_TYPES`` entry, loaded as its entry point would be but without metadata."""
 
-    # A plain class: a dataclass costs start-up ~1 ms to create.
+    # A plain class: a dataclass's methods are generated and compiled at import, on the way to
+    # every run's first agent.
     __slots__ = ("name", "value")
 
     def __init__(self, name: str, value: str) -> None:
@@ -185,7 +186,7 @@ class BuiltinEntryPoint:
 
 def discover_entry_points() -> list[EntryPointLike]:
     """Every entry point of the ``trialrun.assertions`` group in the installed distributions."""
-    import importlib.metadata  # costs milliseconds at start-up; only needed on first lookup
+    import importlib.metadata  # not needed before the first lookup of a name that is not built in
 
     return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 

@@ -1,6 +1,6 @@
 """The commit and branch a run starts from, for the receipt's ``run_start``.
 
-Asking git takes a few milliseconds of wall time, mostly git's own. ``git_state_ahead`` starts
+Asking git means waiting for git processes to start and answer. ``git_state_ahead`` starts
 the question early, so a run does other work (its imports) while git answers, and the
 ``git_state`` call inside the block only collects the answer.
 """

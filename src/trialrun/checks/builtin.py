@@ -83,7 +83,7 @@ class _Schema:
     """A JSON Schema checked once at compile time, validating with Draft 2020-12."""
 
     def __init__(self, schema: Any, *, source: str, key: str) -> None:
-        # jsonschema costs tens of milliseconds to import: only suites that use it pay.
+        # jsonschema is one of the heaviest imports of a run: only suites that use it pay.
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
 

@@ -148,8 +148,9 @@ def _loaded_data_frozen() -> Iterator[None]:
     """Keep the garbage collector off what is loaded now, for the run.
 
     The suite, its cassettes and every module stay until the end: a full collection would walk
-    them all again (~20 ms each time in a 5,000-call case) for nothing. Thawed afterwards, so a
-    process that runs suites one after another (the tests) still collects their leftovers.
+    them all again, each time, for nothing (the longer the case, the more often). Thawed
+    afterwards, so a process that runs suites one after another (the tests) still collects
+    their leftovers.
     """
     gc.freeze()
     try:

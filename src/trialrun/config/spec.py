@@ -7,8 +7,8 @@ metadata. ``parse`` checks raw YAML data against a record and either builds it o
 them: the compare and verify-plan files are still pydantic models.
 
 Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydantic plus building
-these models cost ~85 ms of CPU on the single-threaded start-up (about 40% of a small run's own
-time) for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an
+these models was a large share of a small run's own start-up, all of it before the first agent
+starts, for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an
 integer where a number is expected, unknown keys refused, RunLedger's spellings as aliases.
 Why not msgspec either: it stops at a document's first problem and names no mapping key in its
 error text (docs/internals.md, "Why not msgspec"; bench/validator_bench.py).
@@ -42,7 +42,8 @@ class SpecError(ValueError):
 class Spec(abc.ABC):
     """What one value accepts.
 
-    Specs are plain classes, not dataclasses: a dataclass costs ~0.4 ms to create at import.
+    Specs are plain classes, not dataclasses: every run imports them, and a dataclass's methods
+    are generated and compiled when the module is imported.
     """
 
     __slots__ = ()

@@ -170,7 +170,7 @@ _PIDFD_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def _watch_children_with_pidfd(loop: asyncio.AbstractEventLoop) -> None:
-    """Python 3.11 waits for each child in a new thread (~2 ms a spawn); a pidfd needs none.
+    """Python 3.11 starts a new thread to wait for each child it spawns; a pidfd needs none.
 
     Python 3.12 picks the pidfd watcher by itself, and its child-watcher API is deprecated.
     """

@@ -50,8 +50,7 @@ class StdoutNoiseError(ProtocolError):
 
 
 # Not frozen, though nothing changes a message once parsed: a deep case parses thousands of
-# calls, and a frozen dataclass's __init__ (object.__setattr__ per field) costs ~10 k
-# instructions each.
+# calls, and a frozen dataclass's __init__ sets each field through object.__setattr__.
 @dataclass(slots=True)
 class ToolCallMsg:
     """A call the agent asks for; read-only."""

@@ -44,7 +44,7 @@ class Handler(LocalHandler):
     """Hands every request, whatever its method, to the server's ``serve`` callable."""
 
     # Each SSE chunk goes out at once, and a body written after its headers does not wait for
-    # the client's delayed ACK (Nagle's algorithm cost 40 ms per response here).
+    # the client's delayed ACK, which Nagle's algorithm would otherwise add to every response.
     disable_nagle_algorithm = True
     server: Server
 

@@ -52,7 +52,7 @@ DIFF_TEMPLATE_NAME = "diff.html.j2"
 EVENT_CHARS_MAX = 20_000
 EVENTS_PER_CASE_MAX = 500
 # Under two lines of the report's box at full width: a short event reads best as one line, and
-# json's C encoder writes it about three times faster than the pure-Python one ``indent`` needs.
+# json's C encoder writes it, where ``indent`` needs the much slower pure-Python encoder.
 ONE_LINE_CHARS_MAX = 240
 _ONE_LINE = json.JSONEncoder(ensure_ascii=False).encode
 _INDENTED = json.JSONEncoder(ensure_ascii=False, indent=2).encode
@@ -166,7 +166,7 @@ def template_environment(directory: Path) -> jinja2.Environment:
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs, in the user's cache folder; None if it cannot be.
 
-    Compiling the report's templates costs ~75 ms of CPU, on every run that writes a page. The
+    Compiling the report's templates is a noticeable part of every run that writes a page. The
     cache checks each template's source before using its entry, and a cache folder that cannot
     be written only means compiling again.
     """

@@ -46,7 +46,7 @@ class _MatchIndex:
 
     Two containers for the whole cassette, not one per recording (a 5,000-line cassette's index
     is built while its agent starts, and freed as its case ends, both on the event loop). A
-    plain class: a dataclass would cost the CLI's start-up a millisecond.
+    plain class: a dataclass's methods would be generated and compiled at every start-up.
     """
 
     __slots__ = ("first_unused", "next_alike")
