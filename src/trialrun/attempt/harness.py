@@ -34,6 +34,7 @@ from trialrun.attempt.process import CommandResult, run_shell
 from trialrun.attempt.score import failure_score
 from trialrun.attempt.snapshot import FileChange, Snapshot, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
+from trialrun.base import leftovers
 from trialrun.base.gitinfo import git_state
 from trialrun.base.redact import redact_text
 from trialrun.errors import TrialrunError
@@ -105,7 +106,9 @@ def run_attempts(
     workspace_root = _check_options(options)
     writer = ReceiptWriter(options.receipt_path, signer=options.signer)
     workspace = Workspace(workspace_root, exclude=_inside(options.receipt_path, workspace_root))
-    with writer, tempfile.TemporaryDirectory(prefix="trialrun-attempt-") as scratch_dir:
+    with writer, tempfile.TemporaryDirectory(
+        prefix="trialrun-attempt-", dir=leftovers.scratch_root()
+    ) as scratch_dir:
         run = _AttemptRun(options, workspace_root, workspace, writer, Path(scratch_dir), progress)
         return run.execute()
 

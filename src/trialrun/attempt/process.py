@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from trialrun.base import leftovers
+from trialrun.base.deathsig import dies_with_us
+
 __all__ = ["CommandResult", "run_shell"]
 
 STDERR_TAIL_LINES = 200
@@ -84,7 +87,9 @@ def run_shell(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=dies_with_us(),  # this thread waits for the command before it returns
     )
+    leftovers.note_group(proc.pid)
     lines: list[tuple[float, str]] = []
     tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     assert proc.stdout is not None
@@ -103,6 +108,7 @@ def run_shell(
         raise
     finally:
         _signal_group(proc.pid, signal.SIGKILL)
+        leftovers.note_ended(proc.pid)
         for reader in readers:
             reader.join(_READER_JOIN_S)
     exit_code = None if timed_out else proc.returncode

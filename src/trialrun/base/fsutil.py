@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from trialrun.base import leftovers
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -23,8 +25,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, creating missing parent directories."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # secrets.token_hex(6), without importing random and hmac before the first agent starts.
-    temp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+    temp = temporary_beside(target)
     # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
     # as for any file the user creates.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -40,6 +41,16 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             temp.unlink()
         raise
     fsync_directory(target.parent)
+
+
+def temporary_beside(target: Path) -> Path:
+    """A fresh temporary name in ``target``'s directory, noted so that the next trialrun
+    removes it should this process be killed before it is renamed or removed: the owner's pid
+    and ``trialrun`` in the name tell a reader whose it is."""
+    # secrets.token_hex(6), without importing random and hmac before the first agent starts.
+    temp = target.with_name(f".{target.name}.trialrun-{os.getpid()}-{os.urandom(6).hex()}.tmp")
+    leftovers.note_path(temp)
+    return temp
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

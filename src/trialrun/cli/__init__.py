@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps every outcome to an exit code."""
     global _kept_until_exit
     _kept_until_exit = []
-    _leave(run_cli(argv))
+    _leave(run_cli(argv, own_process=True))
 
 
 def keep_until_exit(*objects: object) -> None:
@@ -54,15 +54,29 @@ def keep_until_exit(*objects: object) -> None:
         _kept_until_exit.extend(objects)
 
 
-def run_cli(argv: list[str] | None = None) -> int:
-    """Run one command line; its exit code."""
+def run_cli(argv: list[str] | None = None, *, own_process: bool = False) -> int:
+    """Run one command line; its exit code.
+
+    ``own_process``: the command line is the whole process (``main``), so SIGTERM is Ctrl-C
+    from the moment a command is known to run, not only once the command itself says so: a CI
+    job cancelled while the suite still loads exits 130 too, not 143.
+    """
     from trialrun.cli.quick import quick_answer
 
     args = sys.argv[1:] if argv is None else argv
     answer = quick_answer(args)
     if answer is not None:
         return _print_quick(answer)
-    return _run_click(args)
+    if not own_process:
+        return _run_click(args)
+    from trialrun.cli.interrupts import sigterm_as_ctrl_c
+
+    try:
+        with sigterm_as_ctrl_c():
+            return _run_click(args)
+    except KeyboardInterrupt:  # one that came while another error was being reported
+        sys.stderr.write("Interrupted.\n")
+        return EXIT_INTERRUPTED
 
 
 def _print_quick(text: str) -> int:

@@ -179,11 +179,27 @@ async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
+    previous = signal.getsignal(signal.SIGTERM)
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         await work
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        # remove_signal_handler leaves SIGTERM at its default, which kills the process (143):
+        # the handler from before (SIGTERM as Ctrl-C) comes back, with SIGTERM held meanwhile.
+        with _held(signal.SIGTERM):
+            loop.remove_signal_handler(signal.SIGTERM)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _held(signum: signal.Signals) -> Iterator[None]:
+    """Keep ``signum`` pending in this thread for the block; delivered when it ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
 
 
 def _check_inputs(

@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base import leftovers
+from trialrun.base.deathsig import dies_with_us
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
@@ -355,9 +357,11 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=dies_with_us(),  # this thread waits for the command before it returns
             )
         except (OSError, ValueError) as error:  # ValueError: the command holds a NUL
             return False, f"cannot start bash: {getattr(error, 'strerror', None) or error}", False
+        leftovers.note_group(proc.pid)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -368,6 +372,7 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
         finally:
             # Background helpers the command left must not outlive the check.
             _kill_group(proc.pid)
+            leftovers.note_ended(proc.pid)
         size = output.seek(0, os.SEEK_END)
         output.seek(max(0, size - 4 * _OUTPUT_TAIL_CHARS))  # 4 bytes per character at most
         tail = output.read().decode("utf-8", "replace")[-_OUTPUT_TAIL_CHARS:].strip()

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trialrun.base import leftovers
+from trialrun.base.deathsig import dies_with_us
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -153,9 +155,11 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=dies_with_us(),  # the loop's thread waits for it (base.deathsig)
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, env or cwd
         return CommandOutcome(None, False, "", "", time.monotonic() - started, str(exc))
+    leftovers.note_group(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out_chunks: list[bytes] = []
     err_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
@@ -180,6 +184,7 @@ async def run_command(
         raise
     finally:
         _signal_group(proc.pid, signal.SIGKILL)
+        leftovers.note_ended(proc.pid)
     _, pending = await asyncio.wait(readers, timeout=_PIPE_DRAIN_S)
     for reader in pending:
         reader.cancel()

@@ -142,7 +142,8 @@ def _record(
         state["exit"] = code
         done.set()
 
-    upstream = Upstream(command, on_line=from_server, on_exit=server_exited)
+    # The main thread starts it and stays until it is stopped.
+    upstream = Upstream(command, on_line=from_server, on_exit=server_exited, dies_with_thread=True)
     upstream.start()
 
     def from_client() -> None:

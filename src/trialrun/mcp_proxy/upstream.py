@@ -14,6 +14,8 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 
+from trialrun.base import leftovers
+from trialrun.base.deathsig import dies_with_us
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import read_lines
 
@@ -33,8 +35,12 @@ class Upstream:
         *,
         on_line: Callable[[bytes], None],
         on_exit: Callable[[int | None], None],
+        dies_with_thread: bool = False,
     ) -> None:
+        """``dies_with_thread``: the server is killed when the thread that starts it ends
+        (``base.deathsig``), for a thread that lives as long as the server (not a request's)."""
         self.argv = list(argv)
+        self._dies_with_thread = dies_with_thread
         self._on_line = on_line
         self._on_exit = on_exit
         self._process: subprocess.Popen[bytes] | None = None
@@ -47,7 +53,11 @@ class Upstream:
             raise UpstreamError("record mode needs the MCP server command after '--'")
         try:
             process = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+                preexec_fn=dies_with_us() if self._dies_with_thread else None,
             )
         except FileNotFoundError:
             raise UpstreamError(
@@ -63,6 +73,7 @@ class Upstream:
                 f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
         assert process.stdin is not None and process.stdout is not None
+        leftovers.note_process(process.pid)
         self._process = process
         self._input_open = True
         self._reader = threading.Thread(
@@ -128,6 +139,7 @@ class Upstream:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        leftovers.note_ended(process.pid)
         # Close our end of its stdout only once the reader is done with the descriptor.
         if process.stdout is not None and self.wait_finished(1.0):
             with contextlib.suppress(OSError):

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from trialrun.base.fsutil import fsync_directory
+from trialrun.base.fsutil import fsync_directory, temporary_beside
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
@@ -49,7 +49,7 @@ class RecordingBackend:
             if self._key in _recording:
                 raise CassetteInUseError(cassette_path)
             _recording.add(self._key)
-        self.temp_path = cassette_path.with_name(f".{cassette_path.name}.{os.getpid()}.tmp")
+        self.temp_path = temporary_beside(cassette_path)
         try:
             cassette_path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[bytes] | None = open(self.temp_path, "wb")  # noqa: SIM115 - held open for the case
