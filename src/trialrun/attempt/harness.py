@@ -106,9 +106,12 @@ def run_attempts(
     workspace_root = _check_options(options)
     writer = ReceiptWriter(options.receipt_path, signer=options.signer)
     workspace = Workspace(workspace_root, exclude=_inside(options.receipt_path, workspace_root))
-    with writer, tempfile.TemporaryDirectory(
-        prefix="trialrun-attempt-", dir=leftovers.scratch_root()
-    ) as scratch_dir:
+    with (
+        writer,
+        tempfile.TemporaryDirectory(
+            prefix="trialrun-attempt-", dir=leftovers.scratch_root()
+        ) as scratch_dir,
+    ):
         run = _AttemptRun(options, workspace_root, workspace, writer, Path(scratch_dir), progress)
         return run.execute()
 
