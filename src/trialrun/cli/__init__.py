@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps every outcome to an exit code."""
     global _kept_until_exit
     _kept_until_exit = []
-    _leave(run_cli(argv, own_process=True))
+    _leave(run_cli(argv))
 
 
 def keep_until_exit(*objects: object) -> None:
@@ -54,12 +54,12 @@ def keep_until_exit(*objects: object) -> None:
         _kept_until_exit.extend(objects)
 
 
-def run_cli(argv: list[str] | None = None, *, own_process: bool = False) -> int:
+def run_cli(argv: list[str] | None = None) -> int:
     """Run one command line; its exit code.
 
-    ``own_process``: the command line is the whole process (``main``), so SIGTERM is Ctrl-C
-    from the moment a command is known to run, not only once the command itself says so: a CI
-    job cancelled while the suite still loads exits 130 too, not 143.
+    Under ``main`` the command line is the whole process, so SIGTERM is Ctrl-C from the moment
+    a command is known to run, not only once the command itself says so: a CI job cancelled
+    while the suite still loads exits 130 too, not 143. (A caller of its own keeps its signals.)
     """
     from trialrun.cli.quick import quick_answer
 
@@ -67,7 +67,7 @@ def run_cli(argv: list[str] | None = None, *, own_process: bool = False) -> int:
     answer = quick_answer(args)
     if answer is not None:
         return _print_quick(answer)
-    if not own_process:
+    if _kept_until_exit is None:  # not under main
         return _run_click(args)
     from trialrun.cli.interrupts import sigterm_as_ctrl_c
 
