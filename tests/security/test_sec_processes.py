@@ -97,7 +97,11 @@ def wait_for(condition: Callable[[], bool], what: str, within_s: float = 60.0) -
 
 def wait_for_agents(proc: subprocess.Popen[str], state: Path, count: int) -> None:
     """Until the run's ``count`` agents and their helpers run (the run must still be going)."""
-    wait_for(lambda: (state / f"pids.{count}").exists() or proc.poll() is not None, "agents ran")
+
+    def all_there() -> bool:
+        return all((state / f"pids.{n}").exists() for n in range(1, count + 1))
+
+    wait_for(lambda: all_there() or proc.poll() is not None, "agents ran")
     if proc.poll() is not None:
         out, err = proc.communicate()
         raise AssertionError(f"the run ended early ({proc.returncode}): {out}{err}")
@@ -132,9 +136,21 @@ def temporaries(cassettes: Path) -> list[Path]:
     return [path for path in cassettes.iterdir() if path.name.endswith(".tmp")]
 
 
-def test_a_sigkilled_run_takes_its_agent_along_and_the_next_run_clears_the_rest(
-    tmp_path: Path,
-) -> None:
+def watchdog_of(pid: int) -> int:
+    """The pid of the process that clears up after trialrun ``pid`` should it be killed."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(f"/run-{pid}-".encode() in part for part in command):
+                return int(entry.name)
+    raise AssertionError(f"trialrun {pid} has no watchdog")
+
+
+def test_the_next_run_clears_what_a_killed_run_and_its_watchdog_left(tmp_path: Path) -> None:
+    # The worst case: the watchdog is killed too (a kill of every process of the user).
     state = tmp_path / "state"
     suite = write_suite(tmp_path, STUBBORN_AGENT, mode="record", cases=1, state=state)
     proc = start_run(suite, tmp_path)
@@ -143,8 +159,9 @@ def test_a_sigkilled_run_takes_its_agent_along_and_the_next_run_clears_the_rest(
     recording = temporaries(suite / "cassettes")
     assert recording, "record mode writes its cassette to a temporary file while the case runs"
     assert recording[0].name.startswith(".t.jsonl.trialrun-")
+    os.kill(watchdog_of(proc.pid), signal.SIGKILL)
     kill_run(proc)
-    assert process_gone(agent, within_s=30), "the agent outlived trialrun's SIGKILL"
+    assert not process_gone(agent, within_s=0.2), "nothing left to clear: the test proves nothing"
 
     # A run that still runs beside the next one (parallel CI jobs): nothing of it is touched.
     live_root = tmp_path / "live"
@@ -158,6 +175,7 @@ def test_a_sigkilled_run_takes_its_agent_along_and_the_next_run_clears_the_rest(
 
         done = quick_run(tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
+        assert process_gone(agent, within_s=30), "the killed run's agent runs on"
         assert process_gone(helper, within_s=30), "the helper of the killed run's agent runs on"
         assert temporaries(suite / "cassettes") == []
         assert not process_gone(live_agent, within_s=0.2)
@@ -172,21 +190,28 @@ def test_a_sigkilled_run_takes_its_agent_along_and_the_next_run_clears_the_rest(
     assert os.listdir(tmp_path / "tmp" / f"trialrun-{os.getuid()}") == []
 
 
-def test_a_sigkilled_run_takes_its_prestarted_agent_along(tmp_path: Path) -> None:
+def test_a_sigkilled_run_takes_its_agents_their_helpers_and_its_files_along(
+    tmp_path: Path,
+) -> None:
+    # Case c1's agent is started ahead while c0's runs: both are killed, with their helpers,
+    # by the killed run's watchdog, without waiting for another run.
     state = tmp_path / "state"
     suite = write_suite(tmp_path, STUBBORN_AGENT, mode="replay", cases=2, state=state)
+    (suite / "suite.yaml").write_text(
+        (suite / "suite.yaml").read_text() + "mcp_servers:\n  docs:\n    command: [cat]\n"
+    )
+    (suite / "cassettes" / "t.mcp-docs.jsonl").write_text("", encoding="utf-8")
     proc = start_run(suite, tmp_path)
-    # The second agent is case c1's, started ahead while c0's runs.
     wait_for_agents(proc, state, 2)
     started = [pids(state, 1), pids(state, 2)]
+    scratch = list((tmp_path / "tmp" / f"trialrun-{os.getuid()}").glob("run-*/trialrun-case-*"))
+    assert scratch, "each case has a scratch directory for its MCP configuration"
     kill_run(proc)
 
-    for agent, _ in started:
+    for agent, helper in started:
         assert process_gone(agent, within_s=30), "an agent outlived trialrun's SIGKILL"
-    done = quick_run(tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    for _, helper in started:
-        assert process_gone(helper, within_s=30), "a helper of the killed run still runs"
+        assert process_gone(helper, within_s=30), "a helper outlived trialrun's SIGKILL"
+    wait_for(lambda: not any(path.exists() for path in scratch), "the scratch was removed", 30)
 
 
 def test_sigterm_while_the_suite_still_loads_exits_130(tmp_path: Path) -> None:

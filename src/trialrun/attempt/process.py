@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 
 __all__ = ["CommandResult", "run_shell"]
 
@@ -87,7 +86,6 @@ def run_shell(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=dies_with_us(),  # this thread waits for the command before it returns
     )
     leftovers.note_group(proc.pid)
     lines: list[tuple[float, str]] = []

@@ -1,4 +1,4 @@
-"""What a trialrun process would leave behind if it were killed, and how the next one clears it.
+"""What a trialrun process would leave behind if it were killed, and who clears it then.
 
 A SIGKILL (an OOM kill, a CI runner's hard stop) gives trialrun no chance to stop its agents'
 process groups or to remove its scratch directories and temporary files. So each process that
@@ -10,12 +10,22 @@ before the thing it names exists (a temporary file's path) or as soon as it does
 group or a process, with the start time of its first process, so that a recycled pid is never
 mistaken for it), and when a group or process ends.
 
-The first area a process makes sweeps the areas of owners that are gone: it kills what their
-ledgers name that still runs and is still the same process, removes the temporary files they
-name, and removes the area. An owner that still runs (a parallel run) is never touched, nor one
-in another pid namespace (a container sharing the temporary directory), where its pid means
-nothing here; after a reboot only files are removed. A normal exit removes the process's own
-area.
+Clearing an area kills what its ledger names that still runs and is still the same process,
+removes the temporary files it names, and removes the area. Two clear a dead owner's area:
+
+- its watchdog, at once: a small process (``watch``) started with the first child noted, in a
+  session of its own, that reads a pipe only the owner holds; the owner's end closes however
+  it dies, and the watchdog then clears the area, or finds it gone after a normal exit. One
+  process per trialrun, started off the critical path, rather than a ``PR_SET_PDEATHSIG`` for
+  each child: that needs a ``preexec_fn``, which forbids ``vfork`` and ran Python in every
+  child between fork and exec (~1-5 ms more per agent start, measured, on the event loop), and
+  it kills only the child, not the helpers in its group;
+- the next trialrun, should the watchdog be gone too: the first area a process makes sweeps
+  the areas of owners that are gone.
+
+An owner that still runs (a parallel run) is never touched, nor one in another pid namespace (a
+container sharing the temporary directory), where its pid means nothing here; after a reboot
+only files are removed. A normal exit removes the process's own area.
 
 Identity comes from ``/proc`` (Linux). Elsewhere a pid that exists counts as its owner, and no
 process is ever killed by a sweep, since its identity cannot be proven.
@@ -39,6 +49,7 @@ __all__ = [
     "scratch_root",
     "start_time",
     "sweep",
+    "watch",
 ]
 
 _GROUP = "group"
@@ -53,6 +64,7 @@ class _Area:
     def __init__(self, path: Path, ledger: int) -> None:
         self.path = path
         self.ledger = ledger
+        self.watched = False
 
 
 _area: _Area | None = None
@@ -209,6 +221,66 @@ def _note(kind: str, pid: int) -> None:
     made = _the_area()
     if made is not None:
         _append(made, f"{kind}\t{pid}\t{start_time(pid) or 0}\n")
+        if not made.watched:
+            made.watched = True
+            _start_watchdog(made)
+
+
+_WATCHDOG = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from trialrun.base.leftovers import watch; watch(sys.argv[2])"
+)
+
+
+def _start_watchdog(made: _Area) -> None:
+    """Start the process that clears ``made`` as soon as this one is gone, however it goes.
+
+    Its stdin is a pipe whose other end only this process holds (close-on-exec, and the forked
+    child of ``base.aside`` closes it), so end of file there means we are gone. It runs in a
+    session of its own (a Ctrl-C or a signal to our group is not for it) with nothing of our
+    stdout or stderr (a reader waiting for their end must not wait for it), isolated (``-I``)
+    and without ``site``: it needs this package and the standard library only. ``posix_spawn``
+    (vfork and exec) costs the loop ~0.1 ms, and leaves no ``Popen`` to warn, as it is
+    collected, that its child still runs: the watchdog is meant to outlive us.
+    """
+    if not sys.executable or not hasattr(os, "posix_spawn"):
+        return  # nothing to start it with: the next run's sweep remains
+    package_parent = str(Path(__file__).resolve().parents[2])
+    read_end, write_end = os.pipe()
+    try:
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, package_parent, str(made.path)],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, read_end, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+            setsid=True,
+        )
+    except (OSError, ValueError):  # ValueError: a NUL in a path
+        os.close(write_end)
+    else:
+        _watch_ends.append(write_end)  # held, never written, until the process ends
+    finally:
+        os.close(read_end)
+
+
+_watch_ends: list[int] = []
+
+
+def watch(path: str) -> None:
+    """The watchdog's work: wait for end of file on stdin, then clear the area at ``path``."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):
+            pass
+    area = Path(path)
+    owner = _owner(area.name)
+    if owner is not None and area.is_dir():  # a normal exit removed it already
+        _clear(area, kill=owner[1] > 0)  # a start time: /proc tells who is who
 
 
 def _append(made: _Area, line: str) -> None:

@@ -60,7 +60,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
 from trialrun.compare.checkspec import Check
 
@@ -357,7 +356,6 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=dies_with_us(),  # this thread waits for the command before it returns
             )
         except (OSError, ValueError) as error:  # ValueError: the command holds a NUL
             return False, f"cannot start bash: {getattr(error, 'strerror', None) or error}", False

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 
 REAP_S = 5.0
 """How long to wait for the pipes after a kill; a grandchild that left the group may hold them."""
@@ -46,7 +45,6 @@ def ask_command(
             stderr=subprocess.PIPE,
             env=None if env is None else dict(env),
             start_new_session=True,
-            preexec_fn=dies_with_us(),  # this thread waits for the command before it returns
         )
     except ValueError as exc:
         raise OSError(errno.EINVAL, str(exc)) from None

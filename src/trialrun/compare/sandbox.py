@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -155,7 +154,6 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=dies_with_us(),  # the loop's thread waits for it (base.deathsig)
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, env or cwd
         return CommandOutcome(None, False, "", "", time.monotonic() - started, str(exc))

@@ -5,9 +5,9 @@ signal to the group also reaches every helper it spawned that did not leave on p
 ``sleep 300`` outlives a case. Its stderr is drained all the time into a bounded ring, so a chatty
 agent never blocks on a full pipe and a failure can show the last lines it wrote.
 
-If trialrun itself is killed (SIGKILL: nothing of ours runs any more), the kernel kills the
-agent (``base.deathsig``), and the next trialrun kills the helpers left in its group
-(``base.leftovers``, where the group is noted while it may outlive us).
+If trialrun itself is killed (SIGKILL: nothing of ours runs any more), the group is killed by
+the watchdog of ``base.leftovers``, where it is noted while it may outlive us (or by the next
+trialrun, should the watchdog be gone too).
 
 asyncio's ``Process.wait()`` only returns once the pipes are closed too (a grandchild holding
 stdout would hang it), so the exit of the agent itself is observed through the protocol's
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 from trialrun.conversation.lines import (
     ChannelLostError,
     LineReader,
@@ -249,14 +248,12 @@ class AgentProcess:
         # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
         tail_fd = 2 if channel == "stdio" else 1
         try:
-            # The loop's thread forks: it outlives every agent of the loop (base.deathsig).
             transport, protocol = await loop.subprocess_exec(
                 lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
                 *command,
                 cwd=cwd,
                 env=child_env,
                 start_new_session=True,
-                preexec_fn=dies_with_us(),
                 **pipes,
             )
         except BaseException as exc:

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable, Sequence
 
 from trialrun.base import leftovers
-from trialrun.base.deathsig import dies_with_us
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import read_lines
 
@@ -35,12 +34,12 @@ class Upstream:
         *,
         on_line: Callable[[bytes], None],
         on_exit: Callable[[int | None], None],
-        dies_with_thread: bool = False,
+        noted: bool = True,
     ) -> None:
-        """``dies_with_thread``: the server is killed when the thread that starts it ends
-        (``base.deathsig``), for a thread that lives as long as the server (not a request's)."""
+        """``noted``: the server is noted in ``base.leftovers``, to be killed should we be
+        (not needed where a group that is noted already holds both us and the server)."""
         self.argv = list(argv)
-        self._dies_with_thread = dies_with_thread
+        self._noted = noted
         self._on_line = on_line
         self._on_exit = on_exit
         self._process: subprocess.Popen[bytes] | None = None
@@ -57,7 +56,6 @@ class Upstream:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
-                preexec_fn=dies_with_us() if self._dies_with_thread else None,
             )
         except FileNotFoundError:
             raise UpstreamError(
@@ -73,7 +71,8 @@ class Upstream:
                 f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
         assert process.stdin is not None and process.stdout is not None
-        leftovers.note_process(process.pid)
+        if self._noted:
+            leftovers.note_process(process.pid)
         self._process = process
         self._input_open = True
         self._reader = threading.Thread(
@@ -139,7 +138,8 @@ class Upstream:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        leftovers.note_ended(process.pid)
+        if self._noted:
+            leftovers.note_ended(process.pid)
         # Close our end of its stdout only once the reader is done with the descriptor.
         if process.stdout is not None and self.wait_finished(1.0):
             with contextlib.suppress(OSError):
