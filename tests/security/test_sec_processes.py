@@ -17,6 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from processes import process_gone
 
 # Every start takes the next number; each agent starts a helper, writes "agent helper" pids to
@@ -267,3 +271,88 @@ def test_sigterm_twice_while_the_cases_stop_exits_130_without_warnings(tmp_path:
         assert "Warning" not in err and "Traceback" not in err, f"gap {gap_s}s: {err}"
         for agent, helper in started:
             assert process_gone(agent) and process_gone(helper)
+
+
+def area_of(temp: Path, pid: int, started: int, ledger: str, boot: str | None = None) -> Path:
+    """An area as the process ``pid`` started at ``started`` would have left it."""
+    from trialrun.base import leftovers
+
+    root = temp / f"trialrun-{os.getuid()}"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    boot = boot or leftovers._boot_id()
+    area = root / f"run-{pid}-{started}-{boot}-{leftovers._pid_namespace()}"
+    area.mkdir()
+    (area / "ledger").write_text(ledger, encoding="ascii")
+    return area
+
+
+def gone_pid() -> int:
+    """A pid that ran a moment ago and runs no more: the owner of a killed run's area."""
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
+def test_a_sweep_kills_only_what_is_provably_what_the_dead_run_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trialrun.base import leftovers
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    recycled = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    beside = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        ours_start = leftovers.start_time(ours.pid)
+        recycled_start = leftovers.start_time(recycled.pid)
+        assert ours_start and recycled_start
+        left = tmp_path / "work" / ".out.json.trialrun-1-00.tmp"
+        left.parent.mkdir()
+        left.write_text("half", encoding="utf-8")
+        dead = area_of(
+            tmp_path / "tmp",
+            gone_pid(),
+            ours_start,  # any start time: the pid is gone
+            f"group\t{ours.pid}\t{ours_start}\n"
+            # The pid of a process the dead run started, now another's: a later start time.
+            f"group\t{recycled.pid}\t{recycled_start - 1}\n"
+            f"path\t{os.fsencode(str(left)).hex()}\n"
+            "group\t12",  # torn by the owner's death
+        )
+        me = os.getpid()
+        live = area_of(
+            tmp_path / "tmp", me, leftovers.start_time(me) or 0, f"group\t{beside.pid}\t1\n"
+        )
+
+        assert leftovers.sweep() == 1
+        assert process_gone(ours.pid, within_s=30)
+        assert not process_gone(recycled.pid, within_s=0.2)
+        assert not process_gone(beside.pid, within_s=0.2)
+        assert not left.exists() and not dead.exists()
+        assert live.exists(), "the area of a process that still runs is left alone"
+    finally:
+        for child in (ours, recycled, beside):
+            child.kill()
+            child.wait()
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledger=st.text(alphabet="grouppathndeprcs\t\n0123456789abcdef-x ", max_size=300))
+def test_any_ledger_a_dead_run_left_is_cleared_without_an_error(ledger: str) -> None:
+    import tempfile
+
+    from trialrun.base import leftovers
+
+    with tempfile.TemporaryDirectory() as temp:
+        previous = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = temp
+        try:
+            # Another boot: whatever the lines name is not killed, only the files go.
+            area = area_of(Path(temp), gone_pid(), 5, ledger, boot="otherboot")
+            assert leftovers.sweep() == 1
+            assert not area.exists()
+        finally:
+            if previous is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = previous
