@@ -48,6 +48,8 @@ STAGE_EXCLUDED = frozenset({"evals", "fixtures"})
 STDERR_TAIL_LINES = 50
 KILL_GRACE_S = 2.0
 _PIPE_DRAIN_S = 2.0
+_REAP_S = 5.0
+"""How long a killed command may take to be reported as exited before we stop waiting."""
 """How long to wait for the pipes once the group is dead (a setsid'd helper may hold them)."""
 _READ_CHUNK = 65536
 
@@ -177,8 +179,7 @@ async def run_command(
         for reader in readers:
             reader.cancel()
         # Reap it here: a transport left to the garbage collector may outlive the event loop.
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(proc.wait(), 5.0)
+        await _reap(proc)
         raise
     finally:
         _signal_group(proc.pid, signal.SIGKILL)
@@ -193,6 +194,23 @@ async def run_command(
         stderr_tail="\n".join(err_lines),
         duration_s=time.monotonic() - started,
     )
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Wait (bounded) until the killed ``proc`` is reaped, through further cancellations too:
+    a second Ctrl-C here used to leave it to a watcher of a loop about to close."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _REAP_S
+    waiter = asyncio.ensure_future(proc.wait())
+    cancelled = False
+    while not waiter.done() and (remaining := deadline - loop.time()) > 0:
+        try:
+            await asyncio.wait((waiter,), timeout=remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+    waiter.cancel()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 async def _pump(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:
