@@ -275,12 +275,11 @@ def test_sigterm_twice_while_the_cases_stop_exits_130_without_warnings(tmp_path:
 
 def area_of(temp: Path, pid: int, started: int, ledger: str, boot: str | None = None) -> Path:
     """An area as the process ``pid`` started at ``started`` would have left it."""
-    from trialrun.base import leftovers
+    from trialrun.base.procinfo import boot_id, pid_namespace
 
     root = temp / f"trialrun-{os.getuid()}"
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    boot = boot or leftovers._boot_id()
-    area = root / f"run-{pid}-{started}-{boot}-{leftovers._pid_namespace()}"
+    area = root / f"run-{pid}-{started}-{boot or boot_id()}-{pid_namespace()}"
     area.mkdir()
     (area / "ledger").write_text(ledger, encoding="ascii")
     return area
@@ -297,14 +296,15 @@ def test_a_sweep_kills_only_what_is_provably_what_the_dead_run_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from trialrun.base import leftovers
+    from trialrun.base.procinfo import start_time
 
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
     recycled = subprocess.Popen(["sleep", "300"], start_new_session=True)
     beside = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        ours_start = leftovers.start_time(ours.pid)
-        recycled_start = leftovers.start_time(recycled.pid)
+        ours_start = start_time(ours.pid)
+        recycled_start = start_time(recycled.pid)
         assert ours_start and recycled_start
         left = tmp_path / "work" / ".out.json.trialrun-1-00.tmp"
         left.parent.mkdir()
@@ -320,9 +320,7 @@ def test_a_sweep_kills_only_what_is_provably_what_the_dead_run_started(
             "group\t12",  # torn by the owner's death
         )
         me = os.getpid()
-        live = area_of(
-            tmp_path / "tmp", me, leftovers.start_time(me) or 0, f"group\t{beside.pid}\t1\n"
-        )
+        live = area_of(tmp_path / "tmp", me, start_time(me) or 0, f"group\t{beside.pid}\t1\n")
 
         assert leftovers.sweep() == 1
         assert process_gone(ours.pid, within_s=30)

@@ -40,6 +40,8 @@ import signal
 import sys
 from pathlib import Path
 
+from trialrun.base.procinfo import all_processes, boot_id, pid_namespace, start_time
+
 __all__ = [
     "area",
     "note_ended",
@@ -47,7 +49,6 @@ __all__ = [
     "note_path",
     "note_process",
     "scratch_root",
-    "start_time",
     "sweep",
     "watch",
 ]
@@ -70,12 +71,6 @@ class _Area:
 _area: _Area | None = None
 _unavailable = False
 """The area could not be made (no safe place for it): children and files go on without it."""
-
-
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``); None if unknown."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields is not None else None
 
 
 def area() -> Path | None:
@@ -122,7 +117,7 @@ def sweep() -> int:
         entries = list(os.scandir(root))
     except OSError:
         return 0
-    boot, namespace = _boot_id(), _pid_namespace()
+    boot, namespace = boot_id(), pid_namespace()
     own = _area.path.name if _area is not None else None
     cleared = 0
     for entry in entries:
@@ -168,7 +163,7 @@ def _the_area() -> _Area | None:
         return None
     sweep()
     pid = os.getpid()
-    path = root / f"{_PREFIX}{pid}-{start_time(pid) or 0}-{_boot_id()}-{_pid_namespace()}"
+    path = root / f"{_PREFIX}{pid}-{start_time(pid) or 0}-{boot_id()}-{pid_namespace()}"
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         ledger = os.open(
@@ -360,36 +355,9 @@ def _kill_leftovers(groups: dict[int, int], processes: dict[int, int]) -> None:
     leaders_ok = {
         pgid for pgid, started in groups.items() if start_time(pgid) in (None, started) and started
     }
-    for pid, pgid, session, started in _all_processes():
+    for pid, pgid, session, started in all_processes():
         if pgid in leaders_ok and session == pgid and started >= groups[pgid]:
             _kill(pid)
-
-
-def _all_processes() -> list[tuple[int, int, int, int]]:
-    """``(pid, pgid, session, start time)`` of every process ``/proc`` shows."""
-    found: list[tuple[int, int, int, int]] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        fields = _stat_fields(int(name))
-        if fields is not None:
-            found.append((int(name), int(fields[2]), int(fields[3]), int(fields[19])))
-    return found
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name: state first (field 3)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    fields = raw.rpartition(b")")[2].decode("ascii", "replace").split()
-    return fields if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
 def _kill(pid: int) -> None:
@@ -409,18 +377,3 @@ def _remove_tree(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "0"
-
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as handle:
-            return handle.read().decode("ascii", "replace").strip().replace("-", "")[:12] or "0"
-    except OSError:
-        return "0" if sys.platform != "win32" else "w"
