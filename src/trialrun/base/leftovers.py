@@ -87,12 +87,12 @@ def scratch_root() -> str | None:
 
 
 def note_group(pgid: int) -> None:
-    """``pgid`` (a new session's leader) is ours: the next run kills its group if we die."""
+    """``pgid`` (a new session's leader) is ours: its whole group is killed should we die first."""
     _note(_GROUP, pgid)
 
 
 def note_process(pid: int) -> None:
-    """``pid`` (a child that stays in our own group) is ours: killed by the next run if we die."""
+    """``pid`` (a child that stays in our own group) is ours: killed should we die first."""
     _note(_PROCESS, pid)
 
 
@@ -104,7 +104,7 @@ def note_ended(pid: int) -> None:
 
 
 def note_path(path: str | Path) -> None:
-    """``path`` is about to be made and is temporary: the next run removes it if we die."""
+    """``path`` is about to be made and is temporary: removed should we die before it goes."""
     made = _the_area()
     if made is not None:
         _append(made, f"{_PATH}\t{os.fsencode(os.path.abspath(path)).hex()}\n")
