@@ -142,15 +142,21 @@ def temporaries(cassettes: Path) -> list[Path]:
 
 def watchdog_of(pid: int) -> int:
     """The pid of the process that clears up after trialrun ``pid`` should it be killed."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+    found: list[int] = []
+
+    def look() -> bool:
+        for entry in Path("/proc").iterdir():
             try:
                 command = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(f"/run-{pid}-".encode() in part for part in command):
-                return int(entry.name)
-    raise AssertionError(f"trialrun {pid} has no watchdog")
+            if entry.name.isdigit() and any(f"/run-{pid}-".encode() in p for p in command):
+                found.append(int(entry.name))
+                return True
+        return False
+
+    wait_for(look, f"the watchdog of trialrun {pid} started")
+    return found[0]
 
 
 def test_the_next_run_clears_what_a_killed_run_and_its_watchdog_left(tmp_path: Path) -> None:
