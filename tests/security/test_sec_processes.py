@@ -275,6 +275,9 @@ def test_sigterm_twice_while_the_cases_stop_exits_130_without_warnings(tmp_path:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, f"gap {gap_s}s: {out}{err}"
         assert "Warning" not in err and "Traceback" not in err, f"gap {gap_s}s: {err}"
+        # The cases were over: the second one waited for the run's last artifacts.
+        (summary,) = (tmp_path / f"round{round_no}" / "out").glob("*/*/summary.json")
+        assert json.loads(summary.read_text(encoding="utf-8"))["run"]["interrupted"] is True
         for agent, helper in started:
             assert process_gone(agent) and process_gone(helper)
 

@@ -13,9 +13,9 @@ mistaken for it), and when a group or process ends.
 Clearing an area kills what its ledger names that still runs and is still the same process,
 removes the temporary files it names, and removes the area. Two clear a dead owner's area:
 
-- its watchdog, at once: a small process (``watch``) started with the first child noted, in a
-  session of its own, that reads a pipe only the owner holds; the owner's end closes however
-  it dies, and the watchdog then clears the area, or finds it gone after a normal exit. One
+- its watchdog, at once: a small process started with the first child noted, in a session of
+  its own, that reads a pipe only the owner holds; the owner's end closes however it dies, and
+  the watchdog (``watch``) then clears the area, or finds it gone after a normal exit. One
   process per trialrun, started off the critical path, rather than a ``PR_SET_PDEATHSIG`` for
   each child: that needs a ``preexec_fn``, which forbids ``vfork`` and ran Python in every
   child between fork and exec (~1-5 ms more per agent start, measured, on the event loop), and
@@ -204,7 +204,12 @@ def _remove_own() -> None:
         return  # a forked child inherited the registration: the area is its parent's
     with contextlib.suppress(OSError):
         os.close(made.ledger)
-    _remove_tree(made.path)
+    try:
+        # Usually the ledger is all that is left: no shutil (its import costs more than this).
+        os.unlink(made.path / _LEDGER)
+        os.rmdir(made.path)
+    except OSError:
+        _remove_tree(made.path)
 
 
 def _owner_pid(name: str) -> int | None:
@@ -225,6 +230,9 @@ _WATCHDOG = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from trialrun.base.leftovers import watch; watch(sys.argv[2])"
 )
+_SHELL = "/bin/sh"
+_WAIT_THEN_CLEAR = 'read _; exec "$0" -I -S -c "$1" "$2" "$3"'
+"""The shell waits (``read`` returns at end of file), then becomes the Python that clears."""
 
 
 def _start_watchdog(made: _Area) -> None:
@@ -233,19 +241,25 @@ def _start_watchdog(made: _Area) -> None:
     Its stdin is a pipe whose other end only this process holds (close-on-exec, and the forked
     child of ``base.aside`` closes it), so end of file there means we are gone. It runs in a
     session of its own (a Ctrl-C or a signal to our group is not for it) with nothing of our
-    stdout or stderr (a reader waiting for their end must not wait for it), isolated (``-I``)
-    and without ``site``: it needs this package and the standard library only. ``posix_spawn``
-    (vfork and exec) costs the loop ~0.1 ms, and leaves no ``Popen`` to warn, as it is
-    collected, that its child still runs: the watchdog is meant to outlive us.
+    stdout or stderr (a reader waiting for their end must not wait for it). While we run it is
+    a shell blocked in ``read`` (~1 ms to start; a Python waiting there would compete with the
+    first agent for ~10 ms of CPU, +8% on a one-case run, measured); only once we are gone does
+    it become Python, isolated (``-I``) and without ``site``: it needs this package and the
+    standard library. ``posix_spawn`` (vfork and exec) costs the loop ~0.1 ms, and leaves no
+    ``Popen`` to warn, as it is collected, that its child still runs: it is meant to outlive us.
     """
     if not sys.executable or not hasattr(os, "posix_spawn"):
         return  # nothing to start it with: the next run's sweep remains
-    package_parent = str(Path(__file__).resolve().parents[2])
+    python = [sys.executable, _WATCHDOG, str(Path(__file__).resolve().parents[2]), str(made.path)]
+    if os.path.exists(_SHELL):
+        argv = [_SHELL, "-c", _WAIT_THEN_CLEAR, *python]
+    else:
+        argv = [python[0], "-I", "-S", "-c", *python[1:]]
     read_end, write_end = os.pipe()
     try:
         os.posix_spawn(
-            sys.executable,
-            [sys.executable, "-I", "-S", "-c", _WATCHDOG, package_parent, str(made.path)],
+            argv[0],
+            argv,
             os.environ,
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, read_end, 0),

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import gc
 import signal
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,7 +111,8 @@ def execute_run(
         if on_case_decided is not None:
             on_case_decided(result)
 
-    with _loaded_data_frozen():
+    deferred = _Deferred()
+    with _loaded_data_frozen(), _sigterm_restored():
         try:
             asyncio.run(
                 _stop_on_sigterm(
@@ -122,12 +124,13 @@ def execute_run(
                         on_case_decided=decided,
                         on_first_agent=recorder.warm_up,
                         on_conversation_end=recorder.conversation_ended,
-                    )
+                    ),
+                    then=deferred.later,
                 )
             )
         except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
-        with _last_artifacts_first():
+        with _last_artifacts_first(deferred):
             recorded = recorder.finish(
                 progress.ordered(),
                 interrupted=interrupted,
@@ -152,44 +155,64 @@ def _loaded_data_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _Deferred:
+    """Stop signals once the cases are over: the first waits, a second stops at once."""
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+
+    def later(self, signum: int, _frame: object) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending.append(signum)
+
+
 @contextmanager
-def _last_artifacts_first() -> Iterator[None]:
+def _last_artifacts_first(deferred: _Deferred) -> Iterator[None]:
     """Let a Ctrl-C or a CI job's SIGTERM wait while the run's last artifacts are written.
 
     Every case is over by then and the writes take a moment: stopping halfway would leave a
-    run folder without its summary or report. A second signal stops at once (Ctrl-C).
+    run folder without its summary or report. A second signal stops at once (Ctrl-C). A
+    SIGTERM while the event loop closed already counts (``_stop_on_sigterm``).
     """
     from trialrun.base.signals import STOP_SIGNALS, routed_signals
 
-    pending: list[int] = []
-
-    def later(signum: int, _frame: object) -> None:
-        if pending:
-            raise KeyboardInterrupt
-        pending.append(signum)
-
     # A background job's ignored Ctrl-C stays ignored.
     heeded = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
-    with routed_signals(later, heeded):
+    with routed_signals(deferred.later, heeded):
         yield
 
 
-async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
-    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written."""
+@contextmanager
+def _sigterm_restored() -> Iterator[None]:
+    """SIGTERM's handler from before the block (the command line's: Ctrl-C) after it."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+
+async def _stop_on_sigterm(
+    work: Coroutine[Any, Any, Any], *, then: Callable[[int, Any], None]
+) -> None:
+    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written.
+
+    Once ``work`` is over, SIGTERM goes to ``then``: ``remove_signal_handler`` leaves it at its
+    default, which would kill the process (143) while the event loop closes, and the command
+    line's Ctrl-C would cut the last artifacts short. It is held meanwhile, so none is lost.
+    """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    previous = signal.getsignal(signal.SIGTERM)
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         await work
     finally:
-        # remove_signal_handler leaves SIGTERM at its default, which kills the process (143):
-        # the handler from before (SIGTERM as Ctrl-C) comes back, with SIGTERM held meanwhile.
         with _held(signal.SIGTERM):
             loop.remove_signal_handler(signal.SIGTERM)
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, then)
 
 
 @contextmanager
