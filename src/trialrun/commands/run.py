@@ -10,9 +10,11 @@ the outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import signal
+import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -199,30 +201,39 @@ async def _stop_on_sigterm(
 ) -> None:
     """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written.
 
-    Once ``work`` is over, SIGTERM goes to ``then``: ``remove_signal_handler`` leaves it at its
-    default, which would kill the process (143) while the event loop closes, and the command
-    line's Ctrl-C would cut the last artifacts short. It is held meanwhile, so none is lost.
+    Once ``work`` is over, SIGTERM goes to ``then``. Not ``loop.add_signal_handler``: removing
+    it (or closing the loop, which removes it) sets SIGTERM to its default, and a SIGTERM at
+    that moment killed the process (143). Here one Python handler replaces the other. The
+    wake-up descriptor is the one ``add_signal_handler`` would have set: a signal another thread
+    took still wakes the loop, so that the main thread runs the handler.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+    def cancel(_signum: int, _frame: object) -> None:
+        loop.call_soon_threadsafe(task.cancel)
+
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    loop.add_reader(wake_r.fileno(), _drain, wake_r)
+    previous_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, cancel)
     try:
         await work
     finally:
-        with _held(signal.SIGTERM):
-            loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, then)
+        signal.signal(signal.SIGTERM, then)
+        signal.set_wakeup_fd(previous_wakeup)
+        loop.remove_reader(wake_r.fileno())
+        wake_r.close()
+        wake_w.close()
 
 
-@contextmanager
-def _held(signum: signal.Signals) -> Iterator[None]:
-    """Keep ``signum`` pending in this thread for the block; delivered when it ends."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+def _drain(wake: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while wake.recv(4096):
+            pass
 
 
 def _check_inputs(
