@@ -263,7 +263,7 @@ def test_sigterm_twice_while_the_cases_stop_exits_130_without_warnings(tmp_path:
     # moment the second one lands in the teardown depends on the machine.
     state = tmp_path / "state"
     suite = write_suite(tmp_path, STUBBORN_AGENT, mode="replay", cases=3, state=state)
-    for round_no, gap_s in enumerate((0.0, 0.002, 0.005, 0.01, 0.02)):
+    for round_no, gap_s in enumerate((0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05) * 2):
         for stale in state.iterdir():
             stale.unlink()
         proc = start_run(suite, tmp_path / f"round{round_no}")
