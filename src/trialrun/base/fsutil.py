@@ -44,9 +44,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def temporary_beside(target: Path) -> Path:
-    """A fresh temporary name in ``target``'s directory, noted so that the next trialrun
-    removes it should this process be killed before it is renamed or removed: the owner's pid
-    and ``trialrun`` in the name tell a reader whose it is."""
+    """A fresh temporary name in ``target``'s directory, noted (``base.leftovers``) so that it
+    is removed should this process be killed before it renames or removes it; ``trialrun`` and
+    the owner's pid in the name tell a reader whose it is."""
     # secrets.token_hex(6), without importing random and hmac before the first agent starts.
     temp = target.with_name(f".{target.name}.trialrun-{os.getpid()}-{os.urandom(6).hex()}.tmp")
     leftovers.note_path(temp)

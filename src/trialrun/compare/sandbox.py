@@ -48,9 +48,9 @@ STAGE_EXCLUDED = frozenset({"evals", "fixtures"})
 STDERR_TAIL_LINES = 50
 KILL_GRACE_S = 2.0
 _PIPE_DRAIN_S = 2.0
+"""How long to wait for the pipes once the group is dead (a setsid'd helper may hold them)."""
 _REAP_S = 5.0
 """How long a killed command may take to be reported as exited before we stop waiting."""
-"""How long to wait for the pipes once the group is dead (a setsid'd helper may hold them)."""
 _READ_CHUNK = 65536
 
 

@@ -52,10 +52,7 @@ class Upstream:
             raise UpstreamError("record mode needs the MCP server command after '--'")
         try:
             process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                bufsize=0,
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
             )
         except FileNotFoundError:
             raise UpstreamError(
