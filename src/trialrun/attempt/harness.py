@@ -42,6 +42,7 @@ from trialrun.attempt.recovery import RecoveryDir, attempts_home, recover_comman
 from trialrun.attempt.score import failure_score
 from trialrun.attempt.snapshot import FileChange, Snapshot, SnapshotError, Workspace
 from trialrun.attempt.transcript import parse_stream_json, parse_usage_file, usage_from_transcript
+from trialrun.base import leftovers
 from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.gitinfo import git_state
 from trialrun.base.redact import redact_text
@@ -127,7 +128,12 @@ def run_attempts(
             f"{recover_command(workspace_root)})"
         )
         workspace = Workspace(workspace_root, exclude=exclude)
-        with writer, tempfile.TemporaryDirectory(prefix="trialrun-attempt-") as scratch_dir:
+        with (
+            writer,
+            tempfile.TemporaryDirectory(
+                prefix="trialrun-attempt-", dir=leftovers.scratch_root()
+            ) as scratch_dir,
+        ):
             scratch = Path(scratch_dir)
             run = _AttemptRun(options, workspace_root, workspace, saved, writer, scratch, progress)
             return run.execute()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from trialrun.base import leftovers
 from trialrun.base.linesredact import redacting_sink
 
 __all__ = ["CommandResult", "run_shell"]
@@ -87,6 +88,7 @@ def run_shell(
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
     )
+    leftovers.note_group(proc.pid)
     lines: list[tuple[float, str]] = []
     tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     assert proc.stdout is not None
@@ -105,6 +107,7 @@ def run_shell(
         raise
     finally:
         _signal_group(proc.pid, signal.SIGKILL)
+        leftovers.note_ended(proc.pid)
         for reader in readers:
             reader.join(_READER_JOIN_S)
     exit_code = None if timed_out else proc.returncode

@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from trialrun.base import leftovers
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -28,8 +30,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # secrets.token_hex(6), without importing random and hmac before the first agent starts.
-    temp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+    temp = temporary_beside(target)
     try:
         # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide,
         # as for any file the user creates.
@@ -62,12 +63,21 @@ def write_all(fd: int, data: bytes) -> None:
 
 def naming(exc: OSError, path: str | Path) -> OSError:
     """``exc`` as an error about ``path``: what a failed write says to the user.
-
     A ``write`` or ``fsync`` that fails (``ENOSPC``, ``EIO``) carries no file name, and one on a
     temporary file names a file the user never asked for; the CLI reports an ``OSError`` that
     names a file as ``error: <file>: <cause>``. The errno picks the same subclass.
     """
     return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
+
+
+def temporary_beside(target: Path) -> Path:
+    """A fresh temporary name in ``target``'s directory, noted (``base.leftovers``) so that it
+    is removed should this process be killed before it renames or removes it; ``trialrun`` and
+    the owner's pid in the name tell a reader whose it is."""
+    # secrets.token_hex(6), without importing random and hmac before the first agent starts.
+    temp = target.with_name(f".{target.name}.trialrun-{os.getpid()}-{os.urandom(6).hex()}.tmp")
+    leftovers.note_path(temp)
+    return temp
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

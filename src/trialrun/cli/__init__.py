@@ -55,14 +55,28 @@ def keep_until_exit(*objects: object) -> None:
 
 
 def run_cli(argv: list[str] | None = None) -> int:
-    """Run one command line; its exit code."""
+    """Run one command line; its exit code.
+
+    Under ``main`` the command line is the whole process, so SIGTERM is Ctrl-C from the moment
+    a command is known to run, not only once the command itself says so: a CI job cancelled
+    while the suite still loads exits 130 too, not 143. (A caller of its own keeps its signals.)
+    """
     from trialrun.cli.quick import quick_answer
 
     args = sys.argv[1:] if argv is None else argv
     answer = quick_answer(args)
     if answer is not None:
         return _print_quick(answer)
-    return _run_click(args)
+    if _kept_until_exit is None:  # not under main
+        return _run_click(args)
+    from trialrun.cli.interrupts import sigterm_as_ctrl_c
+
+    try:
+        with sigterm_as_ctrl_c():
+            return _run_click(args)
+    except KeyboardInterrupt:  # one that came while another error was being reported
+        sys.stderr.write("Interrupted.\n")
+        return EXIT_INTERRUPTED
 
 
 def _print_quick(text: str) -> int:

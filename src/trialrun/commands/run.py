@@ -10,9 +10,12 @@ the outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import signal
+import socket
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,8 +113,9 @@ def execute_run(
         if on_case_decided is not None:
             on_case_decided(result)
 
+    deferred = _Deferred()
     try:
-        with _loaded_data_frozen():
+        with _loaded_data_frozen(), _sigterm_restored():
             try:
                 asyncio.run(
                     _stop_on_sigterm(
@@ -123,12 +127,13 @@ def execute_run(
                             on_case_decided=decided,
                             on_first_agent=recorder.warm_up,
                             on_conversation_end=recorder.conversation_ended,
-                        )
+                        ),
+                        then=deferred.later,
                     )
                 )
             except (KeyboardInterrupt, asyncio.CancelledError):
                 interrupted = True
-            with _last_artifacts_first():
+            with _last_artifacts_first(deferred):
                 recorded = recorder.finish(
                     progress.ordered(),
                     interrupted=interrupted,
@@ -159,38 +164,83 @@ def _loaded_data_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _Deferred:
+    """Stop signals once the cases are over: the first waits, a second stops at once."""
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+
+    def later(self, signum: int, _frame: object) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending.append(signum)
+
+
 @contextmanager
-def _last_artifacts_first() -> Iterator[None]:
+def _last_artifacts_first(deferred: _Deferred) -> Iterator[None]:
     """Let a Ctrl-C or a CI job's SIGTERM wait while the run's last artifacts are written.
 
     Every case is over by then and the writes take a moment: stopping halfway would leave a
-    run folder without its summary or report. A second signal stops at once (Ctrl-C).
+    run folder without its summary or report. A second signal stops at once (Ctrl-C). A
+    SIGTERM while the event loop closed already counts (``_stop_on_sigterm``).
     """
     from trialrun.base.signals import STOP_SIGNALS, routed_signals
 
-    pending: list[int] = []
-
-    def later(signum: int, _frame: object) -> None:
-        if pending:
-            raise KeyboardInterrupt
-        pending.append(signum)
-
     # A background job's ignored Ctrl-C stays ignored.
     heeded = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
-    with routed_signals(later, heeded):
+    with routed_signals(deferred.later, heeded):
         yield
 
 
-async def _stop_on_sigterm(work: Coroutine[Any, Any, Any]) -> None:
-    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written."""
+@contextmanager
+def _sigterm_restored() -> Iterator[None]:
+    """SIGTERM's handler from before the block (the command line's: Ctrl-C) after it."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+
+async def _stop_on_sigterm(
+    work: Coroutine[Any, Any, Any], *, then: Callable[[int, Any], None]
+) -> None:
+    """A cancelled CI job sends SIGTERM: stop like Ctrl-C, so the artifacts are still written.
+
+    Once ``work`` is over, SIGTERM goes to ``then``. Not ``loop.add_signal_handler``: removing
+    it (or closing the loop, which removes it) sets SIGTERM to its default, and a SIGTERM at
+    that moment killed the process (143). Here one Python handler replaces the other. The
+    wake-up descriptor is the one ``add_signal_handler`` would have set: a signal another thread
+    took still wakes the loop, so that the main thread runs the handler.
+    """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+    def cancel(_signum: int, _frame: object) -> None:
+        loop.call_soon_threadsafe(task.cancel)
+
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    loop.add_reader(wake_r.fileno(), _drain, wake_r)
+    previous_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, cancel)
     try:
         await work
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, then)
+        signal.set_wakeup_fd(previous_wakeup)
+        loop.remove_reader(wake_r.fileno())
+        wake_r.close()
+        wake_w.close()
+
+
+def _drain(wake: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while wake.recv(4096):
+            pass
 
 
 def _check_inputs(

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trialrun.base import leftovers
 from trialrun.base.canonjson import dumps
 from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.results import CaseResult
@@ -185,7 +186,9 @@ def _compare_expectations(step: Breakage, results: list[CaseResult], check: Chec
 @contextmanager
 def _patched_suite(suite: Suite, patch: FilePatch) -> Iterator[Suite]:
     """The suite loaded from a patched copy of its directory; the original is never touched."""
-    with tempfile.TemporaryDirectory(prefix="trialrun-verify-") as scratch:
+    with tempfile.TemporaryDirectory(
+        prefix="trialrun-verify-", dir=leftovers.scratch_root()
+    ) as scratch:
         copy = Path(scratch) / suite.suite_dir.name
         shutil.copytree(suite.suite_dir, copy, symlinks=True)
         target = copy / patch.file

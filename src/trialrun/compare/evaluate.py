@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from trialrun.base import leftovers
 from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.linesredact import redacting_sink
 from trialrun.base.redact import redact_text
@@ -363,6 +364,7 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
             )
         except (OSError, ValueError) as error:  # ValueError: the command holds a NUL
             return False, f"cannot start bash: {getattr(error, 'strerror', None) or error}", False
+        leftovers.note_group(proc.pid)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -373,6 +375,7 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
         finally:
             # Background helpers the command left must not outlive the check.
             _kill_group(proc.pid)
+            leftovers.note_ended(proc.pid)
         tail = _redacted_tail(output)
     said = f": {tail}" if tail else ""
     if code == 0:

@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from trialrun.base import leftovers
+
 REAP_S = 5.0
 """How long to wait for the pipes after a kill; a grandchild that left the group may hold them."""
 
@@ -46,6 +48,7 @@ def ask_command(
         )
     except ValueError as exc:
         raise OSError(errno.EINVAL, str(exc)) from None
+    leftovers.note_group(proc.pid)
     try:
         out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -56,6 +59,7 @@ def ask_command(
         raise
     finally:
         _signal_group(proc.pid)
+        leftovers.note_ended(proc.pid)
     return Answer(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode)
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trialrun.base import leftovers
 from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.linesredact import redacting_sink
 from trialrun.errors import TrialrunError
@@ -50,6 +51,8 @@ STDERR_TAIL_LINES = 50
 KILL_GRACE_S = 2.0
 _PIPE_DRAIN_S = 2.0
 """How long to wait for the pipes once the group is dead (a setsid'd helper may hold them)."""
+_REAP_S = 5.0
+"""How long a killed command may take to be reported as exited before we stop waiting."""
 _READ_CHUNK = 65536
 
 
@@ -158,6 +161,7 @@ async def run_command(
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the command, env or cwd
         return CommandOutcome(None, False, "", "", time.monotonic() - started, str(exc))
+    leftovers.note_group(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out_chunks: list[bytes] = []
     err_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
@@ -177,11 +181,11 @@ async def run_command(
         for reader in readers:
             reader.cancel()
         # Reap it here: a transport left to the garbage collector may outlive the event loop.
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(proc.wait(), 5.0)
+        await _reap(proc)
         raise
     finally:
         _signal_group(proc.pid, signal.SIGKILL)
+        leftovers.note_ended(proc.pid)
     _, pending = await asyncio.wait(readers, timeout=_PIPE_DRAIN_S)
     for reader in pending:
         reader.cancel()
@@ -192,6 +196,23 @@ async def run_command(
         stderr_tail="\n".join(err_lines),
         duration_s=time.monotonic() - started,
     )
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Wait (bounded) until the killed ``proc`` is reaped, through further cancellations too:
+    a second Ctrl-C here used to leave it to a watcher of a loop about to close."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _REAP_S
+    waiter = asyncio.ensure_future(proc.wait())
+    cancelled = False
+    while not waiter.done() and (remaining := deadline - loop.time()) > 0:
+        try:
+            await asyncio.wait((waiter,), timeout=remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+    waiter.cancel()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 async def _pump(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:

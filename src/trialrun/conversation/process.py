@@ -5,6 +5,10 @@ signal to the group also reaches every helper it spawned that did not leave on p
 ``sleep 300`` outlives a case. Its stderr is drained all the time into a bounded ring, so a chatty
 agent never blocks on a full pipe and a failure can show the last lines it wrote.
 
+If trialrun itself is killed (SIGKILL: nothing of ours runs any more), the group is killed by
+the watchdog of ``base.leftovers``, where it is noted while it may outlive us (or by the next
+trialrun, should the watchdog be gone too).
+
 asyncio's ``Process.wait()`` only returns once the pipes are closed too (a grandchild holding
 stdout would hang it), so the exit of the agent itself is observed through the protocol's
 ``process_exited`` callback instead.
@@ -30,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from trialrun.base import leftovers
 from trialrun.base.linesredact import LineRedactor
 from trialrun.base.redact import redact_text
 from trialrun.conversation.lines import (
@@ -211,6 +216,7 @@ class AgentProcess:
         else:
             self._writer = socket_writer
         self._closed = False
+        self._group_killed = False
         self.max_message_bytes = max_message_bytes
         self.channel: Channel = "stdio" if socket_writer is None else "fd"
         self.share_cpu = share_cpu
@@ -292,6 +298,7 @@ class AgentProcess:
             if stdout_w >= 0:
                 os.close(stdout_w)
         process = asyncio.subprocess.Process(transport, protocol, loop)
+        leftovers.note_group(process.pid)
         if ours is None:
             stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
             try:
@@ -440,6 +447,27 @@ class AgentProcess:
         """SIGKILL the whole group at once, without waiting (used when we are being cancelled)."""
         self._signal_group(signal.SIGKILL)
 
+    async def kill_and_reap(self) -> None:
+        """SIGKILL the whole group and wait until the agent is reaped, cancelled or not.
+
+        For a teardown that is itself cancelled (a second SIGTERM, ``asyncio.run`` cancelling
+        what is left): leaving then would close the event loop while its child watcher still
+        waits for the agent ("RuntimeWarning: A loop is being detached from a child watcher
+        with pending handlers") and leave a zombie. The wait is bounded; a cancellation that
+        came meanwhile is raised once it is over.
+        """
+        self.kill_now()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _KILL_REAP_S
+        cancelled = False
+        while not self.exited and (remaining := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait((self._protocol.exited,), timeout=remaining)
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+
     async def terminate(self, grace_s: float) -> None:
         """Stop the whole group: SIGTERM, up to ``grace_s`` for the agent to exit, then SIGKILL.
 
@@ -478,6 +506,9 @@ class AgentProcess:
         # The group outlives the agent while its children run, so this is not a stale-pid risk.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
+        if signum == signal.SIGKILL and not self._group_killed:
+            self._group_killed = True
+            leftovers.note_ended(self.pid)
 
     async def _settle_stderr(self) -> None:
         if not self._protocol.tail_closed.done():

@@ -170,8 +170,7 @@ class _Session:
             await stopping
         except BaseException:
             # Cancelled (Ctrl-C) or a backend bug mid-teardown: kill without grace.
-            agent.kill_now()
-            await agent.terminate(0.0)
+            await agent.kill_and_reap()
             raise
         finally:
             agent.close()

@@ -50,11 +50,10 @@ class StartedAgent:
         if self.process is None or self.claimed:
             return
         self.claimed = True
-        self.process.kill_now()
         try:
-            await self.process.terminate(0.0)
+            await self.process.kill_and_reap()
         finally:
-            self.process.close()  # cancelled meanwhile: the group is dead, close the pipes now
+            self.process.close()
 
 
 async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:

@@ -144,5 +144,9 @@ async def _converse(incident: Incident, argv: list[str], idle_s: float) -> Repla
                 )
                 await agent.send(reply)
     finally:
-        await agent.terminate(_KILL_GRACE_S)
+        try:
+            await agent.terminate(_KILL_GRACE_S)
+        except BaseException:  # a second Ctrl-C mid-teardown: no agent left unreaped
+            await agent.kill_and_reap()
+            raise
         outcome.stderr_tail = agent.stderr_tail()

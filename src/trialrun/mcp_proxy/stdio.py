@@ -142,7 +142,8 @@ def _record(
         state["exit"] = code
         done.set()
 
-    upstream = Upstream(command, on_line=from_server, on_exit=server_exited)
+    # It is in the agent's process group, with us: trialrun notes that group.
+    upstream = Upstream(command, on_line=from_server, on_exit=server_exited, noted=False)
     upstream.start()
 
     def from_client() -> None:

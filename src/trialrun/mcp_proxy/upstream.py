@@ -14,6 +14,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from trialrun.base import leftovers
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import read_lines
 
@@ -34,11 +35,15 @@ class Upstream:
         on_line: Callable[[bytes], None],
         on_exit: Callable[[int | None], None],
         env: Mapping[str, str] | None = None,
+        noted: bool = True,
     ) -> None:
         """``env``: variables laid over ours for the server (not on its command line, where
-        every user of the machine can read them)."""
+        every user of the machine can read them). ``noted``: the server is noted in
+        ``base.leftovers``, to be killed should we be (not needed where a group that is noted
+        already holds both us and the server)."""
         self.argv = list(argv)
         self._env = dict(env) if env else None
+        self._noted = noted
         self._on_line = on_line
         self._on_exit = on_exit
         self._process: subprocess.Popen[bytes] | None = None
@@ -71,6 +76,8 @@ class Upstream:
                 f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
         assert process.stdin is not None and process.stdout is not None
+        if self._noted:
+            leftovers.note_process(process.pid)
         self._process = process
         self._input_open = True
         self._reader = threading.Thread(
@@ -136,6 +143,8 @@ class Upstream:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if self._noted:
+            leftovers.note_ended(process.pid)
         # Close our end of its stdout only once the reader is done with the descriptor.
         if process.stdout is not None and self.wait_finished(1.0):
             with contextlib.suppress(OSError):

@@ -143,7 +143,19 @@ async def _all_or_none(work: list[Coroutine[Any, Any, None]]) -> None:
     except BaseException:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # A second cancellation (a second SIGTERM) must not leave before they have: their
+        # agents would be left unreaped as the loop closes. Each stops within a bound.
+        cancelled = False
+        while not all(task.done() for task in tasks):
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                cancelled = True
+        for task in tasks:  # retrieved, so that none is reported as never retrieved
+            if not task.cancelled():
+                task.exception()
+        if cancelled:
+            raise asyncio.CancelledError from None
         raise
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base import leftovers
 from trialrun.base.accesskey import new_key, with_key
 from trialrun.base.fsutil import atomic_write_bytes, atomic_write_text
 from trialrun.base.results import (
@@ -112,7 +113,9 @@ class RunServices:
         for name, server in self._suite.config.mcp_servers.items():
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
-                    self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-mcp-"))
+                    self._workdir = Path(
+                        tempfile.mkdtemp(prefix="trialrun-mcp-", dir=leftovers.scratch_root())
+                    )
                 command = _server_command(self._suite, server.command)
                 self._http[name] = HttpMcpProxy(
                     name, command, self._mode, self._workdir / name, server.env
@@ -273,7 +276,9 @@ class CaseServices:
         return env
 
     def _open_mcp(self) -> dict[str, str]:
-        self._workdir = Path(tempfile.mkdtemp(prefix="trialrun-case-"))
+        self._workdir = Path(
+            tempfile.mkdtemp(prefix="trialrun-case-", dir=leftovers.scratch_root())
+        )
         entries: dict[str, Any] = {}
         for name, server in self._suite.config.mcp_servers.items():
             cassette = mcp_cassette_path(self._case, name)

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trialrun.base.fsutil import fsync_directory, write_all
+from trialrun.base.fsutil import fsync_directory, temporary_beside, write_all
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
@@ -49,7 +49,7 @@ class RecordingBackend:
             if self._key in _recording:
                 raise CassetteInUseError(cassette_path)
             _recording.add(self._key)
-        self.temp_path = cassette_path.with_name(f".{cassette_path.name}.{os.getpid()}.tmp")
+        self.temp_path = temporary_beside(cassette_path)
         try:
             cassette_path.parent.mkdir(parents=True, exist_ok=True)
             # A descriptor, not a buffered file: each entry is one os.write, and a failed write
