@@ -38,7 +38,7 @@ from trialrun.artifacts.rundir import safe_dir_name
 from trialrun.base import canonjson
 from trialrun.base.signedjson import loads_unique
 from trialrun.compare.judge import JudgeCause, JudgeDecision, JudgeWinner
-from trialrun.compare.outcome import (
+from trialrun.compare.records import (
     ArmSampleResult,
     ArmStatus,
     CompareRow,
