@@ -562,7 +562,7 @@ def _judge_for(
 
 def _watched(decide: Callable[[], CompareRow], observer: CompareObserver) -> CompareRow:
     row = decide()
-    observer.row_decided(row.case, row.rep, row.opponent, row.row.outcome, row.row.decided_by)
+    observer.row_decided(row.case, row.rep, row.opponent, row.row.outcome.value, row.row.decided_by)
     return row
 
 

@@ -29,6 +29,7 @@ from trialrun.compare.stats import (
     ArmSample,
     CaseRunTally,
     ComparisonStats,
+    Outcome,
     RowOutcome,
     Verdict,
     arm_scores,
@@ -181,15 +182,15 @@ def attribution(baseline_rows: Iterable[CompareRow]) -> str:
     if not scored:
         return "no candidate-vs-baseline row was scored"
     parts = []
-    for label, outcome in (("wins", "win"), ("loses", "loss")):
-        decided = [row for row in scored if row.row.outcome == outcome]
+    for label, outcome in (("wins", Outcome.WIN), ("loses", Outcome.LOSS)):
+        decided = [row for row in scored if row.row.outcome is outcome]
         if decided:
             by_checks = sum(1 for row in decided if row.row.decided_by == "checks")
             via = "execution checks" if 2 * by_checks >= len(decided) else "judge calls"
             parts.append(f"{label} on {via}")
     if not parts:
         return "all comparisons tied"
-    ties = sum(1 for row in scored if row.row.outcome == "tie")
+    ties = sum(1 for row in scored if row.row.outcome is Outcome.TIE)
     if ties:
         parts.append(f"{ties} tie{'' if ties == 1 else 's'}")
     return "; ".join(parts)

@@ -272,7 +272,7 @@ def _per_case(outcome: CompareOutcome) -> list[dict[str, Any]]:
         }
     for row in outcome.rows:
         entry(row.case, row.rep)["outcomes"][comparison_name(row.opponent)] = {
-            "outcome": row.row.outcome,
+            "outcome": row.row.outcome.value,
             "decided_by": row.row.decided_by,
             "scored": row.row.scored,
             "reason": redact_text(row.row.reason),

@@ -298,7 +298,7 @@ def row_event(row: CompareRow) -> dict[str, Any]:
         "case": row.case,
         "rep": row.rep,
         "opponent": row.opponent,
-        "outcome": decision.outcome,
+        "outcome": decision.outcome.value,
         "decided_by": decision.decided_by,
         "scored": decision.scored,
         "reason": decision.reason,
