@@ -4,7 +4,8 @@
 export still imports. The file is a JSON document or JSON lines. Redaction happens here,
 before any caller can write anything: ``trialrun.base.redact`` for secrets, then each
 ``redact_paths`` entry (``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches
-every list item or object member, a number an item) replaced by ``[REDACTED]``.
+every list item or object member, a number an item, as ``trialrun.base.jsonpath`` walks every
+dotted path) replaced by ``[REDACTED]``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.jsonpath import places
 from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.redact import REDACTED, redact
@@ -105,7 +107,9 @@ def apply_redact_paths(document: Any, paths: Iterable[str | list[str]]) -> Any:
     result = json.loads(json.dumps(document))
     for path in paths:
         segments = _parse_redact_path(path) if isinstance(path, str) else path
-        _redact_at(result, segments)
+        for container, key in places(result, segments):
+            if container[key] is not None:
+                container[key] = REDACTED
     return result
 
 
@@ -117,27 +121,3 @@ def _parse_redact_path(path: str) -> list[str]:
             "(no empty segment)"
         )
     return segments
-
-
-def _redact_at(node: Any, segments: list[str]) -> None:
-    head, rest = segments[0], segments[1:]
-    if isinstance(node, dict):
-        keys = list(node) if head == "*" else [head] if head in node else []
-        for key in keys:
-            _replace_or_descend(node, key, rest)
-    elif isinstance(node, list):
-        if head == "*":
-            indexes = list(range(len(node)))
-        elif head.isdigit() and int(head) < len(node):
-            indexes = [int(head)]
-        else:
-            indexes = []
-        for index in indexes:
-            _replace_or_descend(node, index, rest)
-
-
-def _replace_or_descend(container: Any, key: Any, rest: list[str]) -> None:
-    if rest:
-        _redact_at(container[key], rest)
-    elif container[key] is not None:
-        container[key] = REDACTED
