@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from trialrun.compare.health import CommandHealth, command_health
 from trialrun.compare.judge import JudgeCause, JudgeDecision
-from trialrun.compare.outcome import (
-    ArmSampleResult,
-    CompareRow,
-    TriggerProbe,
-    build_outcome,
-    trigger_outcome,
-)
+from trialrun.compare.outcome import build_outcome
+from trialrun.compare.records import ArmSampleResult, CompareRow, TriggerProbe, trigger_outcome
 from trialrun.compare.report import format_report
 from trialrun.compare.rows import ArmResult, decide_row
 

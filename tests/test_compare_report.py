@@ -14,18 +14,16 @@ from hypothesis import strategies as st
 
 from trialrun.base.fsutil import dumps_json
 from trialrun.compare.config import load_eval_assets
-from trialrun.compare.outcome import (
+from trialrun.compare.outcome import CompareOutcome, attribution, build_outcome
+from trialrun.compare.receipt_doc import build_receipt
+from trialrun.compare.records import (
     ArmSampleResult,
-    CompareOutcome,
     CompareRow,
     Hole,
     SampleEfficiency,
     TriggerProbe,
-    attribution,
-    build_outcome,
     trigger_outcome,
 )
-from trialrun.compare.receipt_doc import build_receipt
 from trialrun.compare.report import fixed, format_report
 from trialrun.compare.rows import Row
 from trialrun.home.digest import case_digest, content_digest, eval_assets_digest

@@ -12,7 +12,7 @@ import pytest
 from trialrun.cli import run_cli
 from trialrun.compare import requires
 from trialrun.compare.config import load_eval_assets
-from trialrun.compare.outcome import Hole
+from trialrun.compare.records import Hole
 from trialrun.compare.requires import RequirementProbe, apply_requirements, probe_requirement
 
 SCRIPTED = Path(__file__).parent / "compare_agents" / "scripted.py"

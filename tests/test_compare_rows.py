@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.compare.judge import JudgeCause, JudgeDecision, JudgeWinner
 from trialrun.compare.rows import ArmResult, Row, decide_row
+from trialrun.compare.stats import Outcome, Record, RowOutcome
 
 
 def arm(name: str, passed: int, total: int = 3) -> ArmResult:
@@ -118,6 +122,27 @@ def test_arm_result_rejects_impossible_counts() -> None:
         ArmResult(arm="candidate", checks_passed=4, checks_total=3)
     with pytest.raises(ValueError, match="found -1/3"):
         ArmResult(arm="candidate", checks_passed=-1, checks_total=3)
+
+
+def test_outcomes_are_typed_values_that_serialise_as_their_words() -> None:
+    row = decide_row(arm("candidate", 3), arm("baseline", 2), None)
+    assert row.outcome is Outcome.WIN
+    assert json.dumps({"outcome": row.outcome}) == '{"outcome": "win"}'
+    assert f"{row.outcome}" == "win"
+    assert [outcome.value for outcome in Outcome] == ["win", "loss", "tie"]
+    assert [outcome.sign for outcome in Outcome] == [1, -1, 0]
+
+
+def test_a_row_read_back_as_text_becomes_the_typed_value_and_a_stray_word_is_refused() -> None:
+    # Stored runs (shard.json, run.jsonl) hold the words; a row made from them is typed again.
+    loss: Any = "loss"
+    draw: Any = "draw"
+    assert Row(outcome=loss, decided_by="checks", scored=True, reason="").outcome is Outcome.LOSS
+    assert RowOutcome("c", 0, loss, "checks").outcome is Outcome.LOSS
+    with pytest.raises(ValueError, match="'draw'"):
+        Row(outcome=draw, decided_by="checks", scored=True, reason="")
+    with pytest.raises(ValueError, match="'draw'"):
+        Record.from_rows([RowOutcome("c", 0, draw, "checks")])
 
 
 counts = st.integers(min_value=0, max_value=5).flatmap(

@@ -16,18 +16,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialrun.compare.config import load_eval_assets
-from trialrun.compare.outcome import TriggerProbe, build_outcome, trigger_outcome
+from trialrun.compare.outcome import build_outcome
+from trialrun.compare.records import TriggerProbe, trigger_outcome
 from trialrun.compare.report import format_report
 from trialrun.compare.selector import (
     CatalogEntry,
     SelectorCallError,
     build_catalog,
-    evaluate_with_selector,
     parse_selection,
     read_description,
     selection_payload,
 )
 from trialrun.compare.stats import wilson_interval
+from trialrun.compare.triggers import evaluate_with_selector
 from trialrun.errors import ConfigError
 
 SELECTOR = Path(__file__).parent / "compare_agents" / "selector.py"

@@ -6,16 +6,17 @@ to ``trialrun.running``). A module may import its own package and any package of
 importing a higher layer, or another package of its own layer (sideways), is a violation.
 
 Every import counts, including the ones inside functions that keep start-up lazy, because they
-run all the same. Imports under ``if TYPE_CHECKING:`` are exempt: they never run and only name
-types for annotations (the root ``trialrun/__init__.py`` names its public API that way; its
-runtime exports are looked up by name on first use).
+run all the same, the ``else:`` of a ``TYPE_CHECKING`` test, and ``importlib.import_module`` /
+``__import__`` of a literal name. Imports under ``if TYPE_CHECKING:`` are exempt: they never run
+and only name types for annotations (the root ``trialrun/__init__.py`` names its public API that
+way; its runtime exports are looked up by name on first use).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,20 +68,20 @@ def layer_index() -> dict[str, int]:
     return {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def source_files() -> list[Path]:
+def source_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
     """Every Python module of the package except the templates users copy (they import nothing)."""
     skipped = {"templates", "pack_template"}
     return [
         path
-        for path in sorted(PACKAGE_DIR.rglob("*.py"))
-        if not skipped.intersection(path.relative_to(PACKAGE_DIR).parts)
+        for path in sorted(package_dir.rglob("*.py"))
+        if not skipped.intersection(path.relative_to(package_dir).parts)
     ]
 
 
@@ -103,6 +104,10 @@ class Import:
     target: str  # the trialrun module imported
     line: int
     text: str  # the import statement as written, for the message
+    file: str = ""  # where the module is, for the message (src/trialrun/... by default)
+
+
+_Importing = ast.Import | ast.ImportFrom | ast.Call
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -111,20 +116,47 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Import statements anywhere in ``node`` (functions too), skipping ``if TYPE_CHECKING:``."""
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The module an ``importlib.import_module("...")`` or ``__import__("...")`` call names.
+
+    Only a literal name can be known without running the code; a name looked up in a table
+    (the CLI's commands, the lazy public API) is a deliberate late binding, not an import edge.
+    """
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    first = node.args[0]
+    if name in ("import_module", "__import__") and isinstance(first, ast.Constant):
+        return first.value if isinstance(first.value, str) else None
+    return None
+
+
+def _runtime_imports(node: ast.AST) -> Iterator[_Importing]:
+    """Imports anywhere below ``node`` (functions too), skipping ``if TYPE_CHECKING:`` bodies."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for orelse in child.orelse:
-                yield from _runtime_imports(orelse)
-            continue
-        if isinstance(child, ast.Import | ast.ImportFrom):
-            yield child
-        yield from _runtime_imports(child)
+        yield from _imports_at(child)
 
 
-def _resolve(statement: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
-    modules = known_modules_cached()
+def _imports_at(node: ast.AST) -> Iterator[_Importing]:
+    if isinstance(node, ast.If) and _is_type_checking(node.test):
+        # The ``else:`` of a TYPE_CHECKING test is what runs.
+        for statement in node.orelse:
+            yield from _imports_at(statement)
+        return
+    if isinstance(node, ast.Import | ast.ImportFrom) or (
+        isinstance(node, ast.Call) and _dynamic_import(node) is not None
+    ):
+        yield node
+    yield from _runtime_imports(node)
+
+
+def _resolve(
+    statement: _Importing, module: str, is_package: bool, modules: set[str] | None = None
+) -> list[str]:
+    modules = known_modules_cached() if modules is None else modules
+    if isinstance(statement, ast.Call):
+        return [_dynamic_import(statement) or ""]
     if isinstance(statement, ast.Import):
         return [alias.name for alias in statement.names]
     base = statement.module or ""
@@ -140,21 +172,30 @@ def _resolve(statement: ast.Import | ast.ImportFrom, module: str, is_package: bo
     ]
 
 
-@functools.cache
-def trialrun_imports() -> tuple[Import, ...]:
+def scan_imports(src: Path) -> tuple[Import, ...]:
+    """Every runtime import of a trialrun module by a module of ``src/trialrun``."""
+    files = source_files(src / "trialrun")
+    modules = {module_name(path, src) for path in files}
     found = []
-    for path in source_files():
-        module = module_name(path)
+    for path in files:
+        module = module_name(path, src)
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
         tree = ast.parse(source, filename=str(path))
+        shown = path.relative_to(src.parent).as_posix()
         for statement in _runtime_imports(tree):
-            for target in dict.fromkeys(_resolve(statement, module, path.name == "__init__.py")):
+            resolved = _resolve(statement, module, path.name == "__init__.py", modules)
+            for target in dict.fromkeys(resolved):
                 if target == "trialrun" or target.startswith("trialrun."):
                     end = statement.end_lineno or statement.lineno
                     text = " ".join(lines[statement.lineno - 1 : end])
-                    found.append(Import(module, target, statement.lineno, text))
+                    found.append(Import(module, target, statement.lineno, text, shown))
     return tuple(found)
+
+
+@functools.cache
+def trialrun_imports() -> tuple[Import, ...]:
+    return scan_imports(SRC)
 
 
 def unit_of(module: str) -> str:
@@ -164,9 +205,12 @@ def unit_of(module: str) -> str:
 
 
 def where(imp: Import) -> str:
-    path = PACKAGE_DIR.parent / (imp.module.replace(".", "/"))
-    file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    return f"{file.relative_to(SRC.parent)}:{imp.line}: {' '.join(imp.text.split())}"
+    file = imp.file
+    if not file:
+        path = PACKAGE_DIR.parent / (imp.module.replace(".", "/"))
+        full = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        file = full.relative_to(SRC.parent).as_posix()
+    return f"{file}:{imp.line}: {' '.join(imp.text.split())}"
 
 
 def test_every_package_has_a_layer() -> None:
@@ -248,14 +292,21 @@ def test_no_import_circle_between_packages() -> None:
     assert not problems, "import circles between packages:\n" + "\n".join(problems)
 
 
+def module_circles(imports: Iterable[Import]) -> list[str]:
+    """Every circle of imports between modules, each named with the imports that close it."""
+    listed = tuple(imports)
+    modules = {imp.module for imp in listed}
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in listed:
+        if imp.target != imp.module and imp.target in modules:
+            edges.setdefault(imp.module, {}).setdefault(imp.target, imp)
+    return _cycles(edges)
+
+
 def test_no_import_circle_between_modules() -> None:
     # Inside a package too: modules importing each other (even lazily) means what they share
     # belongs in a module below them.
-    edges: dict[str, dict[str, Import]] = {}
-    for imp in trialrun_imports():
-        if imp.target != imp.module and imp.target in known_modules_cached():
-            edges.setdefault(imp.module, {}).setdefault(imp.target, imp)
-    problems = _cycles(edges)
+    problems = module_circles(trialrun_imports())
     assert not problems, "import circles between modules:\n" + "\n".join(problems)
 
 
@@ -280,6 +331,79 @@ def test_function_level_imports_count_and_type_checking_ones_do_not() -> None:
         "    from trialrun.running import runner\n"
     )
     assert _imports_of(source, "trialrun.base.x") == ["typing", "trialrun.running.runner"]
+
+
+def test_the_else_of_a_type_checking_test_counts() -> None:
+    source = (
+        "if TYPE_CHECKING:\n"
+        "    from trialrun.cli import main\n"
+        "else:\n"
+        "    from trialrun.running import runner\n"
+    )
+    assert _imports_of(source, "trialrun.base.x") == ["trialrun.running.runner"]
+
+
+def test_an_import_by_literal_name_counts() -> None:
+    source = (
+        "import importlib\n"
+        "def later(name):\n"
+        "    importlib.import_module('trialrun.running.runner')\n"
+        "    __import__('trialrun.report')\n"
+        "    importlib.import_module(name)\n"
+    )
+    assert _imports_of(source, "trialrun.base.x") == [
+        "importlib",
+        "trialrun.running.runner",
+        "trialrun.report",
+    ]
+
+
+def _write_package(src: Path, modules: dict[str, str]) -> None:
+    for name, text in modules.items():
+        path = src / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "back",
+    [
+        "from trialrun.a.first import X\n",
+        "def later():\n    from trialrun.a import first\n",
+        "def later():\n    import importlib\n    importlib.import_module('trialrun.a.first')\n",
+        "if TYPE_CHECKING:\n    pass\nelse:\n    from trialrun.a.first import X\n",
+    ],
+)
+def test_a_circle_between_two_modules_fails_with_the_circle_named(
+    tmp_path: Path, back: str
+) -> None:
+    src = tmp_path / "src"
+    _write_package(
+        src,
+        {
+            "trialrun.__init__": "",
+            "trialrun.a.__init__": "",
+            "trialrun.a.first": "from trialrun.a.second import Y\nX = 1\n",
+            "trialrun.a.second": f"Y = 2\n{back}",
+        },
+    )
+    [problem] = module_circles(scan_imports(src))
+    assert problem.startswith("trialrun.a.first -> trialrun.a.second -> trialrun.a.first\n")
+    assert "src/trialrun/a/first.py:1: from trialrun.a.second import Y" in problem
+    assert "src/trialrun/a/second.py:" in problem
+
+
+def test_imports_only_for_type_checking_make_no_circle(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _write_package(
+        src,
+        {
+            "trialrun.__init__": "",
+            "trialrun.first": "from trialrun.second import Y\n",
+            "trialrun.second": "if TYPE_CHECKING:\n    from trialrun.first import X\nY = 2\n",
+        },
+    )
+    assert module_circles(scan_imports(src)) == []
 
 
 def test_from_package_import_module_resolves_to_the_module() -> None:

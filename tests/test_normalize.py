@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trialrun.base.jsonpath import split_path
 from trialrun.config.models import Normalization, ReplaceText
 from trialrun.config.normalize import (
     MAX_TEXT_PASSES,
     compile_text_rules,
     normalize,
     normalize_text,
-    split_path,
 )
 from trialrun.errors import ConfigError
 

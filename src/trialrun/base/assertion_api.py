@@ -14,7 +14,8 @@ built in (or to list every name, as an "unknown type" error does). A built-in na
 reserved: a plugin's entry point of the same name is never used.
 
 Each entry point is imported only when its type is first asked for, then cached: a broken plugin
-fails the suites that use it, with an error naming the entry point, and nothing else.
+fails the suites that use it, with an error naming the entry point, and nothing else. How an
+entry point is found and loaded is shared with the incident importers (``base.plugins``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
+from trialrun.base.plugins import (
+    BuiltinEntryPoint,
+    EntryPointLike,
+    distinct_by_name,
+    entry_point_text,
+    installed_entry_points,
+    load_plugin,
+)
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CheckFailure, JsonObject, ToolCall
 from trialrun.base.suggest import did_you_mean
@@ -154,41 +162,9 @@ def describe_value(value: Any) -> str:
     return f"{kind} {text}"
 
 
-class EntryPointLike(Protocol):
-    """The part of ``importlib.metadata.EntryPoint`` the registry uses (a seam for tests)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def value(self) -> str: ...
-
-    def load(self) -> Any: ...
-
-
-class BuiltinEntryPoint:
-    """A ``BUILTIN_TYPES`` entry, loaded as its entry point would be but without metadata."""
-
-    # A plain class: a dataclass's methods are generated and compiled at import, on the way to
-    # every run's first agent.
-    __slots__ = ("name", "value")
-
-    def __init__(self, name: str, value: str) -> None:
-        self.name = name
-        self.value = value
-
-    def load(self) -> Any:
-        import importlib
-
-        module, _, attribute = self.value.partition(":")
-        return getattr(importlib.import_module(module), attribute)
-
-
 def discover_entry_points() -> list[EntryPointLike]:
     """Every entry point of the ``trialrun.assertions`` group in the installed distributions."""
-    import importlib.metadata  # not needed before the first lookup of a name that is not built in
-
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return installed_entry_points(ENTRY_POINT_GROUP)
 
 
 class AssertionRegistry:
@@ -253,39 +229,13 @@ class AssertionRegistry:
 
     def _entry_point_map(self) -> dict[str, list[EntryPointLike]]:
         if self._entry_points is None:
-            found: dict[str, list[EntryPointLike]] = {}
-            for entry_point in self._discover():
-                same_name = found.setdefault(entry_point.name, [])
-                # The same distribution can be visible twice (e.g. an editable install on two
-                # path entries); identical targets are one provider, not a conflict.
-                if all(other.value != entry_point.value for other in same_name):
-                    same_name.append(entry_point)
-            self._entry_points = found
+            self._entry_points = distinct_by_name(self._discover())
         return self._entry_points
 
 
 def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> AssertionType:
-    where = f"entry point '{name} = {candidates[0].value}' (group {ENTRY_POINT_GROUP})"
-    if len(candidates) > 1:
-        targets = ", ".join(candidate.value for candidate in candidates)
-        raise AssertionPluginError(
-            f"assertion type '{name}' is provided by {len(candidates)} entry points in group "
-            f"{ENTRY_POINT_GROUP}: {targets}; uninstall one of the packages"
-        )
-    try:
-        loaded = candidates[0].load()
-    except FOREIGN_FAILURES as exc:  # any import-time failure of third-party code
-        raise AssertionPluginError(
-            f"cannot load assertion type '{name}' from {where}: {failure_text(exc)}"
-        ) from exc
-    # A class is accepted as well as an instance, so a plugin can point at either.
-    if isinstance(loaded, type):
-        try:
-            loaded = loaded()
-        except FOREIGN_FAILURES as exc:
-            raise AssertionPluginError(
-                f"cannot instantiate assertion type '{name}' from {where}: {failure_text(exc)}"
-            ) from exc
+    loaded = load_plugin("assertion type", ENTRY_POINT_GROUP, candidates, AssertionPluginError)
+    where = entry_point_text(candidates[0], ENTRY_POINT_GROUP)
     assertion_type = _require_assertion_type(loaded, where=where)
     if assertion_type.name != name:
         raise AssertionPluginError(

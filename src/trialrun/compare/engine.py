@@ -42,17 +42,16 @@ from trialrun.compare.config import CompareCase, EvalAssets, load_eval_assets
 from trialrun.compare.evaluate import efficiency_of, evaluate_checks
 from trialrun.compare.judge import JudgeDecision, ask_both_orders
 from trialrun.compare.observer import CompareObserver, NullObserver
-from trialrun.compare.outcome import (
+from trialrun.compare.outcome import CompareOutcome, build_outcome
+from trialrun.compare.placeholders import expand_argv, placeholder_problems
+from trialrun.compare.receipt_doc import build_receipt, compare_provenance, receipt_identity
+from trialrun.compare.records import (
     ArmSampleResult,
-    CompareOutcome,
     CompareRow,
     Hole,
     SampleEfficiency,
     TriggerOutcome,
-    build_outcome,
 )
-from trialrun.compare.placeholders import expand_argv, placeholder_problems
-from trialrun.compare.receipt_doc import build_receipt, compare_provenance, receipt_identity
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
 from trialrun.compare.shards import (
@@ -563,7 +562,7 @@ def _judge_for(
 
 def _watched(decide: Callable[[], CompareRow], observer: CompareObserver) -> CompareRow:
     row = decide()
-    observer.row_decided(row.case, row.rep, row.opponent, row.row.outcome, row.row.decided_by)
+    observer.row_decided(row.case, row.rep, row.opponent, row.row.outcome.value, row.row.decided_by)
     return row
 
 

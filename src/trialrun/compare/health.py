@@ -29,10 +29,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from trialrun.compare.outcome import ArmSampleResult, CompareRow, TriggerOutcome
+from trialrun.compare.records import ArmSampleResult, CompareRow, TriggerOutcome
 
 __all__ = ["CommandHealth", "command_health"]
 

@@ -32,8 +32,9 @@ from trialrun import __version__
 from trialrun.base.fsutil import write_json
 from trialrun.compare.arms import SESSION_RUN_NAME
 from trialrun.compare.engine import CompareResult
-from trialrun.compare.outcome import CompareOutcome, Hole, build_outcome, trigger_outcome
+from trialrun.compare.outcome import CompareOutcome, build_outcome
 from trialrun.compare.receipt_doc import ReceiptIdentity, assemble_receipt, compare_provenance
+from trialrun.compare.records import Hole, trigger_outcome
 from trialrun.compare.shards import (
     ShardDoc,
     UnitId,

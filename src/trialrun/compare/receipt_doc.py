@@ -26,7 +26,8 @@ from typing import Any
 from trialrun import __version__
 from trialrun.base.redact import redact, redact_text
 from trialrun.compare.config import EvalAssets
-from trialrun.compare.outcome import CompareOutcome, TriggerOutcome, comparison_name
+from trialrun.compare.outcome import CompareOutcome, comparison_name
+from trialrun.compare.records import TriggerOutcome
 from trialrun.compare.stats import ComparisonStats, Interval
 from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
@@ -271,7 +272,7 @@ def _per_case(outcome: CompareOutcome) -> list[dict[str, Any]]:
         }
     for row in outcome.rows:
         entry(row.case, row.rep)["outcomes"][comparison_name(row.opponent)] = {
-            "outcome": row.row.outcome,
+            "outcome": row.row.outcome.value,
             "decided_by": row.row.decided_by,
             "scored": row.row.scored,
             "reason": redact_text(row.row.reason),

@@ -22,13 +22,8 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 from trialrun.base.redact import redact_text
 from trialrun.base.visible import visible_name
-from trialrun.compare.outcome import (
-    ArmEfficiency,
-    CompareOutcome,
-    Hole,
-    TriggerOutcome,
-    comparison_name,
-)
+from trialrun.compare.outcome import ArmEfficiency, CompareOutcome, comparison_name
+from trialrun.compare.records import Hole, TriggerOutcome
 from trialrun.compare.stats import (
     ComparisonStats,
     Interval,

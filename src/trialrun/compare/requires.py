@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from trialrun.base.redact import redact_text
 from trialrun.compare.arms import SESSION_RUN_NAME, RunUnit
 from trialrun.compare.config import CompareCase
-from trialrun.compare.outcome import Hole
+from trialrun.compare.records import Hole
 
 __all__ = [
     "PROBE_TIMEOUT_S",

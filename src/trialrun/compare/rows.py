@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trialrun.compare.judge import JudgeCause, JudgeDecision
+from trialrun.compare.stats import Outcome
 
 __all__ = ["ArmResult", "DecidedBy", "Outcome", "Row", "decide_row"]
 
-Outcome = Literal["win", "loss", "tie"]
-"""From the candidate's side."""
 DecidedBy = Literal[
     "both-arms-failed",
     "candidate-run-failed",
@@ -74,8 +73,15 @@ class Row:
     reason: str
     judge: JudgeDecision | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
 
-_JUDGE_OUTCOME: dict[str, Outcome] = {"candidate": "win", "opponent": "loss", "tie": "tie"}
+
+_JUDGE_OUTCOME: dict[str, Outcome] = {
+    "candidate": Outcome.WIN,
+    "opponent": Outcome.LOSS,
+    "tie": Outcome.TIE,
+}
 _JUDGE_LABELS: dict[JudgeCause, DecidedBy] = {
     "judge": "judge",
     "judge-split": "judge-split",
@@ -95,7 +101,7 @@ def decide_row(
     if candidate is None or opponent is None:
         return _hole(candidate, opponent)
     if candidate.passed_all != opponent.passed_all:
-        outcome: Outcome = "win" if candidate.passed_all else "loss"
+        outcome = Outcome.WIN if candidate.passed_all else Outcome.LOSS
         return Row(
             outcome=outcome,
             decided_by="checks",
@@ -105,14 +111,14 @@ def decide_row(
     same = "passed every check" if candidate.passed_all else "missed a check"
     if judge is None:
         return Row(
-            outcome="tie",
+            outcome=Outcome.TIE,
             decided_by="checks-equal-no-judge",
             scored=True,
             reason=f"both arms {same} and the case has no judge rubric",
         )
     decision = judge()
     # A judge failure is a tie whatever ``winner`` says; only an agreed answer can win.
-    outcome = _JUDGE_OUTCOME[decision.winner] if decision.cause == "judge" else "tie"
+    outcome = _JUDGE_OUTCOME[decision.winner] if decision.cause == "judge" else Outcome.TIE
     return Row(
         outcome=outcome,
         decided_by=_JUDGE_LABELS[decision.cause],
@@ -132,7 +138,7 @@ def _hole(candidate: ArmResult | None, opponent: ArmResult | None) -> Row:
     else:
         decided_by = "opponent-run-failed"
         reason = "the opponent arm died; the row is a hole"
-    return Row(outcome="tie", decided_by=decided_by, scored=False, reason=reason)
+    return Row(outcome=Outcome.TIE, decided_by=decided_by, scored=False, reason=reason)
 
 
 def _score(result: ArmResult) -> str:

@@ -28,29 +28,23 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from trialrun.base.fsutil import read_problem
 from trialrun.base.quoting import shortened
 from trialrun.compare.oneshot import CommandTimeout, ask_command
-from trialrun.compare.outcome import TriggerProbe
-from trialrun.compare.placeholders import expand_argv
 from trialrun.config.yamlload import parse_yaml_value
 from trialrun.errors import ConfigError, ConfigErrors
-
-if TYPE_CHECKING:
-    # config.py imports SelectorSection from here; the assets are only annotations here.
-    from trialrun.compare.config import EvalAssets
 
 __all__ = [
     "SKILL_FILE",
     "CatalogEntry",
     "SelectorCallError",
     "SelectorSection",
+    "ask_selector",
     "build_catalog",
-    "evaluate_with_selector",
     "parse_selection",
     "read_description",
     "selection_payload",
@@ -187,45 +181,8 @@ def parse_selection(stdout: str) -> list[str]:
     )
 
 
-def evaluate_with_selector(
-    assets: EvalAssets, subject: Path, *, k: int, timeout_s: float
-) -> list[TriggerProbe]:
-    """Ask ``triggers.command`` about every prompt of ``triggers.yaml``, ``k`` times each.
-
-    ``subject`` is the folder evaluated (its siblings form the catalog). Probes come
-    should-trigger prompts first, in file order, each prompt's repetitions together. Empty when
-    there is no triggers.yaml. Raises ConfigError when compare.yaml names no ``triggers.command``
-    or ``k`` is below 1.
-    """
-    section = assets.config.triggers
-    if section is None:
-        raise ConfigError(
-            f"{assets.evals_dir / 'compare.yaml'}: expected a 'triggers.command' to evaluate "
-            "triggers by selector, found no 'triggers' section"
-        )
-    if k < 1:
-        raise ConfigError(f"--triggers-k: expected a whole number >= 1, found {k}")
-    if assets.triggers is None:
-        return []
-    prompts = [(prompt, True) for prompt in assets.triggers.should_trigger]
-    prompts += [(prompt, False) for prompt in assets.triggers.should_not_trigger]
-    catalog = build_catalog(subject, assets.config.name)
-    values = {"evals": str(assets.evals_dir), "name": assets.config.name}
-    argv = expand_argv(section.command, values)
-    probes: list[TriggerProbe] = []
-    for prompt, should in prompts:
-        payload = selection_payload(catalog, prompt)
-        for rep in range(k):
-            try:
-                selected = _ask(argv, payload, rep, timeout_s)
-            except SelectorCallError as error:
-                probes.append(TriggerProbe(prompt, should, None, str(error)))
-                continue
-            probes.append(TriggerProbe(prompt, should, assets.config.name in selected))
-    return probes
-
-
-def _ask(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]:
+def ask_selector(argv: list[str], payload: str, rep: int, timeout_s: float) -> list[str]:
+    """The names one selector call selects; ``SelectorCallError`` when it gives no usable answer."""
     env = {**os.environ, "TRIALRUN_REP": str(rep)}
     try:
         answer = ask_command(argv, payload, timeout_s=timeout_s, env=env)

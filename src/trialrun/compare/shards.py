@@ -31,14 +31,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from trialrun.artifacts.rundir import safe_dir_name
 from trialrun.base import canonjson
 from trialrun.base.signedjson import loads_unique
 from trialrun.compare.judge import JudgeCause, JudgeDecision, JudgeWinner
-from trialrun.compare.outcome import (
+from trialrun.compare.records import (
     ArmSampleResult,
     ArmStatus,
     CompareRow,
@@ -213,6 +214,8 @@ def read_shard_dir(path: Path) -> ShardDoc:
         ) from None
 
 
+_Member = TypeVar("_Member", bound=StrEnum)
+
 _PLAN_TYPES: dict[str, type | tuple[type, ...]] = {
     "engine_version": str,
     "skill_name": str,
@@ -328,6 +331,15 @@ def _one_of(value: Any, allowed: Any, what: str) -> Any:
     return value
 
 
+def _member_of(value: Any, allowed: type[_Member], what: str) -> _Member:
+    """The member of the enum ``allowed`` whose value is ``value``, else a ValueError."""
+    try:
+        return allowed(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in allowed)
+        raise ValueError(f"{what} {value!r}, expected one of {choices}") from None
+
+
 def _sample(record: dict[str, Any]) -> ArmSampleResult:
     efficiency = record["efficiency"]
     status = _one_of(record["status"], ArmStatus, "sample status")
@@ -356,7 +368,7 @@ def row_record(row: CompareRow) -> dict[str, Any]:
 def _row(record: dict[str, Any]) -> CompareRow:
     judge = record["judge"]
     decision = Row(
-        outcome=_one_of(record["outcome"], Outcome, "row outcome"),
+        outcome=_member_of(record["outcome"], Outcome, "row outcome"),
         decided_by=_one_of(record["decided_by"], DecidedBy, "row decided_by"),
         scored=bool(record["scored"]),
         reason=str(record["reason"]),

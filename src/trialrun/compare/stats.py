@@ -15,11 +15,28 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Literal
 
-Outcome = Literal["win", "loss", "tie"]  # from the candidate's side
+
+class Outcome(StrEnum):
+    """A row's result from the candidate's side. The values are what every artifact writes
+    (``receipt.json``, ``run.jsonl``, ``shard.json``, the report), so they never change."""
+
+    WIN = "win"
+    LOSS = "loss"
+    TIE = "tie"
+
+    @property
+    def sign(self) -> int:
+        """What the row adds to net lift: +1 for a win, -1 for a loss, 0 for a tie."""
+        return _SIGNS[self]
+
+
+_SIGNS = {Outcome.WIN: 1, Outcome.LOSS: -1, Outcome.TIE: 0}
+
 
 Verdict = Literal["PASS", "NEUTRAL", "FAIL"]
 
@@ -40,6 +57,10 @@ class RowOutcome:
     outcome: Outcome
     decided_by: str
     scored: bool = True
+
+    def __post_init__(self) -> None:
+        # Read back from a stored run as text; "draw" must fail here, not count as nothing.
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
 
 
 @dataclass(frozen=True)
@@ -63,7 +84,7 @@ class Record:
     @classmethod
     def from_rows(cls, rows: Iterable[RowOutcome]) -> Record:
         counts = Counter(row.outcome for row in rows if row.scored)
-        return cls(wins=counts["win"], losses=counts["loss"], ties=counts["tie"])
+        return cls(wins=counts[Outcome.WIN], losses=counts[Outcome.LOSS], ties=counts[Outcome.TIE])
 
 
 @dataclass(frozen=True)
@@ -239,7 +260,7 @@ def _case_scores(rows: Iterable[RowOutcome]) -> dict[str, Fraction]:
     net: Counter[str] = Counter()
     count: Counter[str] = Counter()
     for row in (row for row in rows if row.scored):
-        net[row.case] += {"win": 1, "loss": -1, "tie": 0}[row.outcome]
+        net[row.case] += row.outcome.sign
         count[row.case] += 1
     return {case: Fraction(net[case], rows_of_case) for case, rows_of_case in count.items()}
 

@@ -29,7 +29,7 @@ from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.linesredact import LineRedactor, redact_stream_text
 from trialrun.compare.arms import ArmRun
-from trialrun.compare.outcome import ArmSampleResult, CompareRow
+from trialrun.compare.records import ArmSampleResult, CompareRow
 from trialrun.errors import ConfigError
 from trialrun.home.digest import DIGEST_PREFIX
 from trialrun.home.paths import RECEIPT_FILE, store_root
@@ -298,7 +298,7 @@ def row_event(row: CompareRow) -> dict[str, Any]:
         "case": row.case,
         "rep": row.rep,
         "opponent": row.opponent,
-        "outcome": decision.outcome,
+        "outcome": decision.outcome.value,
         "decided_by": decision.decided_by,
         "scored": decision.scored,
         "reason": decision.reason,

@@ -16,6 +16,9 @@ Storage: each probe's transcript goes to ``transcripts/`` as ``<probe>.candidate
 the arm run; ``--rescore`` re-decides ``fired`` from those stored transcripts without running any
 agent. Probe names (``trigger-01``, ...) are kept clear of case names and of the session, so no
 two runs share a sandbox or a transcript file.
+
+With ``triggers.command`` in compare.yaml no agent runs: ``evaluate_with_selector`` asks the
+selector (``trialrun.compare.selector``) about each prompt instead.
 """
 
 from __future__ import annotations
@@ -24,12 +27,20 @@ import asyncio
 import shutil
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from trialrun.compare.arms import SESSION_RUN_NAME, ArmRun, ArmSpec, PlannedRun, run_all
 from trialrun.compare.config import CaseConfig, CompareCase, EvalAssets
 from trialrun.compare.evaluate import TranscriptFormat, trigger_fired
-from trialrun.compare.outcome import TriggerOutcome, TriggerProbe, trigger_outcome
+from trialrun.compare.placeholders import expand_argv
+from trialrun.compare.records import TriggerOutcome, TriggerProbe, trigger_outcome
+from trialrun.compare.selector import (
+    SelectorCallError,
+    ask_selector,
+    build_catalog,
+    selection_payload,
+)
 from trialrun.compare.store import (
     RunDir,
     arm_run_record,
@@ -224,8 +235,6 @@ def evaluate_triggers(
         stored += replay_selections(source, log)
         return (trigger_outcome(stored) if stored else None), False
     if assets.config.triggers is not None:
-        from trialrun.compare.selector import evaluate_with_selector
-
         timeout_s = assets.config.agent.timeout_minutes * 60
         selected = evaluate_with_selector(assets, assets.subject, k=selector_k, timeout_s=timeout_s)
         for probe in selected:
@@ -237,6 +246,44 @@ def evaluate_triggers(
         return None, False
     probes, interrupted = run_probes(plans, candidate, assets, run_dir, log, jobs=jobs)
     return trigger_outcome(probes), interrupted
+
+
+def evaluate_with_selector(
+    assets: EvalAssets, subject: Path, *, k: int, timeout_s: float
+) -> list[TriggerProbe]:
+    """Ask ``triggers.command`` about every prompt of ``triggers.yaml``, ``k`` times each.
+
+    ``subject`` is the folder evaluated (its siblings form the catalog). Probes come
+    should-trigger prompts first, in file order, each prompt's repetitions together. Empty when
+    there is no triggers.yaml. Raises ConfigError when compare.yaml names no ``triggers.command``
+    or ``k`` is below 1.
+    """
+    section = assets.config.triggers
+    if section is None:
+        raise ConfigError(
+            f"{assets.evals_dir / 'compare.yaml'}: expected a 'triggers.command' to evaluate "
+            "triggers by selector, found no 'triggers' section"
+        )
+    if k < 1:
+        raise ConfigError(f"--triggers-k: expected a whole number >= 1, found {k}")
+    if assets.triggers is None:
+        return []
+    prompts = [(prompt, True) for prompt in assets.triggers.should_trigger]
+    prompts += [(prompt, False) for prompt in assets.triggers.should_not_trigger]
+    catalog = build_catalog(subject, assets.config.name)
+    values = {"evals": str(assets.evals_dir), "name": assets.config.name}
+    argv = expand_argv(section.command, values)
+    probes: list[TriggerProbe] = []
+    for prompt, should in prompts:
+        payload = selection_payload(catalog, prompt)
+        for rep in range(k):
+            try:
+                selected = ask_selector(argv, payload, rep, timeout_s)
+            except SelectorCallError as error:
+                probes.append(TriggerProbe(prompt, should, None, str(error)))
+                continue
+            probes.append(TriggerProbe(prompt, should, assets.config.name in selected))
+    return probes
 
 
 def _probe_event(probe: TriggerProbe, record: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import math
 from datetime import date
 from typing import Any
 
-from trialrun.base.quoting import excerpt
+from trialrun.base.jsonpath import dotted
 from trialrun.config.messages import describe_value
 from trialrun.config.yamlload import PathElement
 
@@ -22,7 +22,7 @@ def first_non_json(
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return at, f"keys in '{_dotted(at)}' must be strings, found {describe_value(key)}"
+                return at, f"keys in '{dotted(at)}' must be strings, found {describe_value(key)}"
             found = first_non_json(item, (*at, key))
             if found is not None:
                 return found
@@ -34,13 +34,8 @@ def first_non_json(
                 return found
         return None
     if isinstance(value, float) and not math.isfinite(value):
-        return at, f"'{_dotted(at)}' is {value}, which JSON cannot carry"
+        return at, f"'{dotted(at)}' is {value}, which JSON cannot carry"
     if value is None or isinstance(value, str | int | float):
         return None
     hint = "; quote it to keep it as text" if isinstance(value, date) else ""
-    return at, f"'{_dotted(at)}' must be JSON data, found {describe_value(value)}{hint}"
-
-
-def _dotted(at: tuple[PathElement, ...]) -> str:
-    # Keys of the input are the file's text: each is quoted as an excerpt.
-    return ".".join(excerpt(str(element)) for element in at)
+    return at, f"'{dotted(at)}' must be JSON data, found {describe_value(value)}{hint}"

@@ -4,7 +4,7 @@
 
 1. ``strip_keys``: drop every mapping key with one of these names, at any depth;
 2. ``strip_paths``: drop what a dot path names (``meta.seed``, ``items.*.rand``; ``*`` matches
-   any key or index, a number matches a list index);
+   any key or index, a number matches a list index: ``trialrun.base.jsonpath``);
 3. ``replace_paths``: set the value at a dot path, only where that path exists;
 4. ``replace_text``: Python regex substitution on every string value (not on keys), with flags
    from ``i``, ``m``, ``s``.
@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.jsonpath import places, split_path
 from trialrun.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -72,11 +73,6 @@ def normalize(value: Any, rules: Normalization) -> Any:
     return result
 
 
-def split_path(path: str) -> list[str]:
-    """``"a..b.0"`` -> ``["a", "b", "0"]`` (empty segments are ignored, as in RunLedger)."""
-    return [segment for segment in path.split(".") if segment]
-
-
 # -- structure ----------------------------------------------------------------------------------
 
 
@@ -96,54 +92,19 @@ def _strip_keys(value: Any, keys: frozenset[str]) -> Any:
     return value
 
 
-def _list_indexes(items: list[Any], segment: str) -> range | list[int]:
-    if segment == "*":
-        return range(len(items))
-    # Only the canonical spelling of an index matches ("01" does not name item 1).
-    if segment.isascii() and segment.isdigit() and str(int(segment)) == segment:
-        index = int(segment)
-        return [index] if index < len(items) else []
-    return []
-
-
-def _dict_keys(mapping: dict[str, Any], segment: str) -> list[str]:
-    if segment == "*":
-        return list(mapping)
-    return [segment] if segment in mapping else []
-
-
 def _strip_path(node: Any, path: Sequence[str]) -> None:
-    head, rest = path[0], path[1:]
-    if isinstance(node, dict):
-        for key in _dict_keys(node, head):
-            if rest:
-                _strip_path(node[key], rest)
-            else:
-                del node[key]
-    elif isinstance(node, list):
-        if not rest and head == "*":
-            node.clear()
-            return
-        for index in _list_indexes(node, head):
-            if rest:
-                _strip_path(node[index], rest)
-            else:
-                node[index] = None  # not removed: see the module docstring
+    for container, key in places(node, path):
+        if isinstance(container, dict):
+            del container[key]
+        elif path[-1] == "*":
+            container.clear()  # every item named: the list is emptied, which stays stable
+        else:
+            container[key] = None  # not removed: see the module docstring
 
 
 def _replace_path(node: Any, path: Sequence[str], replacement: Any) -> None:
-    head, rest = path[0], path[1:]
-    if isinstance(node, dict):
-        targets: list[Any] = _dict_keys(node, head)
-    elif isinstance(node, list):
-        targets = list(_list_indexes(node, head))
-    else:
-        return
-    for target in targets:
-        if rest:
-            _replace_path(node[target], rest, replacement)
-        else:
-            node[target] = _copy_json(replacement)  # a copy per place: no shared aliases
+    for container, key in places(node, path):
+        container[key] = _copy_json(replacement)  # a copy per place: no shared aliases
 
 
 # -- text ---------------------------------------------------------------------------------------

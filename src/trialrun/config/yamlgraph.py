@@ -9,11 +9,12 @@ the value it names, nesting deeper than ``MAX_NESTING`` and aliases that repeat 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import yaml
 
+from trialrun.base.jsonpath import dotted
 from trialrun.base.nesting import MAX_NESTING
 from trialrun.base.quoting import excerpt
 from trialrun.errors import ConfigError
@@ -106,7 +107,7 @@ def shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
             continue
         node, path, line = item
         if id(node) in enclosing:
-            where = _dotted(path) or "the top level"
+            where = dotted(path) or "the top level"
             return ConfigError(
                 f"the alias at '{where}' names a value that contains it: the value would "
                 "contain itself, which JSON cannot hold; write that part out instead",
@@ -131,7 +132,7 @@ def shape_problem(root: yaml.Node, file: str) -> ConfigError | None:
                 )
             continue
         if len(path) >= MAX_NESTING:
-            where = _dotted(path[:4]) + "..."
+            where = dotted(path[:4]) + "..."
             return ConfigError(
                 f"'{where}' nests mappings and lists more than {MAX_NESTING} levels deep; "
                 f"trialrun reads at most {MAX_NESTING}",
@@ -183,11 +184,6 @@ def _alias_bomb(repeated: _Expansion, file: str, line: int) -> ConfigError:
         file=file,
         line=line,
     )
-
-
-def _dotted(path: Sequence[PathElement]) -> str:
-    """A path for a message: each key excerpted, since a key can be as long as the file."""
-    return ".".join(excerpt(str(element)) for element in path)
 
 
 def _decimal_digits(value: str) -> int:

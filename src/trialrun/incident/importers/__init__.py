@@ -1,41 +1,33 @@
 """Read a production trace export into a redacted ``Incident``, whatever its format.
 
 ``import_export`` detects the format from the content (never the file name), so a renamed
-export still imports. The file is a JSON document or JSON lines. Redaction happens here,
-before any caller can write anything: ``trialrun.base.redact`` for secrets, then each
+export still imports; the importers, built-in or installed by another package, are found
+through the ``trialrun.incident_importers`` entry points (``importers.api``). The file is a
+JSON document or JSON lines. Redaction happens here, before any caller can write anything, and
+whoever read the export: ``trialrun.base.redact`` for secrets, then each
 ``redact_paths`` entry (``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches
-every list item or object member, a number an item) replaced by ``[REDACTED]``.
+every list item or object member, a number an item, as ``trialrun.base.jsonpath`` walks every
+dotted path) replaced by ``[REDACTED]``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import read_problem
+from trialrun.base.jsonpath import places
 from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.redact import REDACTED, redact
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
-from trialrun.incident.importers import langfuse, langsmith, openai_agents, otlp, run_jsonl
+from trialrun.incident.importers.api import BUILTIN_IMPORTERS, default_registry
 from trialrun.incident.model import Incident
 
-__all__ = ["FORMATS", "apply_redact_paths", "import_export", "read_records"]
-
-_Detect = Callable[[list[Any]], bool]
-_Convert = Callable[[list[Any], str], Incident]
-
-# Most specific first: a run.jsonl event also has a ``type``, like a Langfuse observation.
-FORMATS: tuple[tuple[str, _Detect, _Convert], ...] = (
-    ("otlp", otlp.detect, otlp.to_incident),
-    ("openai-agents", openai_agents.detect, openai_agents.to_incident),
-    ("langsmith", langsmith.detect, langsmith.to_incident),
-    ("run-jsonl", run_jsonl.detect, run_jsonl.to_incident),
-    ("langfuse", langfuse.detect, langfuse.to_incident),
-)
+__all__ = ["apply_redact_paths", "import_export", "read_records"]
 
 
 def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Incident:
@@ -43,15 +35,15 @@ def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Inci
     shown = display_path(path)
     patterns = [_parse_redact_path(p) for p in redact_paths]
     records = read_records(path)
-    for _, detect, convert in FORMATS:
-        if detect(records):
-            incident = convert(records, shown)
-            break
-    else:
+    registry = default_registry()
+    incident = registry.recognise(records, shown)
+    if incident is None:
+        plugins = [name for name in registry.names() if name not in BUILTIN_IMPORTERS]
+        also = f", or a format of an installed importer ({', '.join(plugins)})" if plugins else ""
         raise ConfigError(
             "unrecognized export format: expected trialrun/RunLedger run.jsonl, OTLP/JSON "
             "(resourceSpans), an OpenAI Agents SDK span export, LangSmith runs or a Langfuse "
-            "trace/observations export",
+            f"trace/observations export{also}",
             file=shown,
         )
     # Only the name: the directory the export sat in is not part of what the user shares.
@@ -105,7 +97,9 @@ def apply_redact_paths(document: Any, paths: Iterable[str | list[str]]) -> Any:
     result = json.loads(json.dumps(document))
     for path in paths:
         segments = _parse_redact_path(path) if isinstance(path, str) else path
-        _redact_at(result, segments)
+        for container, key in places(result, segments):
+            if container[key] is not None:
+                container[key] = REDACTED
     return result
 
 
@@ -117,27 +111,3 @@ def _parse_redact_path(path: str) -> list[str]:
             "(no empty segment)"
         )
     return segments
-
-
-def _redact_at(node: Any, segments: list[str]) -> None:
-    head, rest = segments[0], segments[1:]
-    if isinstance(node, dict):
-        keys = list(node) if head == "*" else [head] if head in node else []
-        for key in keys:
-            _replace_or_descend(node, key, rest)
-    elif isinstance(node, list):
-        if head == "*":
-            indexes = list(range(len(node)))
-        elif head.isdigit() and int(head) < len(node):
-            indexes = [int(head)]
-        else:
-            indexes = []
-        for index in indexes:
-            _replace_or_descend(node, index, rest)
-
-
-def _replace_or_descend(container: Any, key: Any, rest: list[str]) -> None:
-    if rest:
-        _redact_at(container[key], rest)
-    elif container[key] is not None:
-        container[key] = REDACTED

@@ -18,9 +18,10 @@ from trialrun.incident.importers._common import (
     first_root,
     parse_iso,
 )
+from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
-__all__ = ["detect", "to_incident"]
+__all__ = ["IMPORTER", "detect", "to_incident"]
 
 _OBSERVATION_TYPES = frozenset(
     {"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR"}
@@ -85,3 +86,6 @@ def _call(observation: dict[str, Any]) -> RawCall:
         started=parse_iso(observation.get("startTime")),
         ended=parse_iso(observation.get("endTime")),
     )
+
+
+IMPORTER = Importer("langfuse", detect, to_incident)

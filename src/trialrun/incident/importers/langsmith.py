@@ -20,9 +20,10 @@ from trialrun.incident.importers._common import (
     first_root,
     parse_iso,
 )
+from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
-__all__ = ["detect", "to_incident"]
+__all__ = ["IMPORTER", "detect", "to_incident"]
 
 _EXCEPTION_REPR = re.compile(r"^[\w.]+\((['\"])(?P<message>.*)\1\)$", re.DOTALL)
 
@@ -113,3 +114,6 @@ def _error_message(text: str) -> str:
     head = text.split("Traceback (most recent call last)", 1)[0].strip()
     match = _EXCEPTION_REPR.match(head)
     return match.group("message") if match else head or text.strip()
+
+
+IMPORTER = Importer("langsmith", detect, to_incident)

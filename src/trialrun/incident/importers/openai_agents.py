@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from trialrun.incident.importers._common import RawCall, build_incident, decode_text, parse_iso
+from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
-__all__ = ["detect", "to_incident"]
+__all__ = ["IMPORTER", "detect", "to_incident"]
 
 
 def detect(records: list[Any]) -> bool:
@@ -117,3 +118,6 @@ def _content(messages: Any, role: str) -> Any:
         if content:
             return decode_text(content)
     return None
+
+
+IMPORTER = Importer("openai-agents", detect, to_incident)

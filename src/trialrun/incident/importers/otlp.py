@@ -27,9 +27,10 @@ from trialrun.incident.importers._common import (
     decode_text,
     moment_from_epoch,
 )
+from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
-__all__ = ["detect", "to_incident"]
+__all__ = ["IMPORTER", "detect", "to_incident"]
 
 _HEX_ID = re.compile(r"^[0-9a-fA-F]{16}$|^[0-9a-fA-F]{32}$")
 
@@ -246,3 +247,6 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+IMPORTER = Importer("otlp", detect, to_incident)

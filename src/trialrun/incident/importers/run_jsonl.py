@@ -13,9 +13,10 @@ from typing import Any
 
 from trialrun.errors import ConfigError
 from trialrun.incident.importers._common import RawCall, build_incident, moment_from_epoch
+from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
-__all__ = ["detect", "to_incident"]
+__all__ = ["IMPORTER", "detect", "to_incident"]
 
 _EVENT_TYPES = frozenset({"task_start", "tool_call", "tool_result", "final_output", "case_end"})
 
@@ -99,3 +100,6 @@ def _moment(timestamp: Any) -> datetime | None:
     if not isinstance(timestamp, int | float) or isinstance(timestamp, bool):
         return None
     return moment_from_epoch(timestamp)
+
+
+IMPORTER = Importer("run-jsonl", detect, to_incident)
