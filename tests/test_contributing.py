@@ -38,6 +38,7 @@ from trialrun.compare.rows import ArmResult, Row
 from trialrun.config import load_suite
 from trialrun.errors import ConfigError
 from trialrun.incident.importers import read_records
+from trialrun.incident.importers.api import BUILTIN_IMPORTERS, ImporterRegistry
 from trialrun.incident.model import is_inconclusive
 
 # The checkout holding pyproject.toml, wherever in tests/ this file sits.
@@ -217,7 +218,26 @@ def test_the_importer_example_detects_only_one_acme_document(records: list[Any])
 def test_the_importer_entry_point_names_the_module_in_the_importers_package() -> None:
     declared = tomllib.loads(example("incident-entry-point", "toml"))
     group = declared["project"]["entry-points"]["trialrun.incident_importers"]
-    assert group == {"acme-trace": "trialrun.incident.importers.acme_trace"}
+    assert group == {"acme-trace": "trialrun.incident.importers.acme_trace:IMPORTER"}
+
+
+def test_the_importer_example_is_found_through_its_entry_point(
+    example_module: Callable[[str, str], ModuleType], tmp_path: Path
+) -> None:
+    module = example_module("recipe_acme_trace", example("incident-importer", "python"))
+
+    class EntryPoint:
+        name, value = "acme-trace", "recipe_acme_trace:IMPORTER"
+
+        def load(self) -> Any:
+            return module.IMPORTER
+
+    registry = ImporterRegistry(discover=lambda: [EntryPoint()], builtins=BUILTIN_IMPORTERS)
+    assert registry.names()[-1] == "acme-trace"
+    export = tmp_path / "acme.json"
+    export.write_text(json.dumps(ACME_EXPORT), encoding="utf-8")
+    incident = registry.recognise(read_records(export), "acme.json")
+    assert incident is not None and incident.source_format == "acme-trace"
 
 
 # -- add a compare row rule ---------------------------------------------------------------------
