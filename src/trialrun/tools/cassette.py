@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
+from trialrun.base.jsonnumbers import FINITE_JSON
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than, too_deep
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
@@ -330,14 +330,14 @@ def _crowded_lines(data: bytes) -> set[int]:
 def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
     """The entry of a line that is exactly one well-formed recording, else None.
 
-    The common case, taken in a few steps: the decoder's scanner straight from column 0 (no
-    whitespace skipping, no second pass for trailing data) and exact type checks. Anything else
+    The common case, taken in a few steps: ``raw_decode`` straight from column 0 (no whitespace
+    skipping, no second pass for trailing data) and exact type checks. Anything else
     (leading blanks, a structured ``error``, any problem) returns None, and ``_parse_entry`` then
     gives the same entry or the error message it always gave.
     """
     try:
-        raw, end = scan_finite(text, 0)
-    except (StopIteration, ValueError, RecursionError):
+        raw, end = FINITE_JSON.raw_decode(text)
+    except (ValueError, RecursionError):
         return None
     if end != len(text) and text[end:].strip(_JSON_SPACE):
         return None
