@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import signal
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -111,51 +110,35 @@ def execute_run(
             on_case_decided(result)
 
     try:
-        with _loaded_data_frozen():
-            try:
-                asyncio.run(
-                    _stop_on_sigterm(
-                        run_suite(
-                            prepared.suite,
-                            options,
-                            progress,
-                            on_case_done=lambda _index, result: recorder.record(result),
-                            on_case_decided=decided,
-                            on_first_agent=recorder.warm_up,
-                            on_conversation_end=recorder.conversation_ended,
-                        )
+        try:
+            asyncio.run(
+                _stop_on_sigterm(
+                    run_suite(
+                        prepared.suite,
+                        options,
+                        progress,
+                        on_case_done=lambda _index, result: recorder.record(result),
+                        on_case_decided=decided,
+                        on_first_agent=recorder.warm_up,
+                        on_conversation_end=recorder.conversation_ended,
                     )
                 )
-            except (KeyboardInterrupt, asyncio.CancelledError):
-                interrupted = True
-            with _last_artifacts_first():
-                recorded = recorder.finish(
-                    progress.ordered(),
-                    interrupted=interrupted,
-                    baseline=prepared.baseline,
-                    shard=prepared.shard,
-                )
+            )
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            interrupted = True
+        with _last_artifacts_first():
+            recorded = recorder.finish(
+                progress.ordered(),
+                interrupted=interrupted,
+                baseline=prepared.baseline,
+                shard=prepared.shard,
+            )
     except BaseException:
         # A file that cannot be written (a full disk) or a second Ctrl-C while the last files
         # are written: the error is reported, and no temporary file stays behind.
         recorder.abandon()
         raise
     return FinishedRun(recorded, interrupted)
-
-
-@contextmanager
-def _loaded_data_frozen() -> Iterator[None]:
-    """Keep the garbage collector off what is loaded now, for the run.
-
-    The suite, its cassettes and every module stay until the end: a full collection would walk
-    them all again (~20 ms each time in a 5,000-call case) for nothing. Thawed afterwards, so a
-    process that runs suites one after another (the tests) still collects their leftovers.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 @contextmanager
