@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import time
@@ -24,7 +25,6 @@ from trialrun.base.fsutil import (
     write_all,
     write_json,
 )
-from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.redact import redact
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 
@@ -148,17 +148,13 @@ def _explained(failure: CheckFailure) -> dict[str, Any]:
     }
 
 
-def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
-    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8.
+# Built once: json.dumps with options builds a new encoder for every event.
+_EVENT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
-    What ``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode``
-    writes, through one encoder built here for the case's events and called without a Python
-    frame per event. Fresh per case, so the circular-reference markers a failed encode may leave
-    behind never reach another case.
-    """
-    encode = compact_encoder(ensure_ascii=False, default=str)
-    join = "".join
-    lines = [join(encode(event, 0)) for event in events]
+
+def _event_lines(events: Iterable[dict[str, Any]]) -> bytes:
+    """``events`` as run.jsonl lines: compact JSON, one event a line, UTF-8."""
+    lines = [_EVENT_ENCODER.encode(event) for event in events]
     lines.append("")  # the newline after the last line, without copying the text again
     text = "\n".join(lines)
     # Lone surrogates from the agent survive as \ud800 escapes instead of crashing the writer;

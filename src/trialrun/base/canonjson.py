@@ -21,7 +21,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 __all__ = ["dumps", "dumps_codepoint"]
@@ -32,27 +31,13 @@ _SURROGATE_OR_PAIR = re.compile("([\ud800-\udbff][\udc00-\udfff])|[\ud800-\udfff
 _NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
 
 
-def _stdlib_compact() -> Callable[[Any], str]:
-    """The stdlib encoder, compact: matches JSON.stringify on every value the fast path admits.
-
-    Its C encoder is built once: ``JSONEncoder.encode`` builds it again on every call, a quarter
-    of the cost of a small value. No circular check (markers None): the fast path has already
-    recursed through the value, so a cycle raised RecursionError before encoding.
-    """
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    if c_make_encoder is None:  # an interpreter without the _json accelerator
-        return encoder.encode
-    encode_c = c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, True)
-    return lambda value: "".join(encode_c(value, 0))
-
-
-_compact = _stdlib_compact()
-# The same C encoder, called from dumps without the lambda's frame (None: use _compact).
-_compact_c = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, True)
-)
+# The stdlib encoder, compact and sorted: it writes what JSON.stringify writes for every value
+# the fast path admits. Built once: json.dumps with options builds a new one for every call. No
+# circular check: the fast path has already recursed through the value, so a cycle raised
+# RecursionError before encoding.
+_compact = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+).encode
 
 _SortKey = Callable[[str], Any]
 
@@ -60,7 +45,7 @@ _SortKey = Callable[[str], Any]
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` with object keys in UTF-16 code-unit order."""
     if _fast_path_exact(value):
-        text = _compact(value) if _compact_c is None else "".join(_compact_c(value, 0))
+        text = _compact(value)
         if text.isascii() or not _SURROGATE.search(text):  # isascii is a flag, no scan
             return text
     return _write(value, _utf16_units)

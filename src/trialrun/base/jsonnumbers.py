@@ -4,18 +4,17 @@ JSON has no infinity, yet ``1e400`` is valid JSON that Python reads as ``inf``: 
 write it back (run.jsonl would hold ``Infinity``, an agent would be sent it) and canonical JSON
 (the receipt) refuses it. Every reader of JSON from outside passes ``finite_float`` as
 ``parse_float``, beside refusing the ``NaN`` and ``Infinity`` literals (``refuse_constant``);
-``FINITE_JSON`` is a decoder that does both, ``loads_finite`` reads text with it as
-``json.loads`` would, and ``scan_finite`` is its scanner.
+``FINITE_JSON`` is a decoder that does both, and ``loads_finite`` reads text with it as
+``json.loads`` would.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["FINITE_JSON", "finite_float", "loads_finite", "refuse_constant", "scan_finite"]
+__all__ = ["FINITE_JSON", "finite_float", "loads_finite", "refuse_constant"]
 
 
 def finite_float(text: str) -> float:
@@ -35,11 +34,6 @@ def refuse_constant(name: str) -> NoReturn:
 FINITE_JSON = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float)
 """The decoder of JSON from outside, built once: ``json.loads`` with options builds a new one
 for every call, which costs as much as reading a short line."""
-
-scan_finite: Callable[[str, int], tuple[Any, int]] = vars(FINITE_JSON)["scan_once"]
-"""What ``FINITE_JSON.decode`` runs on the text, without its two whitespace scans: ``(value,
-end)`` of the value at an index, StopIteration where none starts (an attribute of the decoder
-that typeshed does not declare)."""
 
 
 def loads_finite(text: str) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import signal
 import socket
 import threading
@@ -115,7 +114,7 @@ def execute_run(
 
     deferred = _Deferred()
     try:
-        with _loaded_data_frozen(), _sigterm_restored():
+        with _sigterm_restored():
             try:
                 asyncio.run(
                     _stop_on_sigterm(
@@ -146,22 +145,6 @@ def execute_run(
         recorder.abandon()
         raise
     return FinishedRun(recorded, interrupted)
-
-
-@contextmanager
-def _loaded_data_frozen() -> Iterator[None]:
-    """Keep the garbage collector off what is loaded now, for the run.
-
-    The suite, its cassettes and every module stay until the end: a full collection would walk
-    them all again, each time, for nothing (the longer the case, the more often). Thawed
-    afterwards, so a process that runs suites one after another (the tests) still collects
-    their leftovers.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class _Deferred:

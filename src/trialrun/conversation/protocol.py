@@ -27,9 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trialrun.base.jsoncompact import compact_encoder
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
+from trialrun.base.jsonnumbers import FINITE_JSON
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than
 from trialrun.base.redact import redact_text
 from trialrun.base.reported import MAX_COUNT, as_cost_usd
@@ -118,16 +117,11 @@ def encode(message: Mapping[str, Any]) -> bytes:
     Lone surrogates (PyYAML turns ``"\\ud83d"`` in a case file into one) become ``\\ud83d``
     escapes instead of failing. Raises ``TypeError`` / ``ValueError`` for values JSON cannot hold.
     """
-    global _encode_json
-    try:
-        text = "".join(_encode_json(message, 0))
-    except BaseException:
-        _encode_json = compact_encoder(ensure_ascii=True)  # a failed encode may leave markers
-        raise
-    return text.encode("ascii") + b"\n"
+    return _ENCODER.encode(message).encode("ascii") + b"\n"
 
 
-_encode_json = compact_encoder(ensure_ascii=True)
+# Built once: json.dumps with options builds a new encoder for every message.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def task_start(task_id: str, task_input: Any) -> JsonObject:
@@ -140,22 +134,6 @@ def tool_result(call_id: str, ok: bool, result: Any, error: str | None) -> JsonO
 
 def tool_run(call_id: str) -> JsonObject:
     return {"type": "tool_run", "call_id": call_id}
-
-
-_JSON_WHITESPACE = " \t\n\r"
-
-
-def _decode_json(text: str) -> Any:
-    """``FINITE_JSON.decode(text)``, without its two whitespace scans for a line that has none
-    around its value (every well-behaved agent's): thousands of lines make a deep case."""
-    if text and text[0] not in _JSON_WHITESPACE and text[-1] not in _JSON_WHITESPACE:
-        try:
-            value, end = scan_finite(text, 0)
-        except StopIteration as stop:
-            raise json.JSONDecodeError("Expecting value", text, stop.value) from None
-        if end == len(text):
-            return value
-    return FINITE_JSON.decode(text)  # whitespace around, or more after the value: its own words
 
 
 def parse_line(raw: bytes, line_no: int, source: str = "stdout") -> AgentMessage | None:
@@ -185,7 +163,7 @@ def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
         return None
     text = _decode(raw, line_no)
     try:
-        value = _decode_json(text)
+        value = FINITE_JSON.decode(text)
     except RecursionError:
         raise ProtocolError(
             f"agent message on stdout line {line_no} is nested too deeply to parse",

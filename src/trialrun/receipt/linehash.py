@@ -3,16 +3,14 @@
 ``verify.verify_receipt`` reads each line through an ``EventHasher``: its parser refuses a key
 held twice in any object (``base.signedjson.unique_keys``: the hash is recomputed from the parse,
 so a dropped duplicate would pass as signed), NaN and Infinity, and watches the numbers it reads,
-so that most events hash through the C encoder (``sorted_compact``) and the rest through
+so that most events hash through the stdlib encoder (``sorted_compact``) and the rest through
 ``envelope.event_hash``.
 """
 
 from __future__ import annotations
 
 import json
-import json.encoder
 import re
-from collections.abc import Callable
 from typing import Any, Final
 
 from trialrun.base.jsonnumbers import refuse_constant
@@ -29,7 +27,7 @@ _HIGH_ESCAPE = re.compile(rb"\\u[dDeEfF]")
 class EventHasher:
     """Parses lines and recomputes event hashes, serializing each event once.
 
-    The fast path hashes the stdlib C encoder's sorted compact text. That text is canonical
+    The fast path hashes the stdlib encoder's sorted compact text. That text is canonical
     exactly when canonjson's own fast path would take it: the line is ASCII without any \\u
     escape (so every key is ASCII, where UTF-16 and code-point order agree, and no string holds a
     lone surrogate) and every number is an int of at most 15 digits or a non-integral float with
@@ -62,13 +60,14 @@ class EventHasher:
             parse_int=parse_int,
             parse_constant=refuse_constant,
         )
-        scan, decode = decoder.scan_once, decoder.decode  # type: ignore[attr-defined]
+        raw_decode, decode = decoder.raw_decode, decoder.decode
 
         def parse(text: str) -> Any:
-            # The C scanner directly; decode() adds two regex passes and two Python frames.
+            # decode() adds two regex passes for the whitespace around the value; every line
+            # ends in a newline, which the strip below skips for less.
             try:
-                value, end = scan(text, 0)
-            except StopIteration:  # leading whitespace, or not JSON: let decode() judge
+                value, end = raw_decode(text)
+            except json.JSONDecodeError:  # leading whitespace, or not JSON: let decode() judge
                 return decode(text)
             if end != len(text) and text[end:].strip(" \t\r\n"):
                 raise ValueError(f"extra data after the JSON value at character {end}")
@@ -86,17 +85,12 @@ class EventHasher:
         return self.utf16_ok or self.codepoint_ok
 
 
-def _compact_encoder() -> Callable[[Any], str]:
-    """Sorted compact JSON text; CPython's C encoder built once, not once per event."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - interpreters without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
-    chunks = make(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, False)
-    return lambda value: "".join(chunks(value, 0))
-
-
-sorted_compact: Final = _compact_encoder()
-"""``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``."""
+sorted_compact: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False, check_circular=False
+).encode
+"""``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, the encoder
+built once (json.dumps with options builds one per call); NaN refused. Parsed JSON holds no
+cycle, so there is no circular check."""
 
 
 def order_may_matter(raw: bytes, text: str) -> bool:

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 
 from trialrun.base import canonjson
 from trialrun.base.jsonnames import json_type
-from trialrun.base.jsonnumbers import FINITE_JSON, scan_finite
+from trialrun.base.jsonnumbers import FINITE_JSON
 from trialrun.base.nesting import MAX_NESTING, nests_deeper_than, too_deep
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
@@ -308,15 +308,11 @@ def _crowded_lines(data: bytes) -> set[int]:
 # Loading refused what the finite decoder refuses, so a checked line parses alike with the
 # plain decoder, which reads floats in C instead of calling ``finite_float`` for each.
 _CHECKED_JSON = json.JSONDecoder()
-_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_CHECKED_JSON)["scan_once"]
 
 
 def _parsed_again(text: str, line_no: int) -> CassetteEntry:
     """A recording's line that loading checked, parsed again: the same entry, no checks left."""
-    try:
-        raw, _ = _scan_checked(text, 0)
-    except StopIteration:  # blanks before the object: the decoder skips them
-        raw = _CHECKED_JSON.decode(text)
+    raw = _CHECKED_JSON.decode(text)
     error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = canonjson.dumps(error)
@@ -329,14 +325,14 @@ _JSON_SPACE = " \t\n\r"
 def _well_formed_entry(text: str, line_no: int) -> CassetteEntry | None:
     """The entry of a line that is exactly one well-formed recording, else None.
 
-    The common case, taken in a few steps: the decoder's scanner straight from column 0 (no
+    The common case, taken in a few steps: ``raw_decode`` straight from column 0 (no
     whitespace skipping, no second pass for trailing data) and exact type checks. Anything else
     (leading blanks, a structured ``error``, any problem) returns None, and ``_parse_entry`` then
     gives the same entry or the error message it always gave.
     """
     try:
-        raw, end = scan_finite(text, 0)
-    except (StopIteration, ValueError, RecursionError):
+        raw, end = FINITE_JSON.raw_decode(text)
+    except (ValueError, RecursionError):
         return None
     if end != len(text) and text[end:].strip(_JSON_SPACE):
         return None
