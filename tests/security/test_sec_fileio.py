@@ -269,20 +269,25 @@ def test_attempt_whose_scratch_file_cannot_grow_says_which_file(work: Path) -> N
     assert (work / "ws" / "a.txt").read_text(encoding="utf-8") == "a\n"
 
 
-def test_compare_out_on_a_full_disk_leaves_no_half_copy(
-    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def compare_subject(work: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """``work/subject``: a one-case compare whose agent prints 1, with its home in ``work``."""
     evals = work / "subject" / "evals"
     (evals / "cases").mkdir(parents=True)
     (evals / "compare.yaml").write_text(
         "name: demo\nagent:\n  command: [python3, -c, 'print(1)', '{task}']\nk: 1\nseed: 0\n",
         encoding="utf-8",
     )
-    (evals / "cases" / "c1.yaml").write_text(
+    (evals / "cases" / f"{case}.yaml").write_text(
         "task: say hi\nchecks:\n  - transcript_mentions: hi\n", encoding="utf-8"
     )
     monkeypatch.setenv("TRIALRUN_HOME", str(work / "home"))
     monkeypatch.setenv("TRIALRUN_HANDLE", "tester")
+
+
+def test_compare_out_on_a_full_disk_leaves_no_half_copy(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compare_subject(work, monkeypatch, "c1")
     out = work / "exported"
     disk = BadDisk(monkeypatch, out, "report.html", errno.ENOSPC)
     outcome = cli(["compare", str(work / "subject"), "--out", str(out)], capsys)
@@ -485,17 +490,7 @@ def test_a_case_id_with_nul_esc_and_a_bidi_override_is_shown_escaped_in_every_vi
 def test_a_compare_case_named_with_esc_is_shown_escaped(
     work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    evals = work / "subject" / "evals"
-    (evals / "cases").mkdir(parents=True)
-    (evals / "compare.yaml").write_text(
-        "name: demo\nagent:\n  command: [python3, -c, 'print(1)', '{task}']\nk: 1\nseed: 0\n",
-        encoding="utf-8",
-    )
-    (evals / "cases" / "c\x1b[31m\u202e1.yaml").write_text(
-        "task: say hi\nchecks:\n  - transcript_mentions: hi\n", encoding="utf-8"
-    )
-    monkeypatch.setenv("TRIALRUN_HOME", str(work / "home"))
-    monkeypatch.setenv("TRIALRUN_HANDLE", "tester")
+    compare_subject(work, monkeypatch, "c\x1b[31m\u202e1")
     outcome = cli(["compare", str(work / "subject")], capsys)
     assert outcome.code == 0, outcome.err
     shown = outcome.out + outcome.err
