@@ -125,6 +125,27 @@ def test_every_commands_help_works_and_lists_its_options(
     assert "-h, --help" in out
 
 
+def test_every_option_of_the_readmes_command_line_block_is_in_its_commands_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Command line\n\n```\n", 1)[1].split("```", 1)[0]
+    commands = sorted(COMMAND_LINES, key=len, reverse=True)
+    checked = set()
+    for line in block.splitlines():
+        for usage in re.split(r"\s{3,}|#", line.strip()):
+            words = usage.split()
+            if not words or words[0] != "trialrun":
+                continue
+            path = next((c for c in commands if words[1 : 1 + len(c)] == c), [])
+            code, out, _ = call([*path, "--help"], capsys)
+            assert code == 0, usage
+            for option in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", usage):
+                assert option in out, f"README: {usage!r}: {option} is not in its --help"
+            checked.add(" ".join(path))
+    assert {"run", "receipt verify", "compare merge", ""} <= checked
+
+
 def test_the_command_table_repeats_each_commands_own_name_and_help() -> None:
     """``trialrun --help`` lists the table's help without importing the commands: it must be
     theirs."""
