@@ -230,6 +230,11 @@ run 636 -> 621 ms, CPU 709 -> 692 ms, ~900 fewer page faults. The host was fast 
   ~5,000), ~6,200 of them before the first agent starts; ~2,600 are the receipt child's copies
   of the pages it touches.
 
+Issue 29 took out the receipt's forked child (sessions 10 to 12) and the early exit (session
+8): the receipt is made by the process that ran the case, and the interpreter's own exit runs
+again (~40 ms more after the last line). ``--base 1b5699f``, medians of 9 and 11: 0.678 ->
+0.792 s and 0.689 -> 0.704 s, per-round ratios 1.07 and 1.06 (docs/perf.md).
+
 ``PYTHONDONTWRITEBYTECODE`` (set on the project's machines) makes every ``trialrun`` start
 compile its ~200 modules again (~300 ms); a user's installation has them compiled, so the
 benchmark compiles them once before timing.
@@ -239,6 +244,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import os
 import statistics
 import sys
 import time
@@ -251,9 +257,9 @@ sys.path.insert(0, str(BENCH))
 from replay_bench import WORK, write_suite  # noqa: E402
 
 
-def timed(argv: list[str], cwd: Path) -> float:
+def timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    proc = run(argv, cwd=cwd, capture_output=True, text=True)
+    proc = run(argv, cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(
@@ -268,6 +274,9 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument(
+        "--base", help="also run trialrun from src/ of this git revision (a row of its own)"
+    )
     args = parser.parse_args()
 
     import trialrun
@@ -287,10 +296,22 @@ def main() -> None:
         "bare one CPU": [*bare, "--sync", "--one-cpu"],
     }
 
+    envs: dict[str, dict[str, str]] = {}
+    if args.base:
+        # The base tree's code on the same interpreter, as startup_bench.py does it.
+        from startup_bench import CONSOLE_SCRIPT, export_tree
+
+        base_src = export_tree(args.base, WORK / "deep-base")
+        compileall.compile_dir(base_src / "trialrun", quiet=1)
+        base = f"trialrun {args.base}"
+        commands[base] = [sys.executable, "-c", CONSOLE_SCRIPT, *ours[1:]]
+        commands[base][-1] = str(WORK / "out-deep-base")
+        envs[base] = {**os.environ, "PYTHONPATH": str(base_src)}
+
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.repeat):
         for name, argv in commands.items():
-            samples[name].append(timed(argv, WORK))
+            samples[name].append(timed(argv, WORK, envs.get(name)))
     med = {name: statistics.median(values) for name, values in samples.items()}
     print(f"1 case x {args.calls} calls, median of {args.repeat} alternating runs:")
     for name, seconds in med.items():
@@ -302,6 +323,11 @@ def main() -> None:
         f"  trialrun / bare one-CPU driver  {med['trialrun'] / med['bare one CPU']:.2f}"
         "  (the floor once both share a CPU, as trialrun makes them)"
     )
+    if args.base:
+        base = f"trialrun {args.base}"
+        ratios = [new / old for new, old in zip(samples["trialrun"], samples[base], strict=True)]
+        low, mid, high = statistics.quantiles(ratios, n=4)
+        print(f"  trialrun / {base}  {mid:.2f} (quartiles {low:.2f}-{high:.2f}, per round)")
 
 
 if __name__ == "__main__":

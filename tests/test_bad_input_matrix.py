@@ -1,6 +1,6 @@
 """Every subcommand x every class of bad input: exit 2 and one ``error:`` line naming the file.
 
-The matrix is enumerated from the CLI itself (``trialrun.cli.table.COMMANDS`` and the subcommands
+The matrix is enumerated from the CLI itself (``trialrun.cli.group.COMMANDS`` and the subcommands
 of each click group), so a subcommand added without an entry in ``MATRIX`` fails
 ``test_every_subcommand_has_an_entry``. Each entry says which arguments take a file or a
 directory and, for each bad-input class, how to feed that class to the command, or why the class
@@ -37,8 +37,7 @@ import click
 import pytest
 
 from trialrun.cli import run_cli
-from trialrun.cli.group import cli
-from trialrun.cli.table import COMMANDS
+from trialrun.cli.group import COMMANDS, cli
 
 CLASSES = (
     "missing_file",

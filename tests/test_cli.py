@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from trialrun import __version__
@@ -27,21 +30,24 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out.strip()) == (0, f"trialrun {__version__}")
 
 
-# What `trialrun --help` and `--version` may load of trialrun: no command module, no click.
-QUICK_MODULES = {
+# What `trialrun --help` and `--version` may load of trialrun: the entry point, the click group
+# and its command table, no command's module.
+HELP_MODULES = {
     "trialrun",
     "trialrun.__main__",
     "trialrun.base",
     "trialrun.base.lazyexport",
+    "trialrun.base.signals",
     "trialrun.cli",
-    "trialrun.cli.quick",
-    "trialrun.cli.table",
+    "trialrun.cli.group",
+    "trialrun.cli.interrupts",
+    "trialrun.errors",
 }
-HEAVY = {"click", "typing", "pydantic", "yaml", "jsonschema", "jinja2", "asyncio", "cryptography"}
+HEAVY = {"pydantic", "yaml", "jsonschema", "jinja2", "asyncio", "cryptography"}
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
-def test_help_and_version_import_neither_click_nor_heavy_modules(args: list[str]) -> None:
+def test_help_and_version_import_no_command_and_no_heavy_module(args: list[str]) -> None:
     # -X importtime lists every module the real `python -m trialrun` loads, on stderr.
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "trialrun", *args],
@@ -54,13 +60,106 @@ def test_help_and_version_import_neither_click_nor_heavy_modules(args: list[str]
         for line in proc.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "trialrun.cli" in loaded  # the parsing found the imports
-    assert sorted(m for m in loaded if m.startswith("trialrun") and m not in QUICK_MODULES) == []
+    assert "trialrun.cli.group" in loaded  # the parsing found the imports
+    assert sorted(m for m in loaded if m.startswith("trialrun") and m not in HELP_MODULES) == []
     assert sorted({m.split(".")[0] for m in loaded} & HEAVY) == []
     if args == ["--version"]:
         assert proc.stdout == f"trialrun {__version__}\n"
     else:
         assert all(f"\n  {name} " in proc.stdout for name in ("init", "run", "baseline"))
+
+
+def test_the_top_level_help_is_clicks_own_and_lists_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trialrun.cli.group import COMMANDS, cli
+
+    code, out, err = call(["--help"], capsys)
+    with click.Context(cli, info_name="trialrun") as ctx:
+        assert (code, out, err) == (0, ctx.get_help() + "\n", "")
+    assert out.startswith("Usage: trialrun [OPTIONS] COMMAND [ARGS]...\n")
+    assert "--version" in out and "-h, --help" in out
+    listed = out.split("Commands:\n", 1)[1]
+    assert [line.split()[0] for line in listed.splitlines() if line[2:3] != " "] == sorted(COMMANDS)
+
+
+def every_command() -> Iterator[tuple[list[str], click.Command]]:
+    """Each command line that reaches a command, and the command: groups' subcommands and the
+    routed ones (``compare merge``) included."""
+    from trialrun.cli.group import _ROUTED, cli
+
+    def walk(path: list[str], command: click.Command) -> Iterator[tuple[list[str], click.Command]]:
+        yield path, command
+        if isinstance(command, click.Group):
+            with click.Context(command, info_name=path[-1]) as ctx:
+                for name in command.list_commands(ctx):
+                    sub = command.get_command(ctx, name)
+                    assert sub is not None, f"{path} {name}"
+                    yield from walk([*path, name], sub)
+
+    with click.Context(cli, info_name="trialrun") as ctx:
+        for name in cli.list_commands(ctx):
+            command = cli.get_command(ctx, name)
+            assert command is not None, name
+            yield from walk([name], command)
+    for (name, word), (module, attribute) in _ROUTED.items():
+        yield [name, word], getattr(importlib.import_module(module), attribute)
+
+
+COMMAND_LINES = [path for path, _ in every_command()]
+
+
+@pytest.mark.parametrize("path", COMMAND_LINES, ids=" ".join)
+def test_every_commands_help_works_and_lists_its_options(
+    path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = dict((tuple(p), c) for p, c in every_command())[tuple(path)]
+    code, out, err = call([*path, "--help"], capsys)
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"Usage: trialrun {' '.join(path)} "), out
+    options = [
+        param for param in command.params if isinstance(param, click.Option) and not param.hidden
+    ]
+    for option in options:
+        assert all(name in out for name in option.opts), f"{option.opts} missing from:\n{out}"
+    assert "-h, --help" in out
+
+
+def test_every_option_of_the_readmes_command_line_block_is_in_its_commands_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Command line\n\n```\n", 1)[1].split("```", 1)[0]
+    commands = sorted(COMMAND_LINES, key=len, reverse=True)
+    checked = set()
+    for line in block.splitlines():
+        for usage in re.split(r"\s{3,}|#", line.strip()):
+            words = usage.split()
+            if not words or words[0] != "trialrun":
+                continue
+            path = next((c for c in commands if words[1 : 1 + len(c)] == c), [])
+            code, out, _ = call([*path, "--help"], capsys)
+            assert code == 0, usage
+            for option in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", usage):
+                assert option in out, f"README: {usage!r}: {option} is not in its --help"
+            checked.add(" ".join(path))
+    assert {"run", "receipt verify", "compare merge", ""} <= checked
+
+
+def test_the_command_table_repeats_each_commands_own_name_and_help() -> None:
+    """``trialrun --help`` lists the table's help without importing the commands: it must be
+    theirs."""
+    from trialrun.cli.group import COMMANDS
+
+    for name, (module, attribute, short_help) in COMMANDS.items():
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command), f"{module}.{attribute}: not a click command"
+        assert command.name == name, f"{module}.{attribute}: named {command.name!r}, table {name!r}"
+        found = command.get_short_help_str(limit=10_000)
+        assert found == short_help, f"{name}: table help {short_help!r}, its own {found!r}"
+    cli_dir = Path(importlib.import_module("trialrun.cli").__file__ or "").parent
+    modules = {f"trialrun.cli.{path.stem}" for path in cli_dir.glob("*_cmd.py")}
+    assert modules == {module for module, _, _ in COMMANDS.values()}
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -487,8 +586,8 @@ def test_a_replay_run_loads_no_record_mode_backend_before_the_first_agent(
     assert sorted(loaded & {"trialrun.tools.recorder", "shutil", "bz2", "lzma"}) == []
 
 
-# The console entry point skips the interpreter's teardown (``cli._leave``): what the teardown
-# did that anyone could see must still happen.
+# The console entry point ends the process as any Python program ends: atexit callbacks, live
+# threads and buffered output are the interpreter's to finish.
 LEAVING = """\
 import atexit, sys, threading, time
 from pathlib import Path
@@ -532,47 +631,25 @@ def test_the_console_entry_exits_quietly_when_its_reader_is_gone(tmp_path: Path)
     assert reader_gone.wait() == 1 and "Traceback" not in err and "Exception" not in err, err
 
 
-# An object that says when it is freed, kept (or not) by a command run under ``main``.
-KEEPING = """\
+# A command (a plugin, a tool module) that leaves a buffered file open: the interpreter's own
+# exit flushes and closes it, as it does at the end of any Python program.
+UNCLOSED = """\
 import sys
 import trialrun.cli
-from trialrun.cli import keep_until_exit, main
-class Noisy:
-    def __del__(self) -> None:
-        print("freed", flush=True)
 def command(argv):
-    results = Noisy()
-    if argv == ["keep"]:
-        keep_until_exit(results)
-    return 0
+    global log
+    log = open(sys.argv[1], "w", encoding="utf-8")
+    log.write("written at exit")
+    return 3
 trialrun.cli.run_cli = command
-main([sys.argv[1]])
+trialrun.cli.main([])
 """
 
 
-def test_what_a_command_keeps_until_exit_is_never_freed_one_by_one() -> None:
-    # Freeing a deep run's ~100,000 result objects as the command returned took ~6 ms.
-    def command_line(what: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", KEEPING, what], capture_output=True, text=True)
-
-    kept, dropped = command_line("keep"), command_line("drop")
-    assert (kept.returncode, kept.stdout, kept.stderr) == (0, "", "")
-    assert (dropped.returncode, dropped.stdout) == (0, "freed\n"), dropped.stderr
-
-
-def test_outside_main_nothing_is_kept() -> None:
-    # Tests and embedders call run_cli again and again: keeping would leak every run.
-    import weakref
-
-    import trialrun.cli
-    from trialrun.cli import keep_until_exit
-
-    class Results:
-        pass
-
-    results = Results()
-    alive = weakref.ref(results)
-    assert trialrun.cli._kept_until_exit is None
-    keep_until_exit(results)
-    del results
-    assert alive() is None
+def test_the_console_entry_leaves_by_the_interpreters_own_exit(tmp_path: Path) -> None:
+    log = tmp_path / "plugin.log"
+    proc = subprocess.run(
+        [sys.executable, "-c", UNCLOSED, str(log)], capture_output=True, text=True
+    )
+    assert (proc.returncode, proc.stderr) == (3, "")
+    assert log.read_text(encoding="utf-8") == "written at exit"

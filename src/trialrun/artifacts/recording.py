@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.artifacts.rundir import RunDirectory, new_run_id
-from trialrun.base.results import AgentRun, CaseResult, RunResult
+from trialrun.base.results import CaseResult, RunResult
 from trialrun.receipt.suite_run import SuiteReceipt
 
 if TYPE_CHECKING:
@@ -84,8 +84,7 @@ class RunRecorder:
 
     def warm_up(self) -> None:
         """Load jinja2, the report template and the modules only the run's tail uses (JUnit
-        with ElementTree, the baseline's gates, the receipt's forked child) on a thread; call
-        once the first agents start.
+        with ElementTree, the baseline's gates) on a thread; call once the first agents start.
 
         They take noticeable CPU: the thread pays for them while the agents load their own
         imports, instead of the event loop stalling on them (or the run's tail, which waits for
@@ -99,10 +98,6 @@ class RunRecorder:
     def run_dir(self) -> Path:
         return self._dir.path
 
-    def conversation_ended(self, case_id: str, run: AgentRun) -> None:
-        """A case's agent is done: its receipt events can be made while it is judged."""
-        self._receipt.prepare_case(case_id, run)
-
     def record(self, result: CaseResult) -> None:
         """Append a finished case to run.jsonl and the receipt (call in case order).
 
@@ -112,7 +107,6 @@ class RunRecorder:
         from trialrun.report.html import case_view
 
         def write_trace() -> str:
-            # Made while another CPU may still make the case's receipt events.
             trace_sha256 = self._dir.write_case_events(result)
             view = case_view(len(self._case_views) + 1, result)
             self._case_views.append((result.case_id, view))
@@ -139,7 +133,6 @@ class RunRecorder:
         from trialrun.report.junit import build_junit
         from trialrun.report.summary import build_summary
 
-        self._receipt.discard_prepared()  # an interrupted case's, never recorded
         suite = self.suite
         policy = suite.config.regression
         result = RunResult(
@@ -178,11 +171,9 @@ class RunRecorder:
             comparison = baseline_comparison(baseline.document, summary, regression)
         page = render_html(result, summary, views, comparison)
         self._dir.finish(result, summary, build_junit(result), page)
-        # Sealed last: the last case's receipt events may still be in the making on another CPU
-        # meanwhile (``SuiteReceipt.record_case``).
-        if interrupted:  # its receipt stays truncated: it reads as incomplete
-            self._receipt.complete()
-        else:
+        # Sealed last: when a file above cannot be written, ``abandon`` leaves the receipt
+        # truncated instead of vouching for a run whose artifacts are missing.
+        if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
             self._receipt.finish(result.cases, verified=recorded.passed)
         return recorded
 
@@ -196,10 +187,9 @@ class RunRecorder:
 _TAIL_MODULES = (
     "trialrun.report.junit",
     "trialrun.artifacts.baseline",
-    "trialrun.base.aside",
     "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
 )
-"""Imported by ``finish`` and by the receipt of a case of many tool calls."""
+"""Imported by ``finish``."""
 
 
 def _warm_report() -> None:

@@ -238,8 +238,8 @@ _WAIT_THEN_CLEAR = 'read _; exec "$0" -I -S -c "$1" "$2" "$3"'
 def _start_watchdog(made: _Area) -> None:
     """Start the process that clears ``made`` as soon as this one is gone, however it goes.
 
-    Its stdin is a pipe whose other end only this process holds (close-on-exec, and the forked
-    child of ``base.aside`` closes it), so end of file there means we are gone. It runs in a
+    Its stdin is a pipe whose other end only this process holds (close-on-exec: no agent
+    inherits it), so end of file there means we are gone. It runs in a
     session of its own (a Ctrl-C or a signal to our group is not for it) with nothing of our
     stdout or stderr (a reader waiting for their end must not wait for it). While we run it is
     a shell blocked in ``read`` (~1 ms to start; a Python waiting there would compete with the

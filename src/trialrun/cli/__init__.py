@@ -3,10 +3,9 @@
 Exit codes, the same for every command: 0 success, 1 the thing checked failed, 2 invalid input
 (one ``error: <file>:<line>: <what>`` line per problem, never a traceback), 130 interrupted.
 
-Start-up is paid by every CI job, so this module imports no click: ``trialrun --help`` and
-``trialrun --version`` are answered by ``trialrun.cli.quick`` from the command table
-(``trialrun.cli.table``); every other command line goes through the click group of
-``trialrun.cli.group``, which imports a subcommand's module only when it is invoked.
+Start-up is paid by every CI job, so this module imports no click until a command line is run,
+and the click group of ``trialrun.cli.group`` imports a subcommand's module only when it is
+invoked: ``trialrun --help`` loads click and the command table, nothing more.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ import sys
 
 from trialrun.base.lazyexport import lazy_getattr
 
-# Not typing.TYPE_CHECKING: the CLI's start-up would import typing only for this flag, and
-# mypy takes any name TYPE_CHECKING as true.
+# Not typing.TYPE_CHECKING: ``import trialrun.cli`` stays free of typing, and mypy takes any
+# name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -33,68 +32,39 @@ EXIT_INTERRUPTED = 130
 __getattr__ = lazy_getattr(globals(), {"cli": "trialrun.cli.group"})
 
 
-_kept_until_exit: list[object] | None = None
-"""What ``keep_until_exit`` was given; a list only while ``main`` runs a command line."""
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: maps every outcome to an exit code."""
-    global _kept_until_exit
-    _kept_until_exit = []
-    _leave(run_cli(argv))
+    """Console entry point: runs one command line and exits with its code.
 
-
-def keep_until_exit(*objects: object) -> None:
-    """Leave ``objects`` to the process's exit instead of freeing them one by one when the
-    command returns: a run's results after a 5,000-call case are ~100,000 objects, ~6 ms of
-    freeing that nobody waits for once the last line is printed. Only under ``main``, which
-    leaves right after (``_leave``); a caller of ``run_cli`` (tests, embedding) keeps nothing.
+    Here the command line is the whole process, so SIGTERM is Ctrl-C from the start, not only
+    once the command itself says so: a CI job cancelled while the suite still loads exits 130
+    too, not 143. (A caller of ``run_cli`` of its own keeps its signals.)
     """
-    if _kept_until_exit is not None:
-        _kept_until_exit.extend(objects)
-
-
-def run_cli(argv: list[str] | None = None) -> int:
-    """Run one command line; its exit code.
-
-    Under ``main`` the command line is the whole process, so SIGTERM is Ctrl-C from the moment
-    a command is known to run, not only once the command itself says so: a CI job cancelled
-    while the suite still loads exits 130 too, not 143. (A caller of its own keeps its signals.)
-    """
-    from trialrun.cli.quick import quick_answer
-
-    args = sys.argv[1:] if argv is None else argv
-    answer = quick_answer(args)
-    if answer is not None:
-        return _print_quick(answer)
-    if _kept_until_exit is None:  # not under main
-        return _run_click(args)
     from trialrun.cli.interrupts import sigterm_as_ctrl_c
 
     try:
         with sigterm_as_ctrl_c():
-            return _run_click(args)
+            code = run_cli(argv)
     except KeyboardInterrupt:  # one that came while another error was being reported
         sys.stderr.write("Interrupted.\n")
-        return EXIT_INTERRUPTED
-
-
-def _print_quick(text: str) -> int:
+        code = EXIT_INTERRUPTED
+    # What is still buffered is flushed here, where a reader that went away (``| head``) can
+    # be told apart, instead of at the interpreter's exit, which would print a traceback.
     try:
-        sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_broken_pipe()
-        return EXIT_FAILED
-    return EXIT_OK
+        code = code or EXIT_FAILED
+    sys.exit(code)
 
 
-def _run_click(args: list[str]) -> int:
+def run_cli(argv: list[str] | None = None) -> int:
+    """Run one command line; its exit code."""
     import click
 
     from trialrun.cli.group import cli as cli
     from trialrun.errors import ConfigError, TrialrunError
 
+    args = sys.argv[1:] if argv is None else argv
     try:
         result: Any = cli.main(
             args=args, prog_name="trialrun", standalone_mode=False, obj={"argv": args}
@@ -146,37 +116,6 @@ def _show_click_error(exc: click.ClickException) -> None:
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         option = max(ctx.command.get_help_option_names(ctx), key=len)
         click.echo(f"Try '{ctx.command_path} {option}' for help.", err=True)
-
-
-def _leave(code: int) -> None:
-    """End the process with ``code``, skipping the interpreter's teardown when nothing needs it.
-
-    At exit the interpreter frees every object one by one: after a deep run (10,000 events, a
-    5,000-entry cassette) that is ~40 ms of waiting for nothing, once every artifact is written.
-    The ``atexit`` callbacks still run and stdout and stderr are flushed, which is all the
-    teardown does that anyone can see. A thread that is not a daemon and still runs would be
-    waited for by the teardown: then the process takes the ordinary way out.
-    """
-    import atexit
-    import contextlib
-    import os
-    import threading
-
-    main_thread = threading.main_thread()
-    if any(
-        thread is not main_thread and not thread.daemon and thread.is_alive()
-        for thread in threading.enumerate()
-    ):
-        sys.exit(code)
-    atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_broken_pipe()
-        code = code or EXIT_FAILED
-    with contextlib.suppress(OSError):
-        sys.stderr.flush()
-    os._exit(code)
 
 
 def _silence_broken_pipe() -> None:

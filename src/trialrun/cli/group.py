@@ -1,7 +1,8 @@
 """The click group behind ``trialrun``: its subcommands are imported only when invoked.
 
-``trialrun.cli`` imports this module only when a command line needs click; ``trialrun --help``
-and ``trialrun --version`` are answered by ``trialrun.cli.quick`` without it.
+The command table names each command's module and repeats its one-line help, so click lays out
+``trialrun --help`` from the table alone and a command's module is imported only when the
+command line names it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,66 @@ import importlib
 import click
 
 from trialrun import __version__
-from trialrun.cli.table import COMMANDS, DESCRIPTION
+
+DESCRIPTION = "Deterministic CI and trustworthy evaluation for tool-using AI agents."
+
+# name -> (module, attribute, one-line help). The help repeats the command's own short_help
+# (tests/test_cli.py checks the two agree) so that `trialrun --help` lists every command
+# without importing them all, which would load most of the package.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": (
+        "trialrun.cli.init_cmd",
+        "init",
+        "Write a demo suite, its agent, a baseline and a CI workflow.",
+    ),
+    "run": ("trialrun.cli.run_cmd", "run", "Run a suite: replay, record or live."),
+    "compare": (
+        "trialrun.cli.compare_cmd",
+        "compare",
+        "Compare a subject against the baseline and incumbent (`compare merge`: join shards).",
+    ),
+    "diff": ("trialrun.cli.diff_cmd", "diff", "Show what changed between two runs."),
+    "gateway": (
+        "trialrun.cli.gateway_cmd",
+        "gateway",
+        "Serve the model gateway: record and replay OpenAI and Anthropic calls.",
+    ),
+    "doctor": ("trialrun.cli.doctor_cmd", "doctor", "Check a suite's setup."),
+    "publish": (
+        "trialrun.cli.publish_cmd",
+        "publish",
+        "Publish a subject's bytes as a team version and attach its local receipts.",
+    ),
+    "scenario": (
+        "trialrun.cli.scenario_cmd",
+        "scenario",
+        "Write or verify an action-scenario pack.",
+    ),
+    "baseline": ("trialrun.cli.baseline_cmd", "baseline", "Manage baseline files."),
+    "merge": ("trialrun.cli.merge_cmd", "merge", "Merge shard runs into one run and verdict."),
+    "receipt": ("trialrun.cli.receipt_cmd", "receipt", "Verify, sign and view run receipts."),
+    "scores": (
+        "trialrun.cli.scores_cmd",
+        "scores",
+        "Show the score of a subject's current bytes, or of every subject in a team.",
+    ),
+    "attempt": (
+        "trialrun.cli.attempt_cmd",
+        "attempt",
+        "Let a coding agent work on a goal under a verifier, with rollback and a receipt.",
+    ),
+    "incident": (
+        "trialrun.cli.incident_cmd",
+        "incident",
+        "Import a production trace; inspect, promote or replay it as a regression case.",
+    ),
+    "verify": ("trialrun.cli.verify_cmd", "verify", "Prove the gate catches planted regressions."),
+    "mcp-proxy": (
+        "trialrun.cli.mcp_proxy_cmd",
+        "mcp_proxy",
+        "Record or replay an MCP server (stdio or streamable HTTP).",
+    ),
+}
 
 # (command, first argument) -> (module, attribute): a command reached by a word after another.
 # `compare` takes a SUBJECT folder, so it cannot be a click group; `compare merge` is routed here

@@ -78,11 +78,9 @@ def run(
             signer=signer,
             on_case_decided=lambda result: tracker.case_done(result.case_id, result.status),
         )  # fmt: skip
-    from trialrun.cli import keep_until_exit
     from trialrun.config.paths import display_path
     from trialrun.report.console import format_run
 
-    keep_until_exit(prepared, finished)
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))
     if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):

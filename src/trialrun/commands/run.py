@@ -125,7 +125,6 @@ def execute_run(
                             on_case_done=lambda _index, result: recorder.record(result),
                             on_case_decided=decided,
                             on_first_agent=recorder.warm_up,
-                            on_conversation_end=recorder.conversation_ended,
                         ),
                         then=deferred.later,
                     )

@@ -22,13 +22,8 @@ from trialrun.base.results import CaseResult, ToolCall
 from trialrun.receipt.args_summary import summarize_args
 
 if TYPE_CHECKING:
-    from trialrun.base.results import AgentRun
     from trialrun.receipt.signing import Ed25519Signer
-    from trialrun.receipt.writer import EmittedAhead, EncodedData, ReceiptWriter
-
-AHEAD_CALLS = 1000
-"""From this many tool calls, a case's first receipt events are made ahead (``prepare_case``):
-below it, forking a child costs more than it saves."""
+    from trialrun.receipt.writer import EncodedData, ReceiptWriter
 
 
 def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[EncodedData | dict[str, Any]]:
@@ -96,10 +91,6 @@ class SuiteReceipt:
         from trialrun.receipt.writer import ReceiptWriter
 
         self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
-        self._ahead: tuple[str, Sequence[ToolCall], EmittedAhead] | None = None
-        """The case ``prepare_case`` makes events for."""
-        self._pending: tuple[CaseResult, str, EmittedAhead] | None = None
-        """The case recorded last while its events were being made: ``complete`` ends it."""
         head, branch = git_state(repository)
         self._writer.emit(
             "run_start",
@@ -138,73 +129,17 @@ class SuiteReceipt:
             data["source"] = source
         self._writer.emit("usage", data)
 
-    def prepare_case(self, case: str, run: AgentRun) -> None:
-        """A case's conversation ended: for a case of many tool calls, start making its
-        ``case_start`` and ``tool_call`` events on another CPU (``ReceiptWriter.emit_ahead``)
-        while its verdict and run.jsonl are made here. ``record_case`` takes them in, or makes
-        them itself when they are not the next events by then."""
-        self.complete()
-        self.discard_prepared()
-        calls = run.tool_calls
-        if len(calls) < AHEAD_CALLS:
-            return
-
-        def emit(writer: ReceiptWriter) -> None:
-            _emit_calls(writer, case, calls)
-
-        self._ahead = (case, calls, self._writer.emit_ahead(emit))
-
-    def discard_prepared(self) -> None:
-        """Stop making the events of a case ``prepare_case`` started on that will not be
-        recorded (the run was interrupted)."""
-        if self._ahead is not None:
-            self._ahead[2].discard()
-            self._ahead = None
-
     def abandon(self) -> None:
         """Stop where the receipt stands, without ``run_end``: the run's files could not all
-        be written, so it reads as truncated. Events still in the making are dropped."""
-        self.discard_prepared()
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending[2].discard()
+        be written, so it reads as truncated."""
         self._writer.abandon()
 
     def record_case(self, result: CaseResult, *, write_trace: Callable[[], str]) -> None:
         """Record a judged case. ``write_trace`` writes its lines to run.jsonl and returns their
-        SHA-256 (``RunDirectory.write_case_events``); the caller's other work on the case
-        belongs there too: it runs while another CPU may still make the case's events.
-
-        Those events are taken in by the next call that needs the receipt as it stands
-        (``prepare_case``, ``record_case``, ``complete``, ``finish``), so that the caller's work
-        in between overlaps with them as well.
-        """
-        self.complete()
-        run = result.run
-        # The judged run is a copy of the one prepare_case saw; its calls are the same list.
-        ahead = self._take_prepared(result.case_id, run.tool_calls)
-        if ahead is not None:
-            try:
-                trace_sha256 = write_trace()
-            except BaseException:
-                ahead.discard()
-                raise
-            self._pending = (result, trace_sha256, ahead)
-            return
+        SHA-256 (``RunDirectory.write_case_events``), which ``case_end`` carries."""
         with self._writer.batch():  # one write for the case's events, however many
-            _emit_calls(self._writer, result.case_id, run.tool_calls)
+            _emit_calls(self._writer, result.case_id, result.run.tool_calls)
             self._end_case(result, write_trace())
-
-    def complete(self) -> None:
-        """Write the events of the case recorded last, if they were still being made aside."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        result, trace_sha256, ahead = pending
-        with self._writer.batch():
-            if not ahead.take_in():
-                _emit_calls(self._writer, result.case_id, result.run.tool_calls)
-            self._end_case(result, trace_sha256)
 
     def _end_case(self, result: CaseResult, trace_sha256: str) -> None:
         """The case's events after its tool calls: usage, then ``case_end``."""
@@ -243,20 +178,9 @@ class SuiteReceipt:
             },
         )
 
-    def _take_prepared(self, case: str, calls: Sequence[ToolCall]) -> EmittedAhead | None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return None
-        if ahead[0] != case or ahead[1] is not calls:
-            ahead[2].discard()
-            return None
-        return ahead[2]
-
     def finish(self, results: Sequence[CaseResult], *, verified: bool) -> None:
-        """Seal the receipt. An interrupted run never calls this (but ``complete``): its receipt
-        reads as truncated."""
-        self.complete()
-        self.discard_prepared()
+        """Seal the receipt. An interrupted run never calls this: its receipt reads as
+        truncated."""
         tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in results)
         cost = sum(r.run.usage.cost_usd or 0.0 for r in results)
         self._writer.close(

@@ -40,10 +40,9 @@ from trialrun.receipt.envelope import (
 )
 
 if TYPE_CHECKING:
-    from trialrun.base.aside import Aside
     from trialrun.receipt.signing import Ed25519Signer
 
-__all__ = ["EmittedAhead", "EncodedData", "ReceiptWriter"]
+__all__ = ["EncodedData", "ReceiptWriter"]
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
@@ -181,44 +180,6 @@ class ReceiptWriter:
                 f"{self._path}: data of the {type} event at seq {self._seq} is not JSON: {exc}"
             ) from exc
 
-    def emit_ahead(self, emit: Callable[[ReceiptWriter], None]) -> EmittedAhead:
-        """Start ``emit(self)`` in a forked child (``base.aside``); ``take_in`` adopts its events.
-
-        For a case's thousands of tool calls: the child numbers, chains and encodes them on
-        another CPU while this process writes the rest of the case's artifacts. Nothing is
-        emitted here until ``EmittedAhead.take_in``.
-        """
-        from trialrun.base.aside import Aside
-
-        seq, last_hash = self._seq, self._last_hash
-        if self._clock is not time.time or not self._writable():
-            # A clock of the caller's own (tests) would tick in the child only; a writer that
-            # cannot write leaves it to the caller's own emit to raise.
-            return EmittedAhead(self, None, seq, last_hash)
-
-        def work() -> bytes:
-            self._batched = []
-            emit(self)
-            return f"{self._seq} {self._last_hash}\n".encode() + b"".join(self._batched)
-
-        return EmittedAhead(self, Aside(work), seq, last_hash)
-
-    def _adopt(self, from_seq: int, from_hash: str, payload: bytes) -> bool:
-        """Append the events a child emitted from ``(from_seq, from_hash)``, if still the end."""
-        if (self._seq, self._last_hash) != (from_seq, from_hash) or not self._writable():
-            return False
-        state, _, lines = payload.partition(b"\n")
-        seq, last_hash = state.decode("ascii").split(" ")
-        if self._batched is not None:
-            self._batched.append(lines)
-        else:
-            self._write(lines, self._seq)
-        self._seq, self._last_hash = int(seq), last_hash
-        return True
-
-    def _writable(self) -> bool:
-        return not self._ended and self._broken is None and self._fd is not None
-
     def close(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """Write ``run_end`` (signed when the writer has a signer) and close the file."""
         assert self._batched is None, "run_end is written outside a batch"
@@ -349,32 +310,6 @@ class ReceiptWriter:
             ) from exc
         finally:
             os.close(fd)
-
-
-class EmittedAhead:
-    """Events a forked child is emitting for a ``ReceiptWriter`` (``emit_ahead``)."""
-
-    def __init__(
-        self, writer: ReceiptWriter, child: Aside | None, from_seq: int, from_hash: str
-    ) -> None:
-        self._writer = writer
-        self._child = child
-        self._from = (from_seq, from_hash)
-
-    def take_in(self) -> bool:
-        """Append the child's events; False when there are none to take (no child, it failed,
-        or the receipt moved on meanwhile): then emit them yourself."""
-        child, self._child = self._child, None
-        if child is None:
-            return False
-        payload = child.collect()
-        return payload is not None and self._writer._adopt(*self._from, payload)
-
-    def discard(self) -> None:
-        """The events are not wanted: stop the child."""
-        child, self._child = self._child, None
-        if child is not None:
-            child.discard()
 
 
 def _redacted(type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str]:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from trialrun.running.services import CaseServices, RunServices
 
 CaseCallback = Callable[[int, CaseResult], None]
-ConversationCallback = Callable[[str, AgentRun], None]
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,6 @@ async def run_suite(
     on_case_done: CaseCallback | None = None,
     on_case_decided: CaseCallback | None = None,
     on_first_agent: Callable[[], None] | None = None,
-    on_conversation_end: ConversationCallback | None = None,
 ) -> list[CaseResult]:
     """Run every case of ``suite``; ``on_case_done`` is called in case order.
 
@@ -78,8 +76,6 @@ async def run_suite(
     the cases finish (a progress display: with ``-j``, a fast case need not wait for a slow one).
     ``on_first_agent`` is called once the first case is ready to run (with pre-started agents:
     its agent is starting), the moment for work that may overlap the agents' start-up.
-    ``on_conversation_end`` hears of a case's ``AgentRun`` as its agent is done, before it is
-    judged (its events not redacted yet; nothing may change the run).
     """
     tools = _ToolModuleCache(suite, options.preflight)
     teardowns = Teardowns()
@@ -113,7 +109,7 @@ async def run_suite(
                 announce()
             try:
                 async with gate:
-                    done[index] = await prepared.run(teardowns, on_conversation_end)
+                    done[index] = await prepared.run(teardowns)
                 if on_case_decided is not None:
                     on_case_decided(index, done[index])
             finally:
@@ -203,9 +199,7 @@ class _PreparedCase:
     setup_failure: CaseResult | None = None
     taken: bool = False
 
-    async def run(
-        self, teardowns: Teardowns | None, conversation_end: ConversationCallback | None = None
-    ) -> CaseResult:
+    async def run(self, teardowns: Teardowns | None) -> CaseResult:
         self.taken = True
         if self.setup_failure is not None:
             return self.setup_failure
@@ -213,8 +207,6 @@ class _PreparedCase:
         if self.case_services is not None and self.case_services.waits_for_exit:
             teardowns = None  # the proxies save their recordings as the agent's group stops
         run = await _converse(self, teardowns)
-        if conversation_end is not None:
-            conversation_end(self.case.config.id, run)
         return _judge(self.case, run, self.options.mode, self.backend)
 
     async def discard(self) -> None:
