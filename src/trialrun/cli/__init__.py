@@ -54,6 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         _silence_broken_pipe()
         code = code or EXIT_FAILED
+    # The command is over and its exit code decided; what is left is the interpreter's own exit
+    # (finalizers, buffered files). A CI runner repeating its SIGTERM then must not turn a
+    # finished run into a process killed by a signal.
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
 
 
