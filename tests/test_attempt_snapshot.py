@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.attempt.snapshot import (
@@ -474,7 +474,7 @@ def _apply(root: Path, op: str, name: str, content: bytes) -> None:
         path.chmod(path.stat().st_mode ^ 0o100)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(start=_OPS, attempt=_OPS)
 def test_any_sequence_of_edits_is_restored_exactly(
     start: list[tuple[str, str, bytes]], attempt: list[tuple[str, str, bytes]]

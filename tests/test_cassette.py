@@ -224,7 +224,7 @@ def test_every_line_loads_as_it_did_line_by_line(tmp_path: Path, line: str) -> N
     ),
     st.sampled_from(["", " ", "\r", "\t"]),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_any_lines_load_as_they_did_line_by_line(
     tmp_path_factory: pytest.TempPathFactory, objects: list[dict[str, Any]], padding: str
 ) -> None:
@@ -420,7 +420,7 @@ def test_a_miss_on_a_huge_cassette_stays_fast(tmp_path: Path) -> None:
 json_text = st.text(st.characters(codec="utf-8"), max_size=12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.text(max_size=20), st.lists(st.text(max_size=20), max_size=40))
 def test_pruned_search_finds_the_exhaustive_best_five(target: str, texts: list[str]) -> None:
     keys = [("t", text) for text in dict.fromkeys(texts)]
@@ -447,7 +447,7 @@ recorded = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(st.lists(recorded, max_size=12), st.booleans())
 def test_any_cassette_replays_every_recording_in_order(
     tmp_path_factory: pytest.TempPathFactory, recordings: list[dict[str, Any]], sorted_layout: bool
@@ -474,7 +474,7 @@ _small_calls = st.tuples(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(_small_calls, max_size=12), st.lists(_small_calls, max_size=16))
 def test_calls_in_any_order_take_the_first_unused_alike_recording(
     tmp_path_factory: pytest.TempPathFactory,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -663,7 +663,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(
     messages=st.lists(st.dictionaries(st.text(max_size=5), json_values, max_size=4), max_size=6),
     cuts=st.lists(st.integers(min_value=1, max_value=64), max_size=20),
