@@ -82,7 +82,7 @@ def only_run_dir(out: Path) -> Path:
     return run_dir
 
 
-def pid_gone(pid: int, within_s: float = 5.0) -> bool:
+def pid_gone(pid: int, within_s: float = 30.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
