@@ -280,6 +280,7 @@ def test_staging_skips_a_workdir_kept_inside_the_subject(tmp_path: Path) -> None
 # -- run_all ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_all_results_follow_the_plan_whatever_the_concurrency(tmp_path: Path) -> None:
     # Reps finish in reverse: rep 0 sleeps longest, so completion order differs from plan order.
     plan = {"by_rep": {"0": {"sleep": 0.6}, "1": {"sleep": 0.3}}}

@@ -134,6 +134,7 @@ def first_difference(with_prestart: Any, without: Any) -> str:
     return f"with prestart {with_prestart!r}, without {without!r}"
 
 
+@pytest.mark.slow
 def test_the_next_agent_starts_while_a_case_runs_and_its_head_start_is_not_charged(
     tmp_path: Path,
 ) -> None:
@@ -160,6 +161,7 @@ def test_the_next_agent_starts_while_a_case_runs_and_its_head_start_is_not_charg
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.slow
 def test_results_and_artifacts_do_not_depend_on_prestart(tmp_path: Path, jobs: str) -> None:
     cases: dict[str, dict[str, Any]] = {
         "a": {},

@@ -110,6 +110,7 @@ def misbehaving_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path
     return runs
 
 
+@pytest.mark.slow
 def test_each_faulty_agent_fails_its_own_case_with_a_named_reason(
     misbehaving_runs: dict[int, Path],
 ) -> None:
@@ -125,6 +126,7 @@ def test_each_faulty_agent_fails_its_own_case_with_a_named_reason(
     assert by_id["j_usage"]["tokens_out"] == 20
 
 
+@pytest.mark.slow
 def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
     run_dir = misbehaving_runs[1]
     assert sorted(p.name for p in run_dir.iterdir()) == [
@@ -143,6 +145,7 @@ def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
     assert any(e["type"] == "agent_error" and e["case_id"] == "b_crash" for e in events)
 
 
+@pytest.mark.slow
 def test_the_receipt_verifies_and_records_every_case(misbehaving_runs: dict[int, Path]) -> None:
     from trialrun.receipt.verify import verify_receipt
 
@@ -163,11 +166,13 @@ def test_the_receipt_verifies_and_records_every_case(misbehaving_runs: dict[int,
         assert end["traceSha256"] == hashlib.sha256(lines_by_case[end["case"]]).hexdigest()
 
 
+@pytest.mark.slow
 def test_grandchildren_do_not_survive_their_case(misbehaving_runs: dict[int, Path]) -> None:
     pid = int((misbehaving_runs[0] / "e_grandchild.pid").read_text())
     assert pid_gone(pid)
 
 
+@pytest.mark.slow
 def test_parallel_run_gives_the_sequential_results_in_the_same_order(
     misbehaving_runs: dict[int, Path],
 ) -> None:
@@ -184,6 +189,7 @@ def test_parallel_run_gives_the_sequential_results_in_the_same_order(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
 def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
