@@ -8,6 +8,7 @@ it, and that no agent, pre-started or not, outlives its run.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from processes import process_gone
 
@@ -132,6 +135,51 @@ def first_difference(with_prestart: Any, without: Any) -> str:
                 return f"item {index}: with prestart {on!r}, without {off!r}"
         return f"{len(with_prestart)} items with prestart, {len(without)} without"
     return f"with prestart {with_prestart!r}, without {without!r}"
+
+
+RESERVED_PIDS = 300  # where Linux starts again after pid_max - 1
+
+
+def _load_spawn_order() -> Any:
+    """The fake agents' helper module (tests/agents/ is no package: "agents" is the OpenAI
+    Agents SDK's name)."""
+    spec = importlib.util.spec_from_file_location("_spawn_order", AGENT.parent / "_spawn_order.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SPAWN_ORDER = _load_spawn_order()
+
+
+@hypothesis.given(
+    pid_max=st.sampled_from([32768, 4194304]),
+    first=st.integers(min_value=RESERVED_PIDS, max_value=4194303),
+    gaps=st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=7),
+    ticks=st.lists(st.integers(min_value=0, max_value=2), min_size=7, max_size=7),
+)
+def test_agents_number_themselves_in_spawn_order_across_a_pid_wrap_around(
+    pid_max: int, first: int, gaps: list[int], ticks: list[int]
+) -> None:
+    # Pids are handed out in spawn order but start again at 300 after pid_max - 1; start times
+    # (clock ticks) never go back, and agents spawned within one tick share it.
+    pids, starts = [RESERVED_PIDS + (first - RESERVED_PIDS) % (pid_max - RESERVED_PIDS)], [1000]
+    for gap, tick in zip(gaps, ticks, strict=False):
+        following = pids[-1] + gap
+        if following >= pid_max:
+            following = RESERVED_PIDS + following - pid_max
+        pids.append(following)
+        starts.append(starts[-1] + tick)
+    spawned = dict(zip(pids, starts, strict=True))
+    # tests/agents/ is no package: "agents" is the OpenAI Agents SDK's name.
+    spec = importlib.util.spec_from_file_location("_spawn_order", AGENT.parent / "_spawn_order.py")
+    assert spec is not None and spec.loader is not None
+    order = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(order)
+    assert [order.spawn_number(pid, spawned, pid_max) for pid in pids] == list(
+        range(1, len(pids) + 1)
+    )
 
 
 @pytest.mark.slow

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from _spawn_order import spawn_number
+
 state = Path(sys.argv[1])
 AGENT_NAME = Path(__file__).name.encode()
 
@@ -73,18 +75,6 @@ def siblings() -> dict[int, int]:
 PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
 
 
-def spawned_no_later(pid: int, start: int, me: int, my_start: int) -> bool:
-    """Whether the agent (pid, start) was spawned before this one, or is this one.
-
-    The start time (in clock ticks since boot) orders agents spawned in different ticks. Pids
-    order the rest, but they wrap around at pid_max (32768 on many machines, where a busy machine
-    wraps in seconds), so the nearer way round the circle decides, not the plain comparison.
-    """
-    if start != my_start:
-        return start < my_start
-    return (me - pid) % PID_MAX < PID_MAX // 2
-
-
 def claim_number() -> int:
     """N, from the order the runner spawned its agents in.
 
@@ -99,7 +89,7 @@ def claim_number() -> int:
     spawned = siblings()
     for path in state.glob("pid.*"):
         spawned[int(path.name.split(".")[1])] = int(path.read_text())
-    number = sum(1 for pid, start in spawned.items() if spawned_no_later(pid, start, me, my_start))
+    number = spawn_number(me, spawned, PID_MAX)
     (state / f"started.{number}").write_text(f"{me} ")
     return number
 
