@@ -16,11 +16,11 @@ import pytest
 
 from trialrun.cli import run_cli
 
-RECORDING = r"""
-import json, os, sys, time
-
 # Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
 pytestmark = pytest.mark.slow
+
+RECORDING = r"""
+import json, os, sys, time
 log, kind, pause, meet = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 start = time.monotonic()  # one clock for every process of the machine
 # Each call marks its start; with MEET above 0 it waits (60 s at most) until that many calls
