@@ -25,7 +25,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 2
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n 2
 
 test: lint typecheck unit
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from gateway_fake_upstream import FakeUpstream
 
@@ -25,6 +26,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 _CACHE = tempfile.mkdtemp(prefix="trialrun-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+# No hypothesis test may fail because the machine is busy: a deadline or the too_slow health
+# check measures the scheduler as much as the code. data_too_large stays on: it depends only on
+# the examples drawn, and firing means a strategy builds more than its test needs.
+# "ci" (what make test and CI load) also draws the same examples on every run, so a failure there
+# reproduces with the same command; "dev" (plain pytest) keeps exploring new examples locally.
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", settings.get_profile("dev"), derandomize=True, database=None, print_blob=True
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

@@ -6,6 +6,7 @@ dropping its keep-alive pool can. ``RawUpstream`` is a one-trick HTTP upstream f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -66,14 +67,19 @@ def _recv(sock: socket.socket) -> bytes:
 class RawUpstream:
     """An upstream that reads one request per connection and then, by ``behaviour``:
 
-    ``slow``          waits ``delay_s``, then answers a chat completion whole
+    ``slow``          waits until ``release`` is set, then answers a chat completion whole
     ``reset-midway``  sends the head and half the body, then resets
     ``reset-at-once`` resets without answering
+
+    ``asked`` is set once a request's head has arrived; ``answered`` once the gateway, having
+    read a slow answer to its end, closed the connection.
     """
 
-    def __init__(self, behaviour: str, delay_s: float = 0.5) -> None:
+    def __init__(self, behaviour: str) -> None:
         self.behaviour = behaviour
-        self.delay_s = delay_s
+        self.asked = threading.Event()
+        self.release = threading.Event()
+        self.answered = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -96,6 +102,7 @@ class RawUpstream:
         data = b""
         while b"\r\n\r\n" not in data:
             data += connection.recv(65536)
+        self.asked.set()
         head = (
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(ANSWER)
@@ -107,6 +114,11 @@ class RawUpstream:
             time.sleep(0.1)
             reset(connection)
         else:
-            time.sleep(self.delay_s)
+            self.release.wait(60)
             connection.sendall(head + ANSWER)
+            connection.settimeout(60)
+            with contextlib.suppress(OSError):
+                while connection.recv(65536):
+                    pass
+            self.answered.set()
             connection.close()

@@ -448,7 +448,7 @@ _WORD = st.text(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(words=st.lists(_WORD, max_size=6), separators=st.lists(st.sampled_from([" ", "\t", "\n  "])))
 def test_args_split_into_exactly_the_whitespace_separated_words(
     tmp_path_factory: pytest.TempPathFactory, words: list[str], separators: list[str]

@@ -232,6 +232,33 @@ def test_a_chatty_stderr_never_blocks_the_agent_and_only_the_tail_is_kept() -> N
     assert lines[-1] == "noise line 99999"
 
 
+def _exited(pid: int) -> bool:
+    """A zombie, or reaped already (by a child watcher thread, where the loop uses one)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_an_agent_that_exited_counts_as_exited_however_late_the_loop_notices() -> None:
+    # On a busy machine the loop may get to an exit only after a short wait ran out; the wait
+    # must still say the agent exited (with its code), as the kernel already knows.
+    async def scenario() -> tuple[bool, int | None]:
+        proc = await start(python("import sys; sys.exit(3)"))
+        # Blocks the loop, as a busy machine would, until the agent is a zombie, or gone where
+        # a child watcher thread reaps it.
+        deadline = time.monotonic() + 30
+        while not _exited(proc.pid):
+            assert time.monotonic() < deadline, "the agent never exited"
+            time.sleep(0.01)
+        try:
+            return await proc.wait_exited(0), proc.returncode
+        finally:
+            await proc.terminate(1.0)
+
+    assert run(scenario) == (True, 3)
+
+
 # -- terminate ---------------------------------------------------------------------------------
 
 
@@ -239,26 +266,30 @@ def test_terminate_sigkills_an_agent_that_ignores_sigterm_after_the_grace() -> N
     async def scenario() -> tuple[float, int | None]:
         proc = await start(agent("ignore_sigterm.py"))
         await proc.send({"type": "task_start", "task_id": "t", "input": {}})
-        await asyncio.sleep(0.3)  # let it install its SIGTERM handler
+        assert await proc.read_line() == b"ignoring"
         started = time.monotonic()
         await proc.terminate(0.3)
         return time.monotonic() - started, proc.returncode
 
     elapsed, code = run(scenario)
+    # Killed, so not left running; only after the grace (a lower bound no load can break).
     assert code == -signal.SIGKILL
-    assert 0.25 <= elapsed < 3.0
+    assert elapsed >= 0.25
 
 
 def test_a_polite_agent_exits_on_sigterm_without_waiting_for_the_grace() -> None:
     async def scenario() -> tuple[float, int | None]:
         proc = await start(agent("hang.py"))
         started = time.monotonic()
-        await proc.terminate(10.0)
+        await proc.terminate(GRACE_S)
         return time.monotonic() - started, proc.returncode
 
+    # Waiting out the grace would take all of it; an agent dies of SIGTERM in a small part of it
+    # on the busiest machine.
+    GRACE_S = 60.0
     elapsed, code = run(scenario)
     assert code == -signal.SIGTERM
-    assert elapsed < 3.0
+    assert elapsed < GRACE_S / 2
 
 
 def test_grandchildren_die_with_the_group(tmp_path: Path) -> None:
@@ -267,9 +298,8 @@ def test_grandchildren_die_with_the_group(tmp_path: Path) -> None:
     async def scenario() -> int:
         proc = await start(agent("spawn_child.py", str(pid_file), "hang"))
         await proc.send({"type": "task_start", "task_id": "t", "input": {}})
-        for _ in range(250):
-            if pid_file.exists() and pid_file.read_text():
-                break
+        deadline = time.monotonic() + 30  # generous: only a broken agent takes that long
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         child = int(pid_file.read_text())
         await proc.terminate(1.0)
@@ -286,12 +316,15 @@ def test_finish_lets_the_agent_exit_then_still_kills_leftover_children(tmp_path:
         proc = await start(agent("spawn_child.py", str(pid_file), "finish"))
         await proc.send({"type": "task_start", "task_id": "t", "input": {}})
         line = await proc.read_line()
+        # finish() waits only briefly for the agent to exit before stopping it; that it then
+        # still stops the grandchild must not depend on how soon a busy machine runs the exit.
+        await proc.wait_exited()
         await proc.finish(2.0)
         return line, proc.returncode, int(pid_file.read_text())
 
     line, code, child = run(scenario)
     assert line is not None and json.loads(line)["type"] == "final_output"
-    assert code == 0  # it exited by itself within the short wait
+    assert code == 0  # it exited by itself, and finish() did not signal it
     assert process_gone(child)
 
 

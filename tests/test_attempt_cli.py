@@ -57,6 +57,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_worse_attempt_is_rolled_back_and_the_fix_is_verified_and_signed(tmp_path: Path) -> None:
     plan = {
         "1": {"write": {"calc.py": BROKEN_ADD, "stray.txt": "left by attempt 1\n"}},
@@ -123,6 +124,7 @@ def test_worse_attempt_is_rolled_back_and_the_fix_is_verified_and_signed(tmp_pat
     assert shown.returncode == 0 and "Attempt 1: worse, rolled back" in shown.stdout
 
 
+@pytest.mark.slow
 def test_not_verified_exits_1_and_default_receipt_is_outside_the_workspace(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +140,7 @@ def test_not_verified_exits_1_and_default_receipt_is_outside_the_workspace(
 
 
 @pytest.mark.parametrize("git", [True, False], ids=["git repository", "plain folder"])
+@pytest.mark.slow
 def test_defaults_only_work_from_inside_the_workspace(tmp_path: Path, git: bool) -> None:
     # Workspace `.` and the receipt under ./trialrun_out/attempt/: the receipt grows inside the
     # workspace, so it must be neither a file change nor rolled back with a worse attempt.
@@ -176,6 +179,7 @@ def test_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> Non
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_restores_the_workspace_and_exits_130(tmp_path: Path) -> None:
     plan = {"1": {"write": {"calc.py": FIXED, "half.txt": "x"}, "sleep": 60}}
     workspace, agent = make_project(tmp_path, plan)

@@ -200,7 +200,7 @@ _SUMMARY_FRAGMENTS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.one_of(st.text(), _SUMMARY_FRAGMENTS), max_size=12), st.booleans())
 def test_never_raises_and_is_never_negative(parts: list[str], timed_out: bool) -> None:
     output = "\n".join(parts)
@@ -212,7 +212,7 @@ def test_never_raises_and_is_never_negative(parts: list[str], timed_out: bool) -
     assert runner in {None, "pytest", "unittest", "go", "cargo", "jest", "vitest", "generic"}
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.text(), st.integers(min_value=1, max_value=10**6))
 def test_appending_a_failing_pytest_summary_sets_its_count(prefix: str, failed: int) -> None:
     output = f"{prefix}\n== {failed} failed in 0.5s ==\n"

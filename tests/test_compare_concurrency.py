@@ -16,25 +16,40 @@ import pytest
 
 from trialrun.cli import run_cli
 
+# Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
+pytestmark = pytest.mark.slow
+
 RECORDING = r"""
 import json, os, sys, time
-log, kind = sys.argv[1], sys.argv[2]
-start = time.time()
-time.sleep(float(sys.argv[3]))
+log, kind, pause, meet = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+start = time.monotonic()  # one clock for every process of the machine
+# Each call marks its start; with MEET above 0 it waits (60 s at most) until that many calls
+# have started, so that calls not held back by a cap are seen running together however a busy
+# machine schedules them.
+marks = log + ".started"
+os.makedirs(marks, exist_ok=True)
+open(os.path.join(marks, str(os.getpid())), "w").close()
+deadline = time.monotonic() + 60
+while len(os.listdir(marks)) < meet and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(pause)
 if kind == "judge":
     sys.stdin.read()
     print(json.dumps({"winner": "tie", "reason": "same"}))
 else:
     print("done")
 with open(log, "a") as out:
-    out.write(json.dumps([start, time.time()]) + "\n")
+    out.write(json.dumps([start, time.monotonic()]) + "\n")
 """
 
 CASES = 4
 K = 2
 
 
-def make_subject(root: Path, *, agent_cap: int | None, judge_cap: int | None) -> Path:
+def make_subject(
+    root: Path, *, agent_cap: int | None, judge_cap: int | None, meet: tuple[int, int] = (0, 0)
+) -> Path:
+    """``meet``: how many agents, and how many judges, must have started before any goes on."""
     subject = root / "capped"
     (subject / "evals" / "cases").mkdir(parents=True)
     (subject / "SKILL.md").write_text("skill\n")
@@ -47,13 +62,13 @@ def make_subject(root: Path, *, agent_cap: int | None, judge_cap: int | None) ->
     lines = [
         "name: capped",
         "agent:",
-        f'  command: [{python}, "{{evals}}/record.py", {agent_log}, agent, "0.3"]',
+        f'  command: [{python}, "{{evals}}/record.py", {agent_log}, agent, "0.3", "{meet[0]}"]',
         "  transcript: text",
         "  timeout_minutes: 1",
         *([f"  max_concurrent: {agent_cap}"] if agent_cap is not None else []),
         f"k: {K}",
         "judge:",
-        f'  command: [{python}, "{{evals}}/record.py", {judge_log}, judge, "0.15"]',
+        f'  command: [{python}, "{{evals}}/record.py", {judge_log}, judge, "0.15", "{meet[1]}"]',
         *([f"  max_concurrent: {judge_cap}"] if judge_cap is not None else []),
     ]
     (subject / "evals" / "compare.yaml").write_text("\n".join(lines) + "\n")
@@ -105,7 +120,8 @@ def test_caps_bound_the_agents_and_judges_running_at_once(
 def test_without_caps_minus_j_alone_bounds_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    subject = make_subject(tmp_path, agent_cap=None, judge_cap=None)
+    # Three agents and two judges wait for each other: more than a cap of 2 and 1 would allow.
+    subject = make_subject(tmp_path, agent_cap=None, judge_cap=None, meet=(3, 2))
     compare(subject, 6, capsys)
     assert 2 < most_at_once(tmp_path / "agents.log") <= 6
     assert 1 < most_at_once(tmp_path / "judges.log") <= 6

@@ -94,7 +94,7 @@ def test_file_modes_do_not_count(tmp_path: Path) -> None:
     assert content_digest(tmp_path) == before
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(
     index=st.integers(min_value=0, max_value=2),
     extra=st.binary(min_size=1, max_size=8),

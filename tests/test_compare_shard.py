@@ -153,6 +153,7 @@ def _without_reasons(receipt: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("count", SHARD_COUNTS)
+@pytest.mark.slow
 def test_merged_shards_equal_the_unsharded_compare(runs: dict[str, Any], count: int) -> None:
     code, out, err, merged_path = _merge(runs, runs["shards"][count])
 
@@ -168,6 +169,7 @@ def test_merged_shards_equal_the_unsharded_compare(runs: dict[str, Any], count: 
     assert out == runs["full_out"]  # the printed report, byte for byte
 
 
+@pytest.mark.slow
 def test_a_shard_runs_whole_units_with_every_arm(runs: dict[str, Any]) -> None:
     for count in SHARD_COUNTS:
         ran: list[tuple[str, int]] = []
@@ -197,6 +199,7 @@ def _arm_runs(shard: Path) -> list[tuple[str, int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_shard_records_the_same_plan(runs: dict[str, Any]) -> None:
     plans = [_load(path / SHARD_FILE)["plan"] for path in runs["shards"][3]]
     assert all(a == b for a, b in pairwise(plans))
@@ -212,6 +215,7 @@ def test_every_shard_records_the_same_plan(runs: dict[str, Any]) -> None:
 # ---- holes -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_missing_shard_is_a_named_hole_not_a_smaller_run(runs: dict[str, Any]) -> None:
     shard_1, _, shard_3 = runs["shards"][3]
 
@@ -227,6 +231,7 @@ def test_a_missing_shard_is_a_named_hole_not_a_smaller_run(runs: dict[str, Any])
     assert "hole (not-run): build rep 1 — shard 2/3 was not merged" in out
 
 
+@pytest.mark.slow
 def test_a_missing_trigger_shard_is_a_hole_of_the_trigger_eval(runs: dict[str, Any]) -> None:
     shard_1, shard_2, _ = runs["shards"][3]
 
@@ -239,6 +244,7 @@ def test_a_missing_trigger_shard_is_a_hole_of_the_trigger_eval(runs: dict[str, A
     assert merged["execution_status"] == "partial"
 
 
+@pytest.mark.slow
 def test_gate_on_a_merge_fails_a_fail_verdict(runs: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "flipped"
     runs["patch"].setenv("SCRIPTED_FLIP", "1")
@@ -274,6 +280,7 @@ def _errors(err: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_a_directory_that_is_not_a_shard_is_refused(runs: dict[str, Any], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -321,6 +328,7 @@ def test_shards_of_another_plan_or_other_bytes_are_refused(
     assert lines[2].startswith(f"error: {other_count}: expected shard I/2")
 
 
+@pytest.mark.slow
 def test_a_duplicated_unit_is_refused(runs: dict[str, Any], tmp_path: Path) -> None:
     first, second = _small_shards(runs, tmp_path / "a")
     copy = tmp_path / "copy-of-first"
@@ -347,6 +355,7 @@ def test_a_shard_twice_is_refused_even_when_it_ran_no_unit(
     assert line.startswith(f"error: {second}: shard 2/2 already merged from {second}")
 
 
+@pytest.mark.slow
 def test_changed_shard_files_are_refused(runs: dict[str, Any], tmp_path: Path) -> None:
     first, second = _small_shards(runs, tmp_path / "a")
     moved = _load(first / SHARD_FILE)
@@ -403,6 +412,7 @@ def test_bad_shard_options_are_usage_errors(
     assert message in err.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_an_existing_shard_directory_is_not_reused(runs: dict[str, Any], tmp_path: Path) -> None:
     [first, _] = _small_shards(runs, tmp_path / "a")
 
@@ -465,6 +475,7 @@ def test_a_session_unit_shards_whole_and_its_sub_cases_become_holes(
     assert holes == [("solo", 0), *((sub, 1) for sub in SUB_CASES)]
 
 
+@pytest.mark.slow
 def test_a_merged_run_reads_back_and_rescores_like_any_run(runs: dict[str, Any]) -> None:
     code, _, err, merged_path = _merge(runs, runs["shards"][3])
     assert code == 0, err
@@ -634,6 +645,7 @@ def test_a_shard_says_what_it_ran_and_json_prints_its_shard_file(
     assert json.loads(json_out)["triggers"]["probes"]
 
 
+@pytest.mark.slow
 def test_a_merge_writes_the_report_page_an_unsharded_compare_writes(runs: dict[str, Any]) -> None:
     code, _out, err, merged_path = _merge(runs, runs["shards"][2])
 
@@ -673,6 +685,7 @@ def test_out_gets_a_copy_of_the_merged_run_without_its_sandboxes(
     assert not list(out.rglob("*.partial"))
 
 
+@pytest.mark.slow
 def test_out_refuses_to_overwrite_a_copy(runs: dict[str, Any], tmp_path: Path) -> None:
     from trialrun.compare.store import RunDir, export_run
     from trialrun.errors import ConfigError
@@ -684,6 +697,7 @@ def test_out_refuses_to_overwrite_a_copy(runs: dict[str, Any], tmp_path: Path) -
     assert (first / "receipt.json").read_bytes() == runs["full_receipt"].read_bytes()
 
 
+@pytest.mark.slow
 def test_out_gets_a_copy_of_an_unsharded_compare_too(runs: dict[str, Any], tmp_path: Path) -> None:
     # --rescore takes the same unsharded path as a compare, without running an arm again.
     full_run = runs["full_receipt"].parent

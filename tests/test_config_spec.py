@@ -205,7 +205,7 @@ def _compare(oracle: type[BaseModel], record: type[Record], data: Any) -> None:
 
 
 @pytest.mark.parametrize(("oracle", "record"), PAIRS, ids=[r.__name__ for _, r in PAIRS])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(data=st.data())
 def test_records_validate_like_pydantic_strict_models(
     oracle: type[BaseModel], record: type[Record], data: st.DataObject

@@ -233,7 +233,7 @@ _RECORDING = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(recordings=st.lists(_RECORDING, max_size=4))
 def test_dump_then_parse_gives_the_recordings_back(recordings: list[Recording]) -> None:
     text = dump_cassette(recordings).decode("utf-8")
@@ -248,7 +248,7 @@ def _fields(recording: Recording) -> dict[str, Any]:
     return {name: getattr(recording, name) for name in Recording.__dataclass_fields__}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(lines=st.lists(st.one_of(_TEXT, _JSON.map(json.dumps)), max_size=4))
 def test_the_parser_accepts_or_raises_cassette_error_never_anything_else(lines: list[str]) -> None:
     for text in ("\n".join(lines), "\n".join([HEADER, *lines])):

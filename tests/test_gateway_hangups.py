@@ -103,14 +103,15 @@ def test_a_client_that_hangs_up_mid_request_body_is_ordinary(
 def test_a_client_that_hangs_up_before_the_answer_still_gets_it_recorded(
     tmp_path: Path,
 ) -> None:
-    slow = RawUpstream("slow", delay_s=0.5)
+    slow = RawUpstream("slow")
     served = Served(tmp_path, slow.url)
     try:
         client = served.connect()
         client.sendall(http_post(CHAT, BODY))
-        time.sleep(0.1)  # the request is forwarded; its answer comes after we are gone
+        assert slow.asked.wait(60), "the gateway never forwarded the request"
         reset(client)
-        time.sleep(0.8)
+        slow.release.set()  # the answer comes after the client is gone
+        assert slow.answered.wait(60), "the gateway never read the answer to its end"
     finally:
         code, stderr = served.stop()
         slow.close()
@@ -173,7 +174,7 @@ def test_an_unexpected_error_in_a_handler_is_one_line_not_a_traceback(
             assert ".py" not in message and "auto_open" not in message
             assert client.recv(65536) == b""
             client.close()
-            time.sleep(0.1)
+            _wait_for_an_error(caplog)
     finally:
         gateway.stop()
     [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -200,7 +201,7 @@ def test_an_unexpected_error_outside_a_request_is_one_line_not_a_traceback(
             client.sendall(http_post(CHAT, BODY))
             assert client.recv(65536) == b""
             client.close()
-            time.sleep(0.1)
+            _wait_for_an_error(caplog)
     finally:
         gateway.stop()
     [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -208,6 +209,15 @@ def test_an_unexpected_error_outside_a_request_is_one_line_not_a_traceback(
     assert line.startswith("unexpected error on the connection from 127.0.0.1:")
     assert "ValueError: the request line parser is broken (at " in line and "\n" not in line
     assert "Traceback" not in capsys.readouterr().err
+
+
+def _wait_for_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """Until the connection's thread has logged its error (it may still be on its way to it)."""
+    deadline = time.monotonic() + 60  # generous: only a missing log line waits that long
+    while time.monotonic() < deadline and not any(
+        record.levelno >= logging.ERROR for record in caplog.records
+    ):
+        time.sleep(0.01)
 
 
 def _address(gateway: Gateway) -> tuple[str, int]:

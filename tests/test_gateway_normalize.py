@@ -174,7 +174,7 @@ _USER_RULES = Normalization(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(body=_BODY | _JSON, defaults=st.booleans(), user_rules=st.booleans())
 def test_normalizing_twice_changes_nothing(body: Any, defaults: bool, user_rules: bool) -> None:
     normalizer = RequestNormalizer(

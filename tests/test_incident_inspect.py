@@ -149,7 +149,7 @@ def test_no_calls_and_no_rules_still_writes_every_file(tmp_path: Path) -> None:
     ]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(name=st.text(), message=st.text(), arg=st.text())
 def test_any_text_gives_parseable_junit_and_writable_html(
     tmp_path_factory: Any, name: str, message: str, arg: str

@@ -200,7 +200,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(
     st.lists(
         st.tuples(

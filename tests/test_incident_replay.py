@@ -100,7 +100,7 @@ def test_forbid_rule_matches_only_when_every_listed_argument_matches() -> None:
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     orders=st.lists(st.sampled_from(["A", "B", "C"]), max_size=12),
     at_most=st.integers(min_value=0, max_value=3),

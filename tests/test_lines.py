@@ -176,9 +176,7 @@ def test_fill_times_out_and_a_wake_interrupts_it(pipes: Any) -> None:
     assert lent.fill(0.2) == "timeout"
     assert time.monotonic() - started >= 0.19
     threading.Timer(0.1, lent.wake).start()
-    started = time.monotonic()
-    assert lent.fill(5.0) == "woken"
-    assert time.monotonic() - started < 2
+    assert lent.fill(300.0) == "woken"  # only the wake can end it: the timeout is far off
 
 
 def test_waiting_data_is_read_first_even_past_the_deadline_and_keeps_a_wake_for_later(

@@ -7,7 +7,7 @@ import datetime
 import math
 import sys
 import textwrap
-import time
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -193,14 +193,17 @@ def test_a_tool_calling_sys_exit_is_a_tool_error_not_an_exit() -> None:
 
 
 def test_a_hung_tool_times_out_without_blocking_the_loop() -> None:
+    release = threading.Event()
+
     def slow(args: dict[str, Any]) -> Any:
-        time.sleep(2)
+        release.wait(60)  # hung until the call has returned: a call that waited gets "late"
         return "late"
 
     backend = LiveBackend({"slow": slow}, timeout_s=0.05)
-    started = time.perf_counter()
-    outcome = call(backend, "slow")
-    assert time.perf_counter() - started < 1.0
+    try:
+        outcome = call(backend, "slow")
+    finally:
+        release.set()
     assert outcome == ToolOutcome(ok=False, error="tool 'slow' timed out after 50 ms")
 
 
@@ -234,19 +237,20 @@ def test_async_tools_and_callables_returning_awaitables_are_awaited() -> None:
 
 
 def test_calls_run_concurrently_off_the_event_loop() -> None:
-    def sleepy(args: dict[str, Any]) -> Any:
-        time.sleep(0.2)
+    # Each call returns only once all five are running at the same time.
+    all_running = threading.Barrier(5, timeout=60)
+
+    def meeting(args: dict[str, Any]) -> Any:
+        all_running.wait()
         return args["i"]
 
-    backend = LiveBackend({"sleepy": sleepy}, timeout_s=5)
+    backend = LiveBackend({"meeting": meeting}, timeout_s=120)
 
     async def many() -> list[ToolOutcome]:
-        return list(await asyncio.gather(*(backend.call("sleepy", {"i": i}) for i in range(5))))
+        return list(await asyncio.gather(*(backend.call("meeting", {"i": i}) for i in range(5))))
 
-    started = time.perf_counter()
     outcomes = asyncio.run(many())
-    assert [o.result for o in outcomes] == [0, 1, 2, 3, 4]
-    assert time.perf_counter() - started < 0.8
+    assert [o.result for o in outcomes] == [0, 1, 2, 3, 4], outcomes
 
 
 NOT_JSON = [

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
@@ -179,7 +179,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60)
 @given(
     tool=st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=10),
     args=st.dictionaries(st.sampled_from(["q", "n", "limit"]), JSON_VALUES, max_size=3),
@@ -187,9 +187,9 @@ JSON_VALUES = st.recursive(
     ok=st.booleans(),
 )
 def test_any_recorded_call_round_trips(
-    tmp_path: Path, tool: str, args: dict[str, Any], result: Any, ok: bool
+    tmp_path_factory: pytest.TempPathFactory, tool: str, args: dict[str, Any], result: Any, ok: bool
 ) -> None:
-    path = tmp_path / "rt.jsonl"
+    path = tmp_path_factory.mktemp("example") / "rt.jsonl"
     record = CallRecord(tool, args, ok, result, None if ok else "failed")
     write_cassette(path, None, [record])
     [loaded] = load_cassette(path).calls
@@ -201,7 +201,7 @@ def test_any_recorded_call_round_trips(
     )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150)
 @given(
     st.lists(
         st.one_of(
@@ -212,8 +212,10 @@ def test_any_recorded_call_round_trips(
         max_size=5,
     )
 )
-def test_the_loader_either_loads_or_raises_cassette_error(tmp_path: Path, lines: list[str]) -> None:
-    path = tmp_path / "fuzz.jsonl"
+def test_the_loader_either_loads_or_raises_cassette_error(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str]
+) -> None:
+    path = tmp_path_factory.mktemp("example") / "fuzz.jsonl"
     path.write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
     try:
         load_cassette(path)

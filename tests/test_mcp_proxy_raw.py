@@ -161,7 +161,7 @@ def test_a_stop_signal_in_record_mode_writes_the_cassette_and_stops_the_server(
     assert recorded.tool == "slow_index" and recorded.ok
     assert [p["progress"] for p in recorded.progress] == [1, 2]
     assert "tok-1" not in cassette.read_text()
-    assert process_gone(int(pid_file.read_text()), within_s=5.0)
+    assert process_gone(int(pid_file.read_text()))
 
 
 def test_server_dying_mid_session_keeps_what_was_recorded(tmp_path: Path) -> None:

@@ -123,6 +123,7 @@ def test_modern_cassette_replays_to_a_legacy_client(
             assert legacy[2:] == modern[2:]
 
 
+@pytest.mark.slow
 def test_legacy_recording_replays_to_an_auto_client_and_big_results_pass(tmp_path: Path) -> None:
     cassette = tmp_path / "legacy.jsonl"
     steps = [*STANDARD_STEPS[:3], ("call", "big_result", {"mb": 3})]

@@ -254,7 +254,7 @@ def text_rules(draw: st.DrawFn) -> ReplaceText:
     return ReplaceText(pattern=pattern, replacement=replacement, flags=flags)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(st.text(alphabet="abAB<> ", max_size=16), st.lists(text_rules(), min_size=1, max_size=3))
 def test_text_normalization_is_idempotent(text: str, rules: list[ReplaceText]) -> None:
     normalization = Normalization(replace_text=rules)
@@ -273,7 +273,7 @@ PATHS = st.lists(st.sampled_from(["a", "b", "c", "0", "1", "*"]), min_size=1, ma
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(
     JSON,
     st.builds(

@@ -8,6 +8,7 @@ it, and that no agent, pre-started or not, outlives its run.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from processes import process_gone
 
@@ -134,30 +137,79 @@ def first_difference(with_prestart: Any, without: Any) -> str:
     return f"with prestart {with_prestart!r}, without {without!r}"
 
 
+RESERVED_PIDS = 300  # where Linux starts again after pid_max - 1
+
+
+def _load_spawn_order() -> Any:
+    """The fake agents' helper module (tests/agents/ is no package: "agents" is the OpenAI
+    Agents SDK's name)."""
+    spec = importlib.util.spec_from_file_location("_spawn_order", AGENT.parent / "_spawn_order.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SPAWN_ORDER = _load_spawn_order()
+
+
+@hypothesis.given(
+    pid_max=st.sampled_from([32768, 4194304]),
+    first=st.integers(min_value=RESERVED_PIDS, max_value=4194303),
+    gaps=st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=7),
+    ticks=st.lists(st.integers(min_value=0, max_value=2), min_size=7, max_size=7),
+)
+def test_agents_number_themselves_in_spawn_order_across_a_pid_wrap_around(
+    pid_max: int, first: int, gaps: list[int], ticks: list[int]
+) -> None:
+    # Pids are handed out in spawn order but start again at 300 after pid_max - 1; start times
+    # (clock ticks) never go back, and agents spawned within one tick share it.
+    pids, starts = [RESERVED_PIDS + (first - RESERVED_PIDS) % (pid_max - RESERVED_PIDS)], [1000]
+    for gap, tick in zip(gaps, ticks, strict=False):
+        following = pids[-1] + gap
+        if following >= pid_max:
+            following = RESERVED_PIDS + following - pid_max
+        pids.append(following)
+        starts.append(starts[-1] + tick)
+    spawned = dict(zip(pids, starts, strict=True))
+    # tests/agents/ is no package: "agents" is the OpenAI Agents SDK's name.
+    spec = importlib.util.spec_from_file_location("_spawn_order", AGENT.parent / "_spawn_order.py")
+    assert spec is not None and spec.loader is not None
+    order = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(order)
+    assert [order.spawn_number(pid, spawned, pid_max) for pid in pids] == list(
+        range(1, len(pids) + 1)
+    )
+
+
+@pytest.mark.slow
 def test_the_next_agent_starts_while_a_case_runs_and_its_head_start_is_not_charged(
     tmp_path: Path,
 ) -> None:
-    # Case a can only finish once agent 2 has finished its 1.5 s start-up: that start-up must
-    # overlap case a. Case b's 1 s wall budget counts from its task_start, so it passes.
+    # Case a can only finish once agent 2 has finished its 2 s start-up: that start-up must
+    # overlap case a. Case b's 1.5 s wall budget counts from its task_start, so it passes; what
+    # it does after its task_start (one tool call) has the rest of the budget to spare on a busy
+    # machine.
     suite, state = make_suite(
         tmp_path,
-        {"a": {"wait_for": "ready.2"}, "b": {"budgets": {"max_wall_ms": 1000}}},
-        plan={2: {"startup_s": 1.5}},
+        {"a": {"wait_for": "ready.2"}, "b": {"budgets": {"max_wall_ms": 1500}}},
+        plan={2: {"startup_s": 2.0}},
     )
     done = trialrun(suite, tmp_path / "out")
 
     assert done.returncode == 0, done.stdout + done.stderr
     a, b = summary_of(tmp_path / "out")["cases"]
     assert (a["status"], b["status"]) == ("pass", "pass")
-    assert b["startup_ms"] >= 1400  # its head start is reported on its own
-    assert b["wall_ms"] < 1000
+    assert b["startup_ms"] >= 2000  # its head start, longer than its budget, is reported apart
+    assert b["wall_ms"] < 1500
     assert processes_left(state) == []
     receipt = (run_dir(tmp_path / "out") / "receipt.jsonl").read_text().splitlines()
     ends = [json.loads(line)["data"] for line in receipt if '"case_end"' in line]
-    assert [end["startupMs"] >= 1400 for end in ends] == [False, True]
+    assert [end["startupMs"] >= 2000 for end in ends] == [False, True]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.slow
 def test_results_and_artifacts_do_not_depend_on_prestart(tmp_path: Path, jobs: str) -> None:
     cases: dict[str, dict[str, Any]] = {
         "a": {},
@@ -235,7 +287,6 @@ def test_an_interrupted_run_stops_the_prestarted_agent_too(tmp_path: Path) -> No
     while not (state / "child.2").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (state / "child.2").exists(), "case b's agent was never pre-started"
-    time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
 
@@ -275,16 +326,24 @@ def test_cases_are_announced_as_decided_and_recorded_in_case_order(tmp_path: Pat
     from trialrun.config import load_suite
     from trialrun.running.runner import RunOptions, RunProgress, run_suite
 
-    suite_dir, state = make_suite(tmp_path, {"a_slow": {"sleep_s": 1.0}, "b_fast": {}})
+    # Case a_slow ends only once case b_fast was decided, however the two agents are scheduled.
+    suite_dir, state = make_suite(
+        tmp_path, {"a_slow": {"wait_for": "decided.b_fast"}, "b_fast": {}}
+    )
     decided: list[str] = []
     recorded: list[str] = []
+
+    def decide(result: Any) -> None:
+        decided.append(result.case_id)
+        (state / f"decided.{result.case_id}").write_text("")
+
     results = asyncio.run(
         run_suite(
             load_suite(suite_dir),
             RunOptions(mode="replay", jobs=2),
             RunProgress(),
             on_case_done=lambda _i, result: recorded.append(result.case_id),
-            on_case_decided=lambda _i, result: decided.append(result.case_id),
+            on_case_decided=lambda _i, result: decide(result),
         )
     )
     assert [r.case_id for r in results] == recorded == ["a_slow", "b_fast"]

@@ -15,6 +15,9 @@ from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, T
 from trialrun.cli import run_cli
 from trialrun.pytest_plugin import case_result_from_dict
 
+# Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 # pytester puts sys.modules back as it was when each test started. asyncio first imported inside
 # a test would be dropped and imported again next time, beside its cached C half, and agents then

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.base import canonjson
@@ -399,12 +399,10 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40)
 @given(payload=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4), crlf=st.booleans())
 def test_signing_any_receipt_changes_only_the_run_end_line(
-    tmp_path: Path, payload: dict[str, Any], crlf: bool
+    tmp_path_factory: pytest.TempPathFactory, payload: dict[str, Any], crlf: bool
 ) -> None:
     from trialrun.cli.receipt_cmd import sign_receipt
     from trialrun.receipt.signing import Ed25519Signer
@@ -417,7 +415,7 @@ def test_signing_any_receipt_changes_only_the_run_end_line(
         event |= {"type": kind, "data": data, "prev": prev}
         event["hash"] = prev = event_hash(event)
         lines.append(canonjson.dumps(event).encode("utf-8"))
-    path = tmp_path / "prop.jsonl"
+    path = tmp_path_factory.mktemp("example") / "prop.jsonl"
     newline = b"\r\n" if crlf else b"\n"
     path.write_bytes(newline.join(lines) + newline)
     signer = Ed25519Signer.from_seed(b"\x03" * 32)

@@ -200,7 +200,7 @@ def test_an_unreadable_receipt_raises_receipt_error(tmp_path: Path) -> None:
         schema_problems(tmp_path)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(data=st.binary(max_size=200))
 def test_arbitrary_bytes_give_problems_never_exceptions(tmp_path_factory: Any, data: bytes) -> None:
     path = tmp_path_factory.mktemp("schema") / "r.jsonl"

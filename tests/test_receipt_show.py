@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.base import canonjson
@@ -278,11 +278,12 @@ def test_html_page_is_self_contained(conformance: Path) -> None:
     assert "Attempt 2" in page and "src/calc.py" in page and "ZeroDivisionError" in page
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60)
 @given(goal=st.text(max_size=60), args=st.text(max_size=60))
-def test_any_text_renders_as_text_only(tmp_path: Path, goal: str, args: str) -> None:
+def test_any_text_renders_as_text_only(
+    tmp_path_factory: pytest.TempPathFactory, goal: str, args: str
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("example")
     call: dict[str, Any] = {"attempt": 1, "name": "t", "argsSummary": args, "ok": True}
     events: list[tuple[str, dict[str, Any]]] = [("run_start", RUN_START | {"goal": goal})]
     events.append(("tool_call", call))

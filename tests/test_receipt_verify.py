@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from trialrun.base import canonjson
@@ -409,7 +409,7 @@ _json = st.recursive(
 _payloads = st.dictionaries(_keys, _json, max_size=5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(payloads=st.lists(_payloads, min_size=0, max_size=4))
 def test_any_receipt_built_by_the_canonical_rules_verifies(payloads: list[dict[str, Any]]) -> None:
     # Exercises the verifier's fast path against canonjson on every kind of value.
@@ -427,7 +427,7 @@ _valid_receipts = st.lists(_ascii_payloads, min_size=1, max_size=5).map(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(data=_valid_receipts, position=st.integers(min_value=0), new_byte=st.integers(0, 255))
 def test_any_single_byte_change_is_detected(data: bytes, position: int, new_byte: int) -> None:
     position %= len(data)
@@ -438,7 +438,7 @@ def test_any_single_byte_change_is_detected(data: bytes, position: int, new_byte
     assert not check(changed).ok
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(data=_valid_receipts, pick=st.integers(min_value=0))
 def test_deleting_any_line_is_detected(data: bytes, pick: int) -> None:
     lines = data.splitlines(keepends=True)
@@ -446,7 +446,7 @@ def test_deleting_any_line_is_detected(data: bytes, pick: int) -> None:
     assert not check(b"".join(lines)).ok
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(data=_valid_receipts, first=st.integers(min_value=0), second=st.integers(min_value=0))
 def test_swapping_any_two_lines_is_detected(data: bytes, first: int, second: int) -> None:
     lines = data.splitlines(keepends=True)
@@ -456,7 +456,7 @@ def test_swapping_any_two_lines_is_detected(data: bytes, first: int, second: int
     assert not check(b"".join(lines)).ok
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(data=_valid_receipts, cut=st.integers(min_value=0))
 def test_any_truncation_is_detected(data: bytes, cut: int) -> None:
     # Cutting only the final newline leaves every event intact, so stop before it.
@@ -464,7 +464,7 @@ def test_any_truncation_is_detected(data: bytes, cut: int) -> None:
     assert not check(truncated).ok
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     junk=st.binary(max_size=300)
     | st.lists(st.sampled_from([b"{", b"}", b'"v":"0"', b",", b"\n", b"1e999", b"\\ud800"])).map(

@@ -162,7 +162,7 @@ def test_text_that_utf8_cannot_hold_is_escaped_and_round_trips(tmp_path: Path) -
 
 
 # The alphabet cannot spell a secret shape, so what was recorded is what the agent was sent.
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(
     st.lists(
         st.tuples(

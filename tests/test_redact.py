@@ -565,6 +565,7 @@ def _best_of(runs: int, func: Any, arg: str) -> float:
     return best
 
 
+@pytest.mark.slow
 def test_large_text_without_secrets_is_fast() -> None:
     rnd = random.Random(7)
     # dense with separators and with nouns that name no secret ("tokens", "key")

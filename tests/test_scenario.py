@@ -102,7 +102,7 @@ def test_bad_tool_calls_get_an_error_and_commit_nothing(
     assert not action.ok and error in str(action.error) and world.effects == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.sampled_from(["A1", "A2"]), st.sampled_from([None, "k1", "k2"]))))
 def test_refunds_with_a_key_commit_once_per_key(calls: list[tuple[str, str | None]]) -> None:
     world = make_world()

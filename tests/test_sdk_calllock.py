@@ -38,23 +38,28 @@ def test_threads_get_the_lock_in_the_order_they_asked() -> None:
 def test_coroutines_wait_without_blocking_their_loop() -> None:
     lock = CallLock()
     order: list[str] = []
+    holding, ticked = asyncio.Event(), asyncio.Event()
 
     async def holder() -> None:
         await lock.acquire_async()
         order.append("holder")
-        await asyncio.sleep(0.02)  # the loop keeps running the others meanwhile
+        holding.set()
+        await ticked.wait()  # the loop keeps running the others meanwhile
         order.append("holder done")
         lock.release()
 
     async def waiter(name: str) -> None:
-        await asyncio.sleep(0.005)
+        await holding.wait()  # woken in the order they began to wait: a, then b
         await lock.acquire_async()
         order.append(name)
         lock.release()
 
     async def ticker() -> None:
-        await asyncio.sleep(0.01)
+        await holding.wait()
+        while len(lock._waiters) < 2:  # both waiters queued behind the holder
+            await asyncio.sleep(0)
         order.append("tick")
+        ticked.set()
 
     async def main() -> None:
         await asyncio.gather(holder(), waiter("a"), waiter("b"), ticker())
@@ -69,8 +74,13 @@ def test_a_thread_hands_the_lock_to_a_coroutine_on_another_loop() -> None:
     lock.acquire()
     got: list[str] = []
 
+    def release_once_it_waits() -> None:
+        while not lock._waiters:
+            time.sleep(0.001)
+        lock.release()
+
     async def main() -> None:
-        threading.Timer(0.02, lock.release).start()
+        threading.Thread(target=release_once_it_waits, daemon=True).start()
         await lock.acquire_async()
         got.append("coroutine")
         lock.release()

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+# Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
+pytestmark = pytest.mark.slow
+
 AGENTS = Path(__file__).parent / "sdk_agents"
 CASES = ("plain", "openai_agents", "langchain", "langgraph", "pydantic_ai")
 TOOLS = ("search_docs", "get_order", "refund", "escalate", "weather")

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
@@ -393,18 +393,16 @@ _names = st.text(alphabet="abcXYZ019._-", min_size=1, max_size=6).filter(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=30)
 @given(
     files=st.dictionaries(
         st.lists(_names, min_size=1, max_size=3).map(tuple), st.binary(max_size=20), max_size=6
     )
 )
 def test_copied_subject_keeps_its_digest(
-    tmp_path: Path, files: dict[tuple[str, ...], bytes]
+    tmp_path_factory: pytest.TempPathFactory, files: dict[tuple[str, ...], bytes]
 ) -> None:
-    case = tmp_path / f"case-{len(list(tmp_path.iterdir()))}"
+    case = tmp_path_factory.mktemp("case")
     source = case / "source"
     source.mkdir(parents=True)
     for parts, data in files.items():

@@ -283,7 +283,7 @@ def _existing_paths(value: Any, prefix: tuple[str | int, ...] = ()) -> list[tupl
     return found
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(document=_DOCUMENTS, flow=st.sampled_from([False, True, None]), probes=st.lists(_PATHS))
 def test_line_of_never_raises_and_stays_inside_the_file(
     document: dict[str, Any], flow: bool | None, probes: list[list[str | int]]
@@ -296,7 +296,7 @@ def test_line_of_never_raises_and_stays_inside_the_file(
         assert 1 <= doc.line_of(path) <= line_count
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(document=_DOCUMENTS)
 def test_line_of_points_at_the_line_that_holds_the_key(document: dict[str, Any]) -> None:
     text = yaml.safe_dump(document, default_flow_style=False, width=10_000)

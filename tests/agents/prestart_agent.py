@@ -2,10 +2,10 @@
 
     prestart_agent.py STATE_DIR
 
-At start-up it learns its number N (the Nth agent of the run: agents are spawned in case order)
-and creates STATE_DIR/started.N, which holds its pid and how many agents of the run were
-starting or running at that moment, itself included. STATE_DIR/plan.json, if present, maps N to
-what it does before reading its task_start:
+At start-up it learns its number N (the Nth agent of the run: agents are spawned in case order,
+each only once the one before it runs this program) and creates STATE_DIR/started.N, which holds
+its pid and how many agents of the run were starting or running at that moment, itself included.
+STATE_DIR/plan.json, if present, maps N to what it does before reading its task_start:
   {"startup_s": 1.5}     sleeps (a slow import), then creates STATE_DIR/ready.N
   {"crash": true}        exits with code 3 without reading task_start
 Every agent that does not crash starts a grandchild (``sleep 300``), its pid in STATE_DIR/child.N.
@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _spawn_order import spawn_number
 
 state = Path(sys.argv[1])
 AGENT_NAME = Path(__file__).name.encode()
@@ -51,30 +53,43 @@ def busy_agents() -> int:
     return count
 
 
-def siblings() -> set[int]:
-    """The other agents the runner started that are still running (from /proc)."""
-    found = set()
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (field 3, the state, comes first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def siblings() -> dict[int, int]:
+    """The other agents the runner started that are still running (from /proc): pid -> start."""
+    found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(int(stat.parent.name))
             cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
+        except (OSError, IndexError):
             continue
         if int(fields[1]) == os.getppid() and AGENT_NAME in cmdline:
-            found.add(int(stat.parent.name))
+            found[int(stat.parent.name)] = int(fields[19])
     return found
 
 
+PID_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
 def claim_number() -> int:
-    """N, from the order the runner spawned its agents in (pids grow in spawn order).
+    """N, from the order the runner spawned its agents in.
 
     Agents may start running in any order, so N counts the agents spawned before this one: those
     that wrote their pid file, and those still running that have not written it yet.
     """
     me = os.getpid()
-    (state / f"pid.{me}").write_text("")
-    spawned = {int(path.name.split(".")[1]) for path in state.glob("pid.*")} | siblings()
-    number = sum(1 for pid in spawned if pid <= me)
+    my_start = int(stat_fields(me)[19])
+    written = state / f".pid.{me}"
+    written.write_text(str(my_start))
+    written.rename(state / f"pid.{me}")  # whole, so an agent never reads a half-written file
+    spawned = siblings()
+    for path in state.glob("pid.*"):
+        spawned[int(path.name.split(".")[1])] = int(path.read_text())
+    number = spawn_number(me, spawned, PID_MAX)
     (state / f"started.{number}").write_text(f"{me} ")
     return number
 

@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +57,8 @@ class FakeRunner:
 
     ``tools``: implementations for calls the agent sends with ``local: false`` in record/live.
     ``stop_after``: close the channel when that many tool calls arrived (the runner "goes away").
-    ``answer_delay``: seconds to wait before each first answer to a tool call (a slow runner).
+    ``hold_answers``: each first answer to a tool call waits until ``release`` is set (a slow
+    runner); ``call_arrived`` is set as a tool call arrives, so a test knows its call is out.
     """
 
     def __init__(
@@ -67,13 +67,15 @@ class FakeRunner:
         cassette: Sequence[Mapping[str, Any]] = (),
         tools: Mapping[str, Callable[..., Any]] | None = None,
         stop_after: int | None = None,
-        answer_delay: float = 0.0,
+        hold_answers: bool = False,
     ) -> None:
         self.mode = mode
         self.cassette = [dict(e) for e in cassette]
         self.tools = dict(tools or {})
         self.stop_after = stop_after
-        self.answer_delay = answer_delay
+        self.hold_answers = hold_answers
+        self.release = threading.Event()
+        self.call_arrived = threading.Event()
 
     # -- in-process --------------------------------------------------------------------------
 
@@ -167,8 +169,9 @@ class FakeRunner:
         self, sock: socket.socket, reader: Any, call: dict[str, Any], served: Served
     ) -> None:
         call_id = call["call_id"]
-        if self.answer_delay:
-            time.sleep(self.answer_delay)
+        self.call_arrived.set()
+        if self.hold_answers:
+            self.release.wait(60)
         if self.mode == "replay":
             entry = self._take(call["name"], call["args"])
             if entry is None:

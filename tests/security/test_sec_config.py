@@ -125,7 +125,7 @@ def test_an_alias_bomb_is_refused_at_once_with_file_line_and_bound(tmp_path: Pat
     assert [case.config.id for case in loaded.cases] == ["a", "many"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(width=st.integers(min_value=1, max_value=12), depth=st.integers(min_value=1, max_value=8))
 def test_aliases_load_exactly_while_their_repeats_stay_within_the_bound(
     width: int, depth: int

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.cli import run_cli
@@ -351,14 +351,14 @@ def test_incident_import_reads_trialrun_s_own_run_jsonl_with_line_separators_in_
     assert incident["input"]["note"] == SEPARATORS
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40)
 @given(notes=st.lists(separated_text, min_size=1, max_size=4), crlf=st.booleans())
 def test_incident_records_split_at_line_feeds_only(
-    notes: list[str], crlf: bool, tmp_path: Path
+    notes: list[str], crlf: bool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from trialrun.incident.importers import read_records
+
+    tmp_path = tmp_path_factory.mktemp("example")
 
     records = [{"type": "log", "n": n, "note": note} for n, note in enumerate(notes)]
     export = tmp_path / "export.jsonl"
@@ -366,7 +366,7 @@ def test_incident_records_split_at_line_feeds_only(
     assert read_records(export) == records
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(contents=st.lists(separated_text, min_size=1, max_size=4), crlf=st.booleans())
 def test_gateway_sse_events_keep_line_separators_in_their_data(
     contents: list[str], crlf: bool
@@ -396,12 +396,14 @@ def test_gateway_sse_stream_with_a_line_separator_still_reports_its_usage() -> N
     assert (usage.model, usage.tokens_in, usage.tokens_out) == ("gpt-x", 7, 3)
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40)
 @given(models=st.lists(separated_text.filter(bool), min_size=1, max_size=4))
-def test_attempt_usage_file_lines_keep_line_separators(models: list[str], tmp_path: Path) -> None:
+def test_attempt_usage_file_lines_keep_line_separators(
+    models: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from trialrun.attempt.transcript import parse_usage_file
+
+    tmp_path = tmp_path_factory.mktemp("example")
 
     usage = tmp_path / "usage.jsonl"
     lines = [
@@ -413,7 +415,7 @@ def test_attempt_usage_file_lines_keep_line_separators(models: list[str], tmp_pa
     assert [record["model"] for record in records] == models
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(commands=st.lists(separated_text, min_size=1, max_size=3))
 def test_compare_transcript_events_keep_line_separators(commands: list[str]) -> None:
     from trialrun.compare.evaluate import commands_in, efficiency_of
@@ -513,7 +515,7 @@ HIDDEN_CLASS = re.compile(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(text=hidden_text)
 def test_visible_text_holds_no_hidden_character_and_keeps_the_rest(text: str) -> None:
     from trialrun.base.visible import visible, visible_name

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialrun.base import canonjson
@@ -213,7 +213,7 @@ def _objects(value: Any) -> int:
     return 0
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150)
 @given(data=_data, pick=st.integers(min_value=0), at=st.integers(0, 2))
 def test_a_duplicate_key_in_any_object_of_any_event_is_rejected(
     data: dict[str, Any], pick: int, at: int

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 VERIFY = 'n=$(cat score.txt); if [ "$n" = 0 ]; then echo ok; else echo "$n failed"; exit 1; fi'
@@ -365,9 +365,7 @@ _ROWS = st.fixed_dictionaries(
 )
 
 
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=150)
 @given(rows=st.lists(_ROWS, max_size=6), root=st.sampled_from(["/ws", "ws", 7]))
 def test_any_map_loads_safely_or_is_refused_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, Any]], root: object
@@ -389,9 +387,7 @@ def test_any_map_loads_safely_or_is_refused_in_one_line(
         assert all(part not in ("", ".", "..", ".git") for part in parts) and "\0" not in rel
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40)
 @given(
     names=st.lists(
         st.text(

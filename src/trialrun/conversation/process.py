@@ -348,7 +348,24 @@ class AgentProcess:
             return True
         # asyncio.wait, unlike wait_for on Python 3.11, starts no task and cancels nothing.
         done, _ = await asyncio.wait((self._protocol.exited,), timeout=timeout_s)
-        return bool(done)
+        if done:
+            return True
+        # The timeout and the exit can be due in the same turn of a loop that a busy machine
+        # held back, and the timeout runs first: ask the kernel before saying the agent runs.
+        if not self._has_exited():
+            return False
+        await self._protocol.exited  # the loop is about to reap it; its status comes with it
+        return True
+
+    def _has_exited(self) -> bool:
+        """Whether the kernel holds the agent's exit status (WNOWAIT: the loop still reaps it)."""
+        if not hasattr(os, "waitid"):  # not on every Unix: then only the loop can tell
+            return False
+        try:
+            status = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already: its exit is on its way to the loop
+            return True
+        return status is not None
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
