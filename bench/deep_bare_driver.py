@@ -1,21 +1,18 @@
 """The bare driver of bench/deep_bench.py: the floor that `trialrun run` is compared with.
 
-    python bench/deep_bare_driver.py SUITE_DIR [--sync [--one-cpu]]
+    python bench/deep_bare_driver.py SUITE_DIR [--sync]
 
 It does what a replay harness cannot avoid for the deep case and nothing else: load the one
 cassette into a dict keyed by (tool, args), start the agent, send ``task_start``, answer every
 ``tool_call`` from the dict, read ``final_output``. No deadlines, no checks, no events, no
 artifacts. By default it runs on asyncio subprocess pipes, the architecture trialrun uses (one
 event loop driving many agents); ``--sync`` uses plain blocking pipes, the absolute floor.
-``--one-cpu`` (Linux) also runs the driver and the agent on one CPU, as trialrun does while it
-replays (``conversation/cpushare.py``): the floor of a driver that does that too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,13 +57,9 @@ async def drive_async(suite: Path) -> None:
     await agent.wait()
 
 
-def drive_sync(suite: Path, *, one_cpu: bool = False) -> None:
+def drive_sync(suite: Path) -> None:
     answers, start, argv = load(suite)
     agent = subprocess.Popen(argv, cwd=suite, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    if one_cpu:
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(agent.pid, {cpu})
-        os.sched_setaffinity(0, {cpu})
     assert agent.stdin is not None and agent.stdout is not None
     agent.stdin.write((json.dumps(start) + "\n").encode())
     agent.stdin.flush()
@@ -83,6 +76,6 @@ def drive_sync(suite: Path, *, one_cpu: bool = False) -> None:
 if __name__ == "__main__":
     suite_dir = Path(sys.argv[1])
     if "--sync" in sys.argv[2:]:
-        drive_sync(suite_dir, one_cpu="--one-cpu" in sys.argv[2:])
+        drive_sync(suite_dir)
     else:
         asyncio.run(drive_async(suite_dir))

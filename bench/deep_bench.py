@@ -4,10 +4,11 @@
 
 Runs, alternately and in one process tree, the whole ``trialrun run SUITE --mode replay``
 process and the bare driver of ``bench/deep_bare_driver.py`` on the same suite and agent (the
-suite of ``bench/replay_bench.py``), in its asyncio form (one event loop driving agents, what
-trialrun did until session 7) and in its blocking-pipes form (the floor; since session 7 trialrun
-answers a replayed case from a thread of blocking pipes too, see ``conversation/pump.py``). It
-prints the median wall time of each and the ratios trialrun / bare driver; issue 17's bound is
+suite of ``bench/replay_bench.py``), in its asyncio form (one event loop driving agents, the
+architecture trialrun uses) and in its blocking-pipes form (the floor). From session 7 until
+issue 29 trialrun answered a replayed case from a thread of blocking pipes, and from session 9
+held that thread and the agent on one CPU; issue 29 removed both (docs/perf.md). It prints
+the median wall time of each and the ratios trialrun / bare driver; issue 17's bound is
 against the blocking driver. The machines are shared and noisy: only ratios taken in the same
 run mean anything, and instruction counts (valgrind) are steadier than seconds. On a quiet
 machine the wall time of this case is about the CPU time of the two processes added up: the
@@ -90,8 +91,8 @@ conversation went from ~1.3 s to ~0.55-0.75 s: an asyncio round trip on subproce
 three loop iterations (the subprocess transport hands each chunk to the loop once more before
 the stream reader sees it, then the reading task wakes), and each wake-up from ``epoll`` costs
 more than the message's own handling. What is left per message is ~30-40 us of Python (parse,
-canonical args, look up, two events, encode: ``bench/answer_micro.py``) against ~20 us in the
-blocking driver.
+canonical args, look up, two events, encode: ``answer_micro.py``, since removed) against ~20 us
+in the blocking driver.
 
 Session 8, the rest of the run. The interpreter's teardown (freeing the run's objects one by
 one) took ~48 ms after the last line was written, ~7 ms with ``os._exit`` once the atexit
@@ -115,9 +116,9 @@ answers with a C encoder built once (``protocol.encode``: ~5 -> ~2.5 us). Measur
   across cores costs more than sharing one.
 
 What is left per message is CPU: ~60-75 us of the answering thread in the run (user and system)
-against ~20 us for the same Python in ``bench/answer_micro.py``; the bare driver's ~20 us grow
-about alike (every switch to the agent and back leaves the caches cold). After the conversation
-~230 ms of CPU remain (receipt ~130, run.jsonl ~60, the redaction proof ~38:
+against ~20 us for the same Python in ``answer_micro.py`` (since removed); the bare driver's
+~20 us grow about alike (every switch to the agent and back leaves the caches cold). After the
+conversation ~230 ms of CPU remain (receipt ~130, run.jsonl ~60, the redaction proof ~38:
 ``bench/deep_post_phases.py``), and ~300 ms before the first agent (above).
 
 Session 9, the scheduler. Most of the conversation's wall time was neither process's work:
@@ -293,7 +294,6 @@ def main() -> None:
         "trialrun": ours,
         "bare asyncio": bare,
         "bare sync": [*bare, "--sync"],
-        "bare one CPU": [*bare, "--sync", "--one-cpu"],
     }
 
     envs: dict[str, dict[str, str]] = {}
@@ -319,9 +319,7 @@ def main() -> None:
     print(
         f"  trialrun / bare asyncio driver  {med['trialrun'] / med['bare asyncio']:.2f}\n"
         f"  trialrun / bare sync driver     {med['trialrun'] / med['bare sync']:.2f}"
-        "  (issue 17 bound: <= 1.5, and trialrun < 1 s)\n"
-        f"  trialrun / bare one-CPU driver  {med['trialrun'] / med['bare one CPU']:.2f}"
-        "  (the floor once both share a CPU, as trialrun makes them)"
+        "  (issue 17 bound: <= 1.5, and trialrun < 1 s; issue 29 bound: trialrun <= 3 s)"
     )
     if args.base:
         base = f"trialrun {args.base}"

@@ -9,7 +9,6 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -66,19 +65,3 @@ def upstream() -> Iterator[FakeUpstream]:
     fake.start()
     yield fake
     fake.stop()
-
-
-@pytest.fixture
-def lendings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """One entry per time a session lends its agent's channel to an answering thread."""
-    from trialrun.conversation import session
-
-    lent: list[str] = []
-    original = session.run_on_thread
-
-    async def counting(work: Any, stop: Any) -> None:
-        lent.append("lent")
-        await original(work, stop)
-
-    monkeypatch.setattr(session, "run_on_thread", counting)
-    return lent

@@ -336,15 +336,14 @@ def test_replay_is_constant_time_per_call(tmp_path: Path) -> None:
     assert replay < max(20 * build, 0.05)
 
 
-def test_prepare_answers_builds_the_index_before_the_first_call(tmp_path: Path) -> None:
+def test_each_case_copy_builds_its_own_index(tmp_path: Path) -> None:
     path = write_cassette(tmp_path / "c.jsonl", [entry("a", {"n": 1}, "one"), entry("a", {})])
     loaded = Cassette.load(path)
     backend = ReplayBackend(loaded.fresh())
     assert "_index" not in vars(backend.cassette)  # a suite's load builds no index
-    backend.prepare_answers()
-    assert "_index" in vars(backend.cassette)
     assert backend.answer_now("a", {"n": 1}).result == "one"
-    assert "_index" not in vars(loaded)  # each case's copy has its own
+    assert "_index" in vars(backend.cassette)
+    assert "_index" not in vars(loaded)
 
 
 # --- redaction-aware matching --------------------------------------------------------------------

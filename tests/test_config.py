@@ -839,6 +839,14 @@ def test_shipped_json_schemas_match_the_models_and_accept_peer_files(peer_fixtur
         jsonschema.validate({"suite_name": "x", "agnet_command": []}, suite_schema)
 
 
+def test_the_suite_schema_still_accepts_share_cpu_and_marks_it_deprecated() -> None:
+    # Editors check suites against this schema: an older suite must not be flagged as wrong.
+    suite_schema = json.loads((SCHEMA_DIR / "suite.schema.json").read_text())
+    suite = yaml.safe_load(SUITE)
+    jsonschema.validate({**suite, "share_cpu": True}, suite_schema)
+    assert suite_schema["properties"]["share_cpu"]["deprecated"] is True
+
+
 # -- performance ------------------------------------------------------------------------------
 
 

@@ -104,7 +104,7 @@ class SuiteConfig(_Strict):
     kill_grace_ms: StrictInt = Field(default=2_000, ge=0)
     agent_channel: Literal["stdio", "fd"] = "stdio"
     prestart: StrictBool | None = None
-    share_cpu: StrictBool = True
+    share_cpu: StrictBool | None = None
     mcp_servers: dict[ServerName, McpServer] = Field(default_factory=dict)
     model_gateway: ModelGateway | None = None
 

@@ -139,6 +139,21 @@ def test_suite_that_does_not_load_lists_every_config_error(
     assert lines_of(lines, "versions"), "the versions line is shown even for a broken suite"
 
 
+def test_a_deprecated_suite_key_is_a_warning_at_its_line(
+    suite: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (suite / "suite.yaml").read_text(encoding="utf-8")
+    (suite / "suite.yaml").write_text(text + "share_cpu: true\n", encoding="utf-8")
+    code, lines = doctor(capsys, str(suite))
+    assert code == 0
+    line = text.count("\n") + 1
+    assert [row for row in lines_of(lines, "suite") if row.startswith("warn ")] == [
+        f"warn suite: suites/demo/suite.yaml:{line}: 'share_cpu' is deprecated: has no effect "
+        "(trialrun no longer changes which CPUs the agent runs on) and may be removed "
+        "(remove the key)"
+    ]
+
+
 def test_agent_command_that_resolves_nowhere_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

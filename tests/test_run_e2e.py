@@ -242,6 +242,28 @@ def test_case_option_runs_only_the_named_cases(tmp_path: Path) -> None:
     assert proc.stderr.startswith("error: ") and "a_ok" in proc.stderr
 
 
+def test_a_suite_setting_share_cpu_runs_with_one_deprecation_warning_at_its_line(
+    tmp_path: Path,
+) -> None:
+    suite = make_suite(tmp_path)
+    suite_file = suite / "suite.yaml"
+    text = suite_file.read_text(encoding="utf-8")
+    suite_file.write_text(text + "share_cpu: false\n", encoding="utf-8")
+    line = text.count("\n") + 1
+    out = tmp_path / "out"
+    proc = trialrun(
+        "run", str(suite), "--out", str(out), "--case", "a_ok", "--case", "j_usage", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [row for row in proc.stderr.splitlines() if "share_cpu" in row]
+    assert warnings == [
+        f"warning: suite/suite.yaml:{line}: 'share_cpu' is deprecated: has no effect (trialrun "
+        "no longer changes which CPUs the agent runs on) and may be removed"
+    ]
+    summary = json.loads((only_run_dir(out) / "summary.json").read_text(encoding="utf-8"))
+    assert [c["status"] for c in summary["cases"]] == ["pass", "pass"]
+
+
 def test_github_actions_gets_annotations_at_the_case_file_and_a_step_summary(
     tmp_path: Path,
 ) -> None:

@@ -7,11 +7,10 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -37,28 +36,11 @@ class Outcome:
 
 @dataclass
 class FakeTools:
-    """A tool backend that answers from a dict, or raises what it is told to.
-
-    With ``immediate`` (the ``answering`` fixture sets it), one without a delay also answers
-    ``answer_now``, as a cassette does: the session then answers from a thread of blocking
-    pipes instead of the event loop, and every test runs both ways.
-    """
+    """A tool backend that answers from a dict, or raises what it is told to."""
 
     answers: dict[str, Outcome | BaseException] = field(default_factory=dict)
     delay_s: float = 0.0
     calls: list[tuple[str, Any]] = field(default_factory=list)
-    prepared: int = 0
-    """How often ``prepare_answers`` was called (immediate backends only)."""
-    immediate: ClassVar[bool] = False
-
-    def __post_init__(self) -> None:
-        if self.immediate and not self.delay_s:
-            self.answer_now = self._answer
-            self.prepare_answers = self._prepare
-
-    def _prepare(self) -> None:
-        assert not self.calls, "prepare_answers came after a call"
-        self.prepared += 1
 
     async def call(self, name: str, args: dict[str, Any], local: Any = None) -> Outcome:
         if local is not None:
@@ -81,13 +63,6 @@ class FakeTools:
 
     def unused(self) -> int:
         return 0
-
-
-@pytest.fixture(autouse=True, params=["loop", "lent pipes"])
-def answering(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Who answers the agent: the event loop, or a thread the stdio pipes are lent to."""
-    monkeypatch.setattr(FakeTools, "immediate", request.param == "lent pipes")
-    return str(request.param)
 
 
 def agent(name: str, *args: str) -> list[str]:
@@ -625,47 +600,9 @@ def test_agent_that_exits_before_reading_a_large_input_is_a_crash_not_a_broken_p
     assert run.failure.stderr_tail == "gone"
 
 
-def test_an_immediate_backend_answers_every_call_from_one_lent_thread(
-    answering: str, lendings: list[str]
-) -> None:
-    if answering != "lent pipes":
-        pytest.skip("about the lent pipes")
-    run = run_case(_calls_then(50, 0, "print(json.dumps({'type': 'final_output', 'output': {}}))"))
-    assert run.failure is None, run.failure
-    assert [call.call_id for call in run.tool_calls] == [f"c{i}" for i in range(50)]
-    assert lendings == ["lent"]  # then the final output is the loop's
-    for thread in [t for t in threading.enumerate() if t.name == "trialrun-lent-pipes"]:
-        thread.join(2)  # it reported its end; returning from its function is all that is left
-        assert not thread.is_alive()
-
-
-def test_an_immediate_backend_prepares_its_answers_once_before_the_first_call(
-    answering: str,
-) -> None:
-    tools = FakeTools()
-    run = run_case(agent("echo_agent.py", "search_docs", "3"), tools=tools)
-    assert run.failure is None, run.failure
-    assert len(tools.calls) == 3
-    assert tools.prepared == (1 if answering == "lent pipes" else 0)
-
-
-def test_a_backend_that_must_be_awaited_never_lends_the_pipes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from trialrun.conversation import session
-
-    def refuse(*_: Any) -> None:
-        raise AssertionError("lent the pipes for a backend without answer_now")
-
-    monkeypatch.setattr(session, "run_on_thread", refuse)
-    run = run_case(agent("echo_agent.py", "search_docs", "2"), tools=FakeTools(delay_s=0.01))
-    assert run.failure is None, run.failure
-    assert len(run.tool_calls) == 2
-
-
 def test_messages_split_across_writes_or_sharing_one_are_read_whole() -> None:
     # Each call arrives in three pieces a little apart, and the log line shares the write of
-    # the final output: neither the loop nor the lent thread may see half a message.
+    # the final output: the session may never see half a message.
     code = (
         "import json, sys, time\nsys.stdin.readline()\n"
         "for i in range(5):\n"
@@ -699,3 +636,36 @@ def test_a_line_that_trickles_in_longer_than_the_idle_timeout_is_idle() -> None:
     run = run_case([sys.executable, "-c", code], limits=limits)
     assert run.failure is not None
     assert run.failure.kind == "idle_timeout"
+
+
+# -- the program under test is left as it is ---------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs a choice of CPUs to take away",
+)
+def test_a_replayed_conversation_leaves_the_agent_on_every_cpu_it_may_use(tmp_path: Path) -> None:
+    from trialrun.tools.cassette import Cassette, ReplayBackend
+
+    calls = 300
+    cassette = tmp_path / "c.jsonl"
+    cassette.write_text(
+        "".join(
+            json.dumps({"tool": "search_docs", "args": {"i": i}, "ok": True, "result": i}) + "\n"
+            for i in range(calls)
+        ),
+        encoding="utf-8",
+    )
+    # Many quick answers in a row, the pattern trialrun once used to pin the agent to one CPU.
+    then = (
+        "import os; print(json.dumps({'type': 'final_output',"
+        " 'output': {'cpus': sorted(os.sched_getaffinity(0))}}), flush=True)"
+    )
+    run = run_case(
+        _calls_then(calls, 0, then),
+        tools=ReplayBackend(Cassette.load(cassette)),  # type: ignore[arg-type]
+    )
+    assert run.failure is None, run.failure
+    assert len(run.tool_calls) == calls
+    assert run.output == {"cpus": sorted(os.sched_getaffinity(0))}

@@ -66,6 +66,10 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
         checks.append(_versions())
         return None, checks
     checks.append(Check("ok", "suite", f"{display_path(suite.suite_file)} and its cases load"))
+    checks.extend(
+        Check("warn", "suite", warning.removeprefix("warning: "), "remove the key")
+        for warning in suite.warnings
+    )
     checks.append(Check("ok", "schemas", "suite and case files match their schemas"))
     checks.append(_agent_command(suite))
     cassettes = _load_cassettes(suite)

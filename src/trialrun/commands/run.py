@@ -64,6 +64,8 @@ def prepare_run(
     from trialrun.running.runner import resolve_mode
 
     loaded = load_suite(path, case_ids=case_ids)
+    for message in loaded.warnings:
+        warn(message)
     shard_block: dict[str, Any] | None = None
     if shard is not None:
         from trialrun.running.sharding import ShardSpec, select_shard, shard_info

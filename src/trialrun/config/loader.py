@@ -22,7 +22,7 @@ from trialrun.config.messages import spec_errors
 from trialrun.config.models import Budgets, CaseConfig, Normalization, SuiteConfig
 from trialrun.config.normalize import REGEX_FLAGS
 from trialrun.config.paths import PATH_CHARS, PathEscapeError, SuitePaths, display_path
-from trialrun.config.spec import Record, SpecError, parse
+from trialrun.config.spec import Record, SpecError, deprecated_keys, parse
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -66,6 +66,8 @@ class Suite:
     tool_module_dir: Path
     baseline_path: Path | None
     output_dir: Path | None
+    warnings: tuple[str, ...] = ()
+    """``warning: <file>:<line>: ...`` lines for keys that load but do nothing (deprecated)."""
 
 
 def load_suite(path: str | Path, *, case_ids: Sequence[str] = ()) -> Suite:
@@ -156,6 +158,10 @@ class _SuiteLoader:
             tool_module_dir=self._paths.suite_dir,
             baseline_path=baseline_path,
             output_dir=output_dir,
+            warnings=tuple(
+                f"warning: {doc.file}:{doc.line_of((spelling,))}: '{spelling}' is deprecated: {why}"
+                for spelling, why in deprecated_keys(SuiteConfig, doc.data)
+            ),
         )
 
     # -- errors -------------------------------------------------------------------------------

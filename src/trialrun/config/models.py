@@ -167,9 +167,15 @@ class SuiteConfig(Record):
     """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
     prestart: bool | None = field(default=None, metadata=key(Optional(Bool())))
     """Start each case's agent while the case before it runs (unset: in replay mode only)."""
-    share_cpu: bool = field(default=True, metadata=key(Bool()))
-    """While its tool calls are answered from cassettes, the agent and trialrun's answering
-    thread run on one CPU as long as the agent answers quickly (``conversation.cpushare``)."""
+    share_cpu: bool | None = field(
+        default=None,
+        metadata=key(
+            Optional(Bool()),
+            deprecated="has no effect (trialrun no longer changes which CPUs the agent runs on) "
+            "and may be removed",
+        ),
+    )
+    """Accepted so that older suites still load; the loader warns that it does nothing."""
     mcp_servers: dict[str, McpServer] = field(
         default_factory=dict,
         metadata=key(MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN))),

@@ -290,18 +290,25 @@ class Nested(Spec):
 
 
 class Key:
-    """A record field's spec and the other spellings it is accepted under (RunLedger's)."""
+    """A record field's spec and the other spellings it is accepted under (RunLedger's).
 
-    __slots__ = ("aliases", "spec")
+    ``deprecated``: why the key no longer does anything. It is still accepted, so that files
+    written for an older trialrun keep loading, and ``deprecated_keys`` lets the loader warn.
+    """
 
-    def __init__(self, spec: Spec, aliases: tuple[str, ...] = ()) -> None:
+    __slots__ = ("aliases", "deprecated", "spec")
+
+    def __init__(
+        self, spec: Spec, aliases: tuple[str, ...] = (), deprecated: str | None = None
+    ) -> None:
         self.spec = spec
         self.aliases = aliases
+        self.deprecated = deprecated
 
 
-def key(spec: Spec, *aliases: str) -> dict[str, Key]:
+def key(spec: Spec, *aliases: str, deprecated: str | None = None) -> dict[str, Key]:
     """Metadata for ``dataclasses.field``: ``field(default=None, metadata=key(Int(ge=0)))``."""
-    return {"key": Key(spec, aliases)}
+    return {"key": Key(spec, aliases, deprecated)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,7 +324,7 @@ class Record:
 class _Field:
     """One record field as parsing, key lookup and schema export see it (worked out once)."""
 
-    __slots__ = ("default", "name", "required", "spec", "spellings")
+    __slots__ = ("default", "deprecated", "name", "required", "spec", "spellings")
 
     def __init__(self, field: dataclasses.Field[Any]) -> None:
         key_of_field: Key = field.metadata["key"]
@@ -325,6 +332,7 @@ class _Field:
         self.spellings = (field.name, *key_of_field.aliases)
         """The field name first, then RunLedger's spellings of it."""
         self.spec = key_of_field.spec
+        self.deprecated = key_of_field.deprecated
         self.default = field.default
         """``dataclasses.MISSING`` when the field has no plain default."""
         self.required = (
@@ -345,6 +353,17 @@ def _fields(record: type[Record]) -> tuple[_Field, ...]:
 def accepted_keys(record: type[Record]) -> list[str]:
     """Every spelling the record accepts: field names, then their aliases."""
     return [spelling for field in _fields(record) for spelling in field.spellings]
+
+
+def deprecated_keys(record: type[Record], data: Mapping[Any, Any]) -> list[tuple[str, str]]:
+    """The deprecated keys ``data`` sets at its top level, each with why it has no effect."""
+    return [
+        (spelling, field.deprecated)
+        for field in _fields(record)
+        if field.deprecated is not None
+        for spelling in field.spellings
+        if spelling in data
+    ]
 
 
 def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
@@ -424,6 +443,12 @@ def record_schema(record: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
             schema = {**schema, "default": field.default}
         elif field.required:
             required.append(field.name)
+        if field.deprecated is not None:
+            schema = {
+                **schema,
+                "deprecated": True,
+                "description": f"Deprecated: {field.deprecated}",
+            }
         properties[field.name] = schema
         for alias in field.spellings[1:]:
             properties[alias] = {

@@ -1,14 +1,10 @@
-"""The agent's messages as protocol lines: read by the event loop, or lent to a blocking reader.
+"""The agent's messages as protocol lines, read by the event loop.
 
 ``LineReader`` is the protocol of the agent's stdout pipe (``stdio`` channel) and
 ``SocketLineReader`` that of its socket (``fd`` channel). Unlike the subprocess transport's
 stream, which hands every chunk to the loop once more before a reader sees it, their
 ``data_received`` runs straight from the readiness callback: one loop iteration per message
 instead of three.
-
-While a session answers the agent from a thread of blocking pipes (``conversation/pump.py``),
-the transport is paused and that thread reads the same pipe into the same buffer; whatever it
-leaves there is the loop's again afterwards.
 """
 
 from __future__ import annotations
@@ -68,7 +64,6 @@ class LineReader(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._full = False
         """Reading paused because the buffer holds more than a whole line may: the agent waits."""
-        self._lent = False
 
     # --- the transport's side ---------------------------------------------------------------
 
@@ -147,23 +142,12 @@ class LineReader(asyncio.Protocol):
             self._full = False
             self._resume()
 
-    # --- lending the pipe to a blocking reader ----------------------------------------------
-
-    def lend(self) -> None:
-        """Stop reading on the loop: another thread reads the pipe into ``buffer`` now."""
-        self._lent = True
-        self._pause()
-
-    def give_back(self) -> None:
-        self._lent = False
-        self._resume()
-
     def _pause(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.pause_reading()
 
     def _resume(self) -> None:
-        if self._full or self._lent or self.eof:
+        if self._full or self.eof:
             return
         if self._transport is not None and not self._transport.is_closing():
             self._transport.resume_reading()

@@ -45,7 +45,6 @@ from trialrun.conversation.lines import (
     UnterminatedLine,
 )
 from trialrun.conversation.protocol import encode
-from trialrun.conversation.pump import LentPipes
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -202,7 +201,6 @@ class AgentProcess:
         max_message_bytes: int,
         messages: tuple[asyncio.ReadTransport, LineReader],
         socket_writer: asyncio.StreamWriter | None = None,
-        share_cpu: bool = True,
     ) -> None:
         self._transport = transport
         self._protocol = protocol
@@ -219,7 +217,6 @@ class AgentProcess:
         self._group_killed = False
         self.max_message_bytes = max_message_bytes
         self.channel: Channel = "stdio" if socket_writer is None else "fd"
-        self.share_cpu = share_cpu
 
     @classmethod
     async def start(
@@ -230,12 +227,8 @@ class AgentProcess:
         env: Mapping[str, str] | None = None,
         max_message_bytes: int,
         channel: Channel = "stdio",
-        share_cpu: bool = True,
     ) -> AgentProcess:
         """Spawn ``argv`` (no shell) in a new process group, talking over ``channel``.
-
-        ``share_cpu``: a thread its channel is lent to runs on one CPU with the agent while the
-        agent answers quickly (``cpushare``).
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
@@ -309,7 +302,7 @@ class AgentProcess:
                 stdout_pipe.close()
                 transport.close()
                 raise
-            return cls(transport, protocol, process, max_message_bytes, stdout, share_cpu=share_cpu)
+            return cls(transport, protocol, process, max_message_bytes, stdout)
         try:
             sock_transport, lines = await loop.create_unix_connection(
                 lambda: SocketLineReader(max_message_bytes), sock=ours
@@ -319,15 +312,7 @@ class AgentProcess:
             transport.close()
             raise
         writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(
-            transport,
-            protocol,
-            process,
-            max_message_bytes,
-            (sock_transport, lines),
-            writer,
-            share_cpu=share_cpu,
-        )
+        return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
 
     @property
     def returncode(self) -> int | None:
@@ -417,34 +402,6 @@ class AgentProcess:
         the channel (see ``lines.LineReader.readline``).
         """
         return await self._lines.readline()
-
-    def lend(self) -> LentPipes | None:
-        """The channel for a thread's blocking reads and writes, or None when it cannot be lent
-        now (closed, a write still buffered). ``give_back`` when done."""
-        writer = self._writer
-        if self._closed or writer.is_closing() or writer.transport.get_write_buffer_size() > 0:
-            return None
-        if self.channel == "fd":
-            inbox = outbox = self._messages.get_extra_info("socket")
-        else:
-            inbox, outbox = (
-                writer.transport.get_extra_info("pipe"),
-                self._messages.get_extra_info("pipe"),
-            )
-        if inbox is None or outbox is None:
-            return None
-        self._lines.lend()
-        try:
-            agent_pid = self.pid if self.share_cpu else None
-            return LentPipes(self._lines, outbox.fileno(), inbox.fileno(), agent_pid)
-        except BaseException:
-            self._lines.give_back()
-            raise
-
-    def give_back(self, pipes: LentPipes) -> None:
-        """The lending thread is done: the loop reads the agent's messages again."""
-        pipes.close()
-        self._lines.give_back()
 
     def close_stdin(self) -> None:
         """Tell the agent no more messages come: stdin closes, or the socket's write side."""

@@ -45,12 +45,10 @@ from trialrun.conversation.protocol import (
     ToolReportMsg,
     UsageMsg,
 )
-from trialrun.conversation.pump import LentPipes, run_on_thread
-from trialrun.conversation.read_alarm import ReadAlarm
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
-from trialrun.tools.base import ImmediateToolBackend, LocalTool, ToolBackend, ToolOutcome
+from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
 from trialrun.tools.live import MissingToolError
 
 _EXIT_DRAIN_S = 0.5
@@ -119,19 +117,14 @@ class _Session:
         self._deadline: float | None = None
         self._decided = False
         self._line_no = 0
-        self._alarm: ReadAlarm | None = None
+        self._reading: asyncio.Timeout | None = None
         """The deadline of the line being read, if any: the agent's exit shortens it."""
         self._draining = False
         """The agent exited: reads wait only for what it left in the pipe."""
-        self._last_sent: str | ToolCallMsg = "the task_start message"
-        """What trialrun sent last, for a failure message to name: its name, or the call its
-        tool_result answered (named only if needed: the lent thread answers thousands)."""
+        self._last_sent = "the task_start message"
+        """What trialrun sent last, for a failure message to name."""
         self._unsent: str | None = None
         """What could not be sent because the agent had closed its inbox: it can only end now."""
-        self._immediate = tools if isinstance(tools, ImmediateToolBackend) else None
-        """Set when the calls can be answered on a thread of blocking pipes (``_answer_lent``)."""
-        self._lent: LentPipes | None = None
-        """The pipes that thread is using, while it runs."""
 
     async def run(
         self, started: StartedAgent, task_input: Any, teardowns: Teardowns | None
@@ -182,19 +175,9 @@ class _Session:
     async def _converse(self, agent: AgentProcess, task_input: Any) -> bool:
         """True when the agent delivered its final output, False when the case failed."""
         try:
-            return await self._converse_until_decided(agent, task_input)
-        finally:
-            if self._alarm is not None:
-                self._alarm.close()
-
-    async def _converse_until_decided(self, agent: AgentProcess, task_input: Any) -> bool:
-        try:
             await self._send(
                 agent, protocol.task_start(self._case_id, task_input), "the task_start message"
             )
-            if self._immediate is not None:
-                # While the agent reads it, and maybe still loads its imports (on another CPU).
-                self._immediate.prepare_answers()
             while True:
                 message = await self._next_message(agent)
                 if isinstance(message, FinalOutputMsg):
@@ -253,17 +236,6 @@ class _Session:
             self._refuse_for(call, exc, start_ms)
         reply = self._call_answered(call, outcome, start_ms, started)
         await self._send(agent, reply, wording.answer_of(call))
-
-    def _answer_now(self, call: ToolCallMsg) -> JsonObject:
-        """``_tool_call`` for an immediate backend, up to the reply to send."""
-        assert self._immediate is not None
-        start_ms = self._call_received(call)
-        started = time.monotonic()
-        try:
-            outcome = self._immediate.answer_now(call.name, call.args)
-        except _REFUSALS as exc:
-            self._refuse_for(call, exc, start_ms)
-        return self._call_answered(call, outcome, start_ms, started)
 
     def _call_received(self, call: ToolCallMsg) -> float:
         """Record the call and refuse a tool the suite does not allow; its start on the case's
@@ -388,7 +360,7 @@ class _Session:
         if not sent:
             self._unsent = what
 
-    def _encoded(self, message: Mapping[str, Any], what: str | ToolCallMsg) -> bytes:
+    def _encoded(self, message: Mapping[str, Any], what: str) -> bytes:
         """``message`` as a protocol line, now the last thing sent; fails the case if it cannot be
         (a case input or a tool result that is not JSON data)."""
         self._last_sent = what
@@ -403,13 +375,9 @@ class _Session:
                 )
             self._fail(
                 "tool_error",
-                f"Cannot send {self._last_sent_named()}: the tool result is not JSON data ({exc})",
+                f"Cannot send {self._last_sent}: the tool result is not JSON data ({exc})",
                 "error",
             )
-
-    def _last_sent_named(self) -> str:
-        sent = self._last_sent
-        return sent if isinstance(sent, str) else wording.answer_of(sent)
 
     async def _bounded(self, work: Awaitable[_T], activity: str) -> _T:
         timeout, is_wall = self._budget()
@@ -420,8 +388,6 @@ class _Session:
             self._overdue(is_wall, activity)
 
     async def _next_message(self, agent: AgentProcess) -> AgentMessage:
-        if self._immediate is not None and not self._ending():
-            await self._answer_on_thread(agent)
         while True:
             try:
                 raw = await self._next_line(agent)
@@ -429,7 +395,7 @@ class _Session:
                 where = f"{wording.source(agent)} line {self._line_no + 1}"
                 self._fail("message_too_large", f"{exc} ({where})", "error")
             except ChannelLostError:
-                unread = self._last_sent_named()
+                unread = self._last_sent
                 await self._stdout_closed(
                     agent, f"closed its {wording.source(agent)} without reading {unread}"
                 )
@@ -447,70 +413,6 @@ class _Session:
             if message is not None:
                 return message
 
-    async def _answer_on_thread(self, agent: AgentProcess) -> None:
-        """Lend the agent's pipes to a thread that answers what it can (``_answer_lent``)."""
-        pipes = agent.lend()
-        if pipes is None:
-            return
-        self._lent = pipes
-        try:
-            await run_on_thread(lambda: self._answer_lent(agent, pipes), pipes.stop)
-        finally:
-            self._lent = None
-            agent.give_back(pipes)
-
-    def _answer_lent(self, agent: AgentProcess, pipes: LentPipes) -> None:
-        """On the lending thread: answer the agent until a message needs the event loop.
-
-        The same steps as the loop's, on blocking pipes: tool calls, logs and usage are handled
-        here, failures end the case here (``_CaseOver`` reaches the session's task). Anything
-        else (the final output, a line that is not a valid message, the end of stdout, the
-        agent's exit) is left unread in the buffer, and the loop reads it as usual.
-        """
-        reader = pipes.reader
-        line_deadline: tuple[float, bool] | None = None
-        """When the line being read is overdue, and whether by the wall deadline."""
-        while not (pipes.stopping or self._ending()):
-            try:
-                end = reader.find_line()
-            except MessageTooLargeError:
-                return
-            if end < 0:
-                if reader.eof:
-                    return
-                if line_deadline is None:
-                    timeout, is_wall = self._budget()
-                    line_deadline = (time.monotonic() + timeout, is_wall)
-                waited = pipes.fill(line_deadline[0] - time.monotonic())
-                if waited == "timeout" and time.monotonic() >= line_deadline[0]:
-                    self._read_timed_out(agent, line_deadline[1])
-                continue
-            line_deadline = None
-            try:
-                message = protocol.parse_line(bytes(reader.buffer[:end]), self._line_no + 1)
-            except ProtocolError:
-                return
-            if isinstance(message, FinalOutputMsg):
-                return
-            reader.consume(end + 1)
-            self._line_no += 1
-            if isinstance(message, ToolCallMsg):
-                self._send_lent(agent, pipes, self._answer_now(message), message)
-            elif message is not None:
-                self._note(message)
-
-    def _send_lent(
-        self, agent: AgentProcess, pipes: LentPipes, reply: Mapping[str, Any], call: ToolCallMsg
-    ) -> None:
-        """``_send`` on the lending thread, of the tool_result of ``call``."""
-        line = self._encoded(reply, call)
-        timeout, is_wall = self._budget()
-        written = pipes.write(line, timeout)
-        if written == "closed":
-            self._unsent = wording.answer_of(call)
-        elif written == "timeout":
-            self._overdue(is_wall, wording.to_read(agent, wording.answer_of(call)))
-
     def _ending(self) -> bool:
         """The agent exited or stopped reading: wait only for what it left in the pipe."""
         return self._draining or self._unsent is not None
@@ -518,22 +420,13 @@ class _Session:
     async def _next_line(self, agent: AgentProcess) -> bytes | None:
         """The next stdout line, racing the deadlines and the agent's own exit."""
         timeout, is_wall = (_EXIT_DRAIN_S, False) if self._ending() else self._budget()
-        # The read runs in this task (no task per line); _agent_exited shortens its deadline.
-        if self._alarm is None:
-            self._alarm = ReadAlarm()
-        alarm = self._alarm
-        alarm.start(timeout)
         try:
-            line = await agent.read_line()
-        except asyncio.CancelledError:
-            if not alarm.stop():
-                raise  # cancelled from outside (Ctrl-C), not by the deadline
+            async with asyncio.timeout(timeout) as self._reading:
+                return await agent.read_line()
+        except TimeoutError:
             self._read_timed_out(agent, is_wall)
-        except BaseException:
-            alarm.stop()
-            raise
-        alarm.stop()
-        return line
+        finally:
+            self._reading = None
 
     def _read_timed_out(self, agent: AgentProcess, is_wall: bool) -> NoReturn:
         if self._draining:
@@ -551,10 +444,10 @@ class _Session:
     def _agent_exited(self) -> None:
         """Whatever the agent wrote before exiting is already in the pipe: wait only for that."""
         self._draining = True
-        if self._alarm is not None:
-            self._alarm.reschedule(_EXIT_DRAIN_S)
-        if self._lent is not None:
-            self._lent.wake()
+        reading = self._reading
+        # An expired timeout cannot be rescheduled; its read is ending anyway.
+        if reading is not None and not reading.expired():
+            reading.reschedule(asyncio.get_running_loop().time() + _EXIT_DRAIN_S)
 
     def _unread(self, agent: AgentProcess) -> str | None:
         if self._unsent is None:

@@ -23,7 +23,7 @@ class Spawn:
     """How to start the agent: its command, where, with what environment, over which channel.
 
     ``env`` is the agent's whole environment (None: inherit ours) and ``extra_env`` is laid on
-    top of it; ``cwd`` None: ours. ``share_cpu``: see ``AgentProcess.start``.
+    top of it; ``cwd`` None: ours.
     """
 
     argv: list[str]
@@ -31,7 +31,6 @@ class Spawn:
     env: Mapping[str, str] | None = None
     extra_env: Mapping[str, str] | None = None
     channel: Channel = "stdio"
-    share_cpu: bool = True
 
 
 @dataclass(slots=True)
@@ -69,7 +68,6 @@ async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
             env=env,
             max_message_bytes=max_message_bytes,
             channel=spawn.channel,
-            share_cpu=spawn.share_cpu,
         )
     except AgentStartError as exc:
         return StartedAgent(None, str(exc), spawned_at)

@@ -289,7 +289,6 @@ def _spawn_of(suite: Suite, options: RunOptions, extra_env: dict[str, str]) -> S
         env=options.env,
         extra_env=extra_env or None,
         channel=suite.config.agent_channel,
-        share_cpu=suite.config.share_cpu,
     )
 
 

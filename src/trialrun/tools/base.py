@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trialrun.base.results import JsonObject
 
@@ -51,24 +51,6 @@ class ToolBackend(Protocol):
 
     def unused(self) -> int:
         """How many recordings were never consumed (0 for backends that do not replay)."""
-        ...
-
-
-@runtime_checkable
-class ImmediateToolBackend(ToolBackend, Protocol):
-    """A backend whose answers need no waiting (a cassette).
-
-    The session may then answer the agent from a thread of blocking pipes, which is about twice
-    as fast per call as a round trip through the event loop (see ``conversation/pump.py``).
-    ``answer_now`` runs on that thread, alone with the case's state: nothing else may call the
-    backend meanwhile. It raises what ``call`` raises, before consuming anything.
-    """
-
-    def answer_now(self, name: str, args: JsonObject) -> ToolOutcome: ...
-
-    def prepare_answers(self) -> None:
-        """Build what ``answer_now`` needs (a cassette's index): called once, after
-        ``task_start`` is sent, while the agent may still be starting up."""
         ...
 
 

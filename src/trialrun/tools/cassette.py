@@ -195,10 +195,6 @@ class Cassette:
             if used and tools[at] == tool and keys[at] in args_jsons
         )
 
-    def index(self) -> None:
-        """Build the matching index now rather than at the first ``take``."""
-        self._index  # noqa: B018 (a cached_property: reading it builds it)
-
     def unused(self) -> list[CassetteEntry]:
         """Recordings no call consumed, in file order, parsed."""
         return [self._entry(at) for at, used in enumerate(self._consumed) if not used]
@@ -239,9 +235,6 @@ class ReplayBackend:
         self, name: str, args: JsonObject, local: LocalTool | None = None
     ) -> ToolOutcome:
         return self.answer_now(name, args)
-
-    def prepare_answers(self) -> None:
-        self.cassette.index()
 
     def answer_now(self, name: str, args: JsonObject) -> ToolOutcome:
         entry = self.cassette.take(name, args)
