@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jsonerrors import json_error
 from trialrun.artifacts.baseline import (
     MISSING_METRIC_NOTE,
     SCHEMA_WARNING,
@@ -78,13 +79,17 @@ def write(tmp_path: Path, text: str | bytes) -> Path:
     return path
 
 
+TRAILING_COMMA = '{\n  "cases": [\n    {"id": "t1",}\n  ]\n}\n'
+
+
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
         (
-            '{\n  "cases": [\n    {"id": "t1",}\n  ]\n}\n',
-            3,
-            "invalid JSON: Expecting property name",
+            TRAILING_COMMA,
+            # json's own words and place: Python 3.13 names the comma's line, 3.11 the next.
+            json_error(TRAILING_COMMA).lineno,
+            f"invalid JSON: {json_error(TRAILING_COMMA).msg}",
         ),
         ("[1, 2]", 1, "found a JSON list"),
         ('{\n  "schema_version": 1\n}', 1, "found no 'cases' key"),
