@@ -30,8 +30,11 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # check measures the scheduler as much as the code. data_too_large stays on: it depends only on
 # the examples drawn, and firing means a strategy builds more than its test needs.
 # "ci" (what make test and CI load) also draws the same examples on every run, so a failure there
-# reproduces with the same command; "dev" (plain pytest) keeps exploring new examples locally.
-settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# reproduces with the same command; "dev" (plain pytest) keeps exploring new examples, even
+# where CI=true is set (hypothesis would otherwise derandomize every profile there).
+settings.register_profile(
+    "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
+)
 settings.register_profile(
     "ci", settings.get_profile("dev"), derandomize=True, database=None, print_blob=True
 )
