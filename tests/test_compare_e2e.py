@@ -54,6 +54,9 @@ if release and task.startswith("explain"):
     deadline = time.monotonic() + 20
     while not pathlib.Path(release).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+# An arm that takes this long (a real agent's minutes, in little) is seen running on a live
+# progress display, whatever the machine's speed: the display redraws four times a second.
+time.sleep(float(os.environ.get("SCRIPTED_ARM_SECONDS", "0")))
 events = [{"type": "system", "subtype": "init", "skills": []}]
 
 def say(text):

@@ -170,8 +170,10 @@ def test_run_quiet_shows_no_progress_and_the_same_report(suite: Path, tmp_path: 
 
 def test_compare_on_a_terminal_names_the_running_arms(tmp_path: Path) -> None:
     subject = make_subject(tmp_path)
+    # Each arm outlasts two redraws, so frames are drawn while arms run, however fast the machine.
+    env = environment(tmp_path, SCRIPTED_ARM_SECONDS="0.6")
     code, out, terminal = run_on_terminal(
-        ["compare", str(subject), "--no-commit", "-j", "2"], tmp_path, environment(tmp_path)
+        ["compare", str(subject), "--no-commit", "-j", "2"], tmp_path, env
     )
     assert code == 0, terminal
     assert re.search(r"compare: units [0-6]/6 · arms \d+/18", terminal)
