@@ -103,7 +103,8 @@ if plan.get("crash"):
     print(f"agent {n}: crashing before task_start", file=sys.stderr, flush=True)
     sys.exit(3)
 child = subprocess.Popen(["sleep", "300"])
-(state / f"child.{n}").write_text(str(child.pid))
+(state / f".child.{n}").write_text(str(child.pid))
+(state / f".child.{n}").rename(state / f"child.{n}")  # whole when it appears
 if plan.get("startup_s"):
     time.sleep(plan["startup_s"])
     (state / f"ready.{n}").write_text("")
