@@ -3,7 +3,7 @@
 Measures, in fresh subprocesses alternating the three validators, median of --repeat runs:
   * import: the library alone, then the suite and case records on top of it
     (config.spec + config.models; msgspec + bench/msgspec_records.py; pydantic + the oracle models
-    of tests/test_config_spec.py, read from that file so the oracle stays its one definition);
+    that tests/test_config_spec.py held until issue 29, read from git at ORACLE_REVISION);
   * validation of a generated RunLedger-style suite (suite.yaml + 200 case files, built by
     bench/replay_bench.py's generator), parsed from YAML before the clock starts;
   * a second validation in the same process ("again"): msgspec builds its decoder on first use;
@@ -41,7 +41,8 @@ ROOT = BENCH.parent
 WORK = BENCH / ".work"
 MSGSPEC_LIB = WORK / "msgspec-lib"
 MSGSPEC_SPEC = "msgspec==0.23.0"
-ORACLE_SOURCE = ROOT / "tests" / "test_config_spec.py"
+ORACLE_SOURCE = "tests/test_config_spec.py"
+ORACLE_REVISION = "c5375ee"  # the last commit holding the pydantic oracle of the suite records
 SHIPPED_SCHEMAS = ROOT / "src" / "trialrun" / "schemas"
 
 # Each child prints the seconds of each step as JSON; the documents are read first so that reading
@@ -112,7 +113,8 @@ def ensure_msgspec() -> None:
 
 def write_oracle() -> None:
     """tests/test_config_spec.py's pydantic models as an importable module, without pytest."""
-    text = ORACLE_SOURCE.read_text(encoding="utf-8")
+    show = ["git", "show", f"{ORACLE_REVISION}:{ORACLE_SOURCE}"]
+    text = subprocess.run(show, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     imports = re.search(r"^from pydantic import \([^)]*\)", text, re.MULTILINE)
     start, end = text.find("class _Strict(BaseModel):"), text.find("\nPAIRS")
     if imports is None or start < 0 or end < 0:

@@ -9,75 +9,78 @@ plan that passes loading can only fail at run time because the suite's behaviour
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    model_validator,
-)
 
 from trialrun.base.fsutil import read_problem
 from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import closest
 from trialrun.config import Suite, load_suite
-from trialrun.config.messages import validation_errors
+from trialrun.config.messages import spec_errors
 from trialrun.config.paths import display_path, nul_problem
+from trialrun.config.spec import (
+    Bool,
+    Float,
+    Int,
+    ListOf,
+    MapOf,
+    Nested,
+    Optional,
+    Record,
+    SpecError,
+    Str,
+    key,
+    parse,
+)
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
+_NON_EMPTY = Str(min_length=1)
+_CHANGES = ("env", "agent_command", "patch")
+"""A regression makes exactly one of these changes."""
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-
-class ExpectedFailure(_Strict):
-    case: StrictStr
-    failure: StrictStr = Field(min_length=1)
+@dataclass(frozen=True, kw_only=True)
+class ExpectedFailure(Record):
+    case: str = field(metadata=key(Str()))
+    failure: str = field(metadata=key(_NON_EMPTY))
     """A failure kind (``cassette_mismatch``) or check type (``call_order``, ``budget:...``)."""
 
 
-class FilePatch(_Strict):
-    file: StrictStr = Field(min_length=1)
-    replace: StrictStr = Field(min_length=1)
-    with_: StrictStr = Field(alias="with")
+@dataclass(frozen=True, kw_only=True)
+class FilePatch(Record):
+    file: str = field(metadata=key(_NON_EMPTY))
+    replace: str = field(metadata=key(_NON_EMPTY))
+    with_: str = field(metadata=key(Str(), spelled="with"))
 
 
-class Breakage(_Strict):
-    name: StrictStr = Field(min_length=1)
-    env: dict[StrictStr, StrictStr] | None = None
-    agent_command: list[StrictStr] | None = Field(default=None, min_length=1)
-    patch: FilePatch | None = None
-    expect: list[ExpectedFailure] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _exactly_one_change(self) -> Breakage:
-        given = [key for key in ("env", "agent_command", "patch") if getattr(self, key) is not None]
-        if len(given) != 1:
-            found = ", ".join(given) if given else "none"
-            raise ValueError(
-                f"a regression needs exactly one of env, agent_command, patch (found: {found})"
-            )
-        return self
+@dataclass(frozen=True, kw_only=True)
+class Breakage(Record):
+    name: str = field(metadata=key(_NON_EMPTY))
+    env: dict[str, str] | None = field(default=None, metadata=key(Optional(MapOf(Str()))))
+    agent_command: list[str] | None = field(
+        default=None, metadata=key(Optional(ListOf(Str(), min_length=1)))
+    )
+    patch: FilePatch | None = field(default=None, metadata=key(Optional(Nested(FilePatch))))
+    expect: list[ExpectedFailure] = field(
+        metadata=key(ListOf(Nested(ExpectedFailure), min_length=1))
+    )
 
 
-class Limits(_Strict):
-    max_seconds: StrictFloat | StrictInt = Field(gt=0)
+@dataclass(frozen=True, kw_only=True)
+class Limits(Record):
+    max_seconds: float = field(metadata=key(Float(gt=0)))
 
 
-class PlanConfig(_Strict):
-    suite: StrictStr = Field(min_length=1)
-    repeat: StrictInt = Field(default=1, ge=1)
-    regressions: list[Breakage] = Field(default_factory=list)
-    recovery: StrictBool = False
-    limits: Limits | None = None
+@dataclass(frozen=True, kw_only=True)
+class PlanConfig(Record):
+    suite: str = field(metadata=key(_NON_EMPTY))
+    repeat: int = field(default=1, metadata=key(Int(ge=1)))
+    regressions: list[Breakage] = field(
+        default_factory=list, metadata=key(ListOf(Nested(Breakage)))
+    )
+    recovery: bool = field(default=False, metadata=key(Bool()))
+    limits: Limits | None = field(default=None, metadata=key(Optional(Nested(Limits))))
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,14 @@ def load_plan(path: str | Path) -> VerifyPlan:
     """Load and validate the plan at ``path`` and the suite it names; raises ConfigErrors."""
     plan_file = Path(path).absolute()
     doc = load_yaml_file(plan_file, display=display_path(plan_file))
+    changes = _change_problems(doc)
     try:
-        config = PlanConfig.model_validate(doc.data)
-    except ValidationError as exc:
-        raise ConfigErrors(validation_errors(exc, doc, PlanConfig, "plan")) from None
+        config = parse(PlanConfig, doc.data)
+    except SpecError as exc:
+        errors = [*spec_errors(exc, doc, PlanConfig, "plan"), *changes]
+        raise ConfigErrors(sorted(errors, key=lambda e: e.line or 0)) from None
+    if changes:
+        raise ConfigErrors(changes)
     suite_path = plan_file.parent / config.suite
     if not suite_path.exists():
         # Said at the plan's line: the suite's own loader cannot know which file named it.
@@ -117,6 +124,25 @@ def load_plan(path: str | Path) -> VerifyPlan:
         if step.agent_command is not None
     }
     return VerifyPlan(config, plan_file, suite, commands)
+
+
+def _change_problems(doc: LoadedYaml) -> list[ConfigError]:
+    """Each regression that does not make exactly one change, whatever else is wrong with it."""
+    regressions = doc.data.get("regressions")
+    errors: list[ConfigError] = []
+    for index, step in enumerate(regressions if isinstance(regressions, list) else []):
+        if not isinstance(step, dict):
+            continue
+        given = [change for change in _CHANGES if step.get(change) is not None]
+        if len(given) != 1:
+            name = step.get("name")
+            which = f"regression '{excerpt(name)}'" if isinstance(name, str) else "a regression"
+            message = (
+                f"{which} needs exactly one of {', '.join(_CHANGES)} "
+                f"(found: {', '.join(given) if given else 'none'})"
+            )
+            errors.append(doc.error(message, ["regressions", index], "regressions"))
+    return errors
 
 
 def _duplicate_names(doc: LoadedYaml, config: PlanConfig) -> list[ConfigError]:

@@ -89,7 +89,7 @@ def run_plan(plan: VerifyPlan, on_check: Progress | None = None) -> VerifyResult
     if budget is not None:
         limit = Check("limits", seconds=0.0)
         if elapsed > budget:
-            limit.fail(f"verify took {elapsed:.1f}s, limit max_seconds={budget}")
+            limit.fail(f"verify took {elapsed:.1f}s, limit max_seconds={budget:g}")
         if skipped:
             limit.fail("not run because the time limit was reached: " + ", ".join(skipped))
         record(limit)

@@ -262,7 +262,7 @@ def _unit_name(unit: RunUnit) -> str:
 
 def _configured_timeout_s(unit: RunUnit, assets: EvalAssets) -> float:
     # A case's own limit wins only when written; otherwise compare.yaml's agent limit applies.
-    if "timeout_minutes" in unit.config.model_fields_set:
+    if unit.config.timeout_written:
         return unit.config.timeout_minutes * 60.0
     return assets.config.agent.timeout_minutes * 60.0
 

@@ -15,29 +15,34 @@ it and must stay inside the subject; ``arms.incumbent.path`` is relative to ``ev
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-)
 
 from trialrun.base.quoting import excerpt
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
 from trialrun.compare.placeholders import expand, placeholder_problems
 from trialrun.compare.selector import SelectorSection, read_description
-from trialrun.config.messages import validation_errors
+from trialrun.config.messages import spec_errors
 from trialrun.config.paths import PATH_CHARS, display_path, nul_problem
+from trialrun.config.spec import (
+    AnyValue,
+    Int,
+    ListOf,
+    MapOf,
+    Nested,
+    OneOf,
+    Optional,
+    Record,
+    SpecError,
+    Str,
+    key,
+    parse,
+)
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -50,7 +55,8 @@ SESSION_ONLY_KEYS = ("task", "judge", "files", "fixture", "setup", "bucket")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9_.+-]+|python3:[A-Za-z_][A-Za-z0-9_.]*")
 
-_Model = TypeVar("_Model", bound=BaseModel)
+_R = TypeVar("_R", bound=Record)
+Bucket = Literal["explicit", "implicit", "contextual", "negative", "adversarial"]
 
 _COMMAND_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("agent", "command"), "agent.command"),
@@ -62,104 +68,113 @@ _COMMAND_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 def _lookup(data: Any, at: tuple[str, ...]) -> Any:
-    for key in at:
-        data = data.get(key) if isinstance(data, dict) else None
+    for name in at:
+        data = data.get(name) if isinstance(data, dict) else None
     return data
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_ARGV = ListOf(Str(), min_length=1)
+_MINUTES = Int(ge=1, le=120)
+_TEXT = Optional(Str())
 
 
-class AgentSection(_Strict):
-    command: list[StrictStr] = Field(min_length=1)
-    stage: StrictStr = ".claude/skills/{name}"
-    transcript: Literal["stream-json", "text"] = "stream-json"
-    timeout_minutes: StrictInt = Field(default=120, ge=1, le=120)
-    max_concurrent: StrictInt | None = Field(default=None, ge=1)
+@dataclass(frozen=True, kw_only=True)
+class AgentSection(Record):
+    command: list[str] = field(metadata=key(_ARGV))
+    stage: str = field(default=".claude/skills/{name}", metadata=key(Str()))
+    transcript: Literal["stream-json", "text"] = field(
+        default="stream-json", metadata=key(OneOf("stream-json", "text"))
+    )
+    timeout_minutes: int = field(default=120, metadata=key(_MINUTES))
+    max_concurrent: int | None = field(default=None, metadata=key(Optional(Int(ge=1))))
     """At most this many agent commands at once across the run (None: as many as ``-j``)."""
 
 
-class IncumbentArm(_Strict):
-    path: StrictStr | None = None
-    version: StrictStr | None = None
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_number_as_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+@dataclass(frozen=True, kw_only=True)
+class IncumbentArm(Record):
+    path: str | None = field(default=None, metadata=key(_TEXT))
+    version: str | None = field(default=None, metadata=key(Optional(Str(numbers=(int,)))))
 
 
-class ArmsSection(_Strict):
-    incumbent: IncumbentArm | None = None
+@dataclass(frozen=True, kw_only=True)
+class ArmsSection(Record):
+    incumbent: IncumbentArm | None = field(
+        default=None, metadata=key(Optional(Nested(IncumbentArm)))
+    )
 
 
-class JudgeSection(_Strict):
-    command: list[StrictStr] = Field(min_length=1)
-    escalate_command: list[StrictStr] | None = Field(default=None, min_length=1)
-    max_concurrent: StrictInt | None = Field(default=None, ge=1)
+@dataclass(frozen=True, kw_only=True)
+class JudgeSection(Record):
+    command: list[str] = field(metadata=key(_ARGV))
+    escalate_command: list[str] | None = field(default=None, metadata=key(Optional(_ARGV)))
+    max_concurrent: int | None = field(default=None, metadata=key(Optional(Int(ge=1))))
     """At most this many judge calls at once across the run (None: as many as ``-j``)."""
 
 
-class CompareConfig(_Strict):
-    name: StrictStr
-    id: StrictStr | None = None
+@dataclass(frozen=True, kw_only=True)
+class CompareConfig(Record):
+    name: str = field(metadata=key(Str()))
+    id: str | None = field(default=None, metadata=key(_TEXT))
     """The subject's id in a team store; kept here because eval assets are outside the digest."""
-    agent: AgentSection
-    arms: ArmsSection = ArmsSection()
-    k: StrictInt = Field(default=1, ge=1)
-    judge: JudgeSection | None = None
-    seed: StrictInt = 0
-    triggers: SelectorSection | None = None
+    agent: AgentSection = field(metadata=key(Nested(AgentSection)))
+    arms: ArmsSection = field(default_factory=ArmsSection, metadata=key(Nested(ArmsSection)))
+    k: int = field(default=1, metadata=key(Int(ge=1)))
+    judge: JudgeSection | None = field(default=None, metadata=key(Optional(Nested(JudgeSection))))
+    seed: int = field(default=0, metadata=key(Int()))
+    triggers: SelectorSection | None = field(
+        default=None, metadata=key(Optional(Nested(SelectorSection)))
+    )
 
 
-class _Sandboxed(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class _Sandboxed(Record):
     """What seeds a sandbox: shared by cases and the session."""
 
-    files: dict[StrictStr, StrictStr] = {}
-    fixture: StrictStr | None = None
-    setup: StrictStr | None = None
-    requires: list[StrictStr] = []
-    timeout_minutes: StrictInt = Field(default=120, ge=1, le=120)
-    max_turns: StrictInt = Field(default=200, ge=1)
-
-    @field_validator("requires", mode="before")
-    @classmethod
-    def _one_requirement_as_list(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+    files: dict[str, str] = field(default_factory=dict, metadata=key(MapOf(Str())))
+    fixture: str | None = field(default=None, metadata=key(_TEXT))
+    setup: str | None = field(default=None, metadata=key(_TEXT))
+    requires: list[str] = field(default_factory=list, metadata=key(ListOf(Str(), single=True)))
+    timeout_minutes: int = field(default=120, metadata=key(_MINUTES))
+    max_turns: int = field(default=200, metadata=key(Int(ge=1)))
+    timeout_written: bool = field(default=False, compare=False, repr=False)
+    """Whether the file wrote ``timeout_minutes`` (not a key; the loader sets it): only a written
+    limit overrides compare.yaml's ``agent.timeout_minutes``."""
 
 
+@dataclass(frozen=True, kw_only=True)
 class CaseConfig(_Sandboxed):
-    task: StrictStr = Field(min_length=1)
-    checks: list[Any] = []
+    task: str = field(metadata=key(Str(min_length=1)))
+    checks: list[Any] = field(default_factory=list, metadata=key(ListOf(AnyValue())))
     """Validated and compiled by the loader into ``CompareCase.checks``."""
-    judge: StrictStr | None = None
+    judge: str | None = field(default=None, metadata=key(_TEXT))
     """The rubric; the judge is asked only when the arms tie on checks."""
-    bucket: Literal["explicit", "implicit", "contextual", "negative", "adversarial"] | None = None
+    bucket: Bucket | None = field(
+        default=None,
+        metadata=key(
+            Optional(OneOf("explicit", "implicit", "contextual", "negative", "adversarial"))
+        ),
+    )
 
 
-class SubCaseConfig(_Strict):
-    name: StrictStr = Field(min_length=1)
-    checks: list[Any] = Field(min_length=1)
+@dataclass(frozen=True, kw_only=True)
+class SubCaseConfig(Record):
+    name: str = field(metadata=key(Str(min_length=1)))
+    checks: list[Any] = field(metadata=key(ListOf(AnyValue(), min_length=1)))
 
 
+@dataclass(frozen=True, kw_only=True)
 class SessionConfig(_Sandboxed):
-    task: StrictStr = Field(min_length=1)
-    cases: list[SubCaseConfig] = Field(min_length=1)
+    task: str = field(metadata=key(Str(min_length=1)))
+    cases: list[SubCaseConfig] = field(metadata=key(ListOf(Nested(SubCaseConfig), min_length=1)))
 
 
-class TriggersConfig(_Strict):
-    should_trigger: list[StrictStr] = []
-    should_not_trigger: list[StrictStr] = []
+_PROMPTS = ListOf(Str(numbers=(int, float)))
 
-    @field_validator("should_trigger", "should_not_trigger", mode="before")
-    @classmethod
-    def _scalars_as_text(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        return [
-            str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value
-        ]
+
+@dataclass(frozen=True, kw_only=True)
+class TriggersConfig(Record):
+    should_trigger: list[str] = field(default_factory=list, metadata=key(_PROMPTS))
+    should_not_trigger: list[str] = field(default_factory=list, metadata=key(_PROMPTS))
 
 
 @dataclass(frozen=True)
@@ -294,13 +309,19 @@ class _AssetsLoader:
                 self._add(single)
             return None
 
-    def _validate(self, doc: LoadedYaml, model: type[_Model], what: str) -> _Model | None:
+    def _validate(
+        self, doc: LoadedYaml, record: type[_R], what: str, data: Any = None
+    ) -> _R | None:
+        data = doc.data if data is None else data
         try:
-            return model.model_validate(doc.data)
-        except ValidationError as exc:
-            for error in validation_errors(exc, doc, model, what):
+            config = parse(record, data)
+        except SpecError as exc:
+            for error in spec_errors(exc, doc, record, what):
                 self._add(error)
             return None
+        if isinstance(config, _Sandboxed) and "timeout_minutes" in data:
+            config = dataclasses.replace(config, timeout_written=True)
+        return config
 
     # -- compare.yaml -------------------------------------------------------------------------
 
@@ -338,11 +359,11 @@ class _AssetsLoader:
         return path
 
     def _check_commands(self, doc: LoadedYaml) -> None:
-        for where, field in _COMMAND_FIELDS:
+        for where, known_as in _COMMAND_FIELDS:
             command = _lookup(doc.data, where)
             for index, part in enumerate(command if isinstance(command, list) else []):
                 if isinstance(part, str):
-                    self._check_placeholders(doc, (*where, index), part, field)
+                    self._check_placeholders(doc, (*where, index), part, known_as)
         stage = _lookup(doc.data, ("agent", "stage"))
         if isinstance(stage, str) and self._check_placeholders(
             doc, ("agent", "stage"), stage, "agent.stage"
@@ -352,9 +373,9 @@ class _AssetsLoader:
                 self._add(doc.error(f"'stage': {problem}", ("agent", "stage"), "stage"))
 
     def _check_placeholders(
-        self, doc: LoadedYaml, at: tuple[PathElement, ...], text: str, field: str
+        self, doc: LoadedYaml, at: tuple[PathElement, ...], text: str, known_as: str
     ) -> bool:
-        problems = placeholder_problems(text, field)
+        problems = placeholder_problems(text, known_as)
         for message in problems:
             self._add(doc.error(message, at, str(at[-1])))
         return not problems
@@ -380,12 +401,7 @@ class _AssetsLoader:
         raw_cases = data.get("cases")
         if isinstance(raw_cases, list):
             data["cases"] = [self._strip_session_keys(doc, i, c) for i, c in enumerate(raw_cases)]
-        try:
-            config: SessionConfig | None = SessionConfig.model_validate(data)
-        except ValidationError as exc:
-            config = None
-            for error in validation_errors(exc, doc, SessionConfig, "session"):
-                self._add(error)
+        config = self._validate(doc, SessionConfig, "session", data)
         fixture = self._check_sandbox_inputs(doc, file)
         sub_cases: list[SessionSubCase] = []
         first_line: dict[str, int] = {}
@@ -411,39 +427,39 @@ class _AssetsLoader:
     def _strip_session_keys(self, doc: LoadedYaml, index: int, entry: Any) -> Any:
         if not isinstance(entry, dict):
             return entry
-        for key in SESSION_ONLY_KEYS:
-            if key in entry:
+        for only_key in SESSION_ONLY_KEYS:
+            if only_key in entry:
                 message = (
-                    f"a session sub-case cannot carry '{key}': it belongs to the session, "
+                    f"a session sub-case cannot carry '{only_key}': it belongs to the session, "
                     "whose one agent run all sub-cases share (sessions are never judged)"
                 )
-                self._add(doc.error(message, ("cases", index, key), key))
+                self._add(doc.error(message, ("cases", index, only_key), only_key))
         return {k: v for k, v in entry.items() if k not in SESSION_ONLY_KEYS}
 
     def _check_sandbox_inputs(self, doc: LoadedYaml, file: Path) -> Path | None:
         files = doc.data.get("files")
-        for key in files if isinstance(files, dict) else {}:
-            if not isinstance(key, str):
+        for path_key in files if isinstance(files, dict) else {}:
+            if not isinstance(path_key, str):
                 continue
-            problem = sandbox_path_problem(key)
-            normal = posixpath.normpath(key.replace("\\", "/"))
+            problem = sandbox_path_problem(path_key)
+            normal = posixpath.normpath(path_key.replace("\\", "/"))
             if problem is None and (normal == ".claude" or normal.startswith(".claude/")):
                 problem = (
-                    f"path '{excerpt(key, PATH_CHARS)}' is under .claude/, where the arms stage "
-                    "the subject"
+                    f"path '{excerpt(path_key, PATH_CHARS)}' is under .claude/, where the arms "
+                    "stage the subject"
                 )
             if problem is not None:
-                self._add(doc.error(f"'files': {problem}", ("files", key), "files"))
-        for key in ("requires",):
-            raw = doc.data.get(key)
+                self._add(doc.error(f"'files': {problem}", ("files", path_key), "files"))
+        for path_key in ("requires",):
+            raw = doc.data.get(path_key)
             for index, item in enumerate([raw] if isinstance(raw, str) else raw or []):
                 if isinstance(item, str) and not _REQUIREMENT.fullmatch(item):
-                    at = (key, index) if isinstance(raw, list) else (key,)
+                    at = (path_key, index) if isinstance(raw, list) else (path_key,)
                     message = (
                         "'requires' entries are a program name or python3:<module>, found "
                         f"{excerpt(item)!r}"
                     )
-                    self._add(doc.error(message, at, key))
+                    self._add(doc.error(message, at, path_key))
         fixture = doc.data.get("fixture")
         if not isinstance(fixture, str):
             return None

@@ -94,7 +94,7 @@ def plan_probes(assets: EvalAssets, taken: Collection[str] = ()) -> list[ProbePl
     for index, (prompt, should) in enumerate(prompts, start=1):
         name = f"{prefix}-{index:02d}"
         # A blank prompt cannot be a task; it still runs, as a single space, and is reported.
-        config = CaseConfig.model_validate({"task": prompt if prompt.strip() else " "})
+        config = CaseConfig(task=prompt if prompt.strip() else " ")
         unit = CompareCase(name=name, file=source, config=config, checks=(), fixture=None)
         plans.append(ProbePlan(prompt, should, PlannedRun(name, PROBE_REP, ("candidate",), unit)))
     return plans

@@ -63,52 +63,78 @@ def _issue(issues: list[Issue], kind: str, loc: Loc, value: Any, **ctx: Any) -> 
 
 
 class Str(Spec):
-    """A string; with ``pattern``, one that the regular expression matches entirely."""
+    """A string; with ``pattern``, one that the regular expression matches entirely.
 
-    __slots__ = ("pattern",)
+    ``numbers``: the number types also accepted, and stored as their text (a trigger prompt
+    ``42``, a version ``3``): YAML reads them as numbers where the user meant text.
+    """
 
-    def __init__(self, pattern: str | None = None) -> None:
+    __slots__ = ("min_length", "numbers", "pattern")
+
+    def __init__(
+        self,
+        pattern: str | None = None,
+        *,
+        min_length: int = 0,
+        numbers: tuple[type[int | float], ...] = (),
+    ) -> None:
         self.pattern = pattern
+        self.min_length = min_length
+        self.numbers = numbers
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if isinstance(value, self.numbers) and not isinstance(value, bool):
+            value = str(value)
         if not isinstance(value, str):
             return _issue(issues, "string_type", loc, value)
+        if len(value) < self.min_length:
+            return _issue(issues, "string_too_short", loc, value, min_length=self.min_length)
         if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
             return _issue(issues, "string_pattern_mismatch", loc, value, pattern=self.pattern)
         return value
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "string"}
+        if self.min_length:
+            schema["minLength"] = self.min_length
         if self.pattern is not None:
             schema["pattern"] = f"^{self.pattern}$"
+        if self.numbers:
+            return {"anyOf": [schema, {"type": "number"}]}
         return schema
 
 
 class Int(Spec):
     """An integer (not a boolean), optionally bounded."""
 
-    __slots__ = ("ge", "gt")
+    __slots__ = ("ge", "gt", "le")
 
-    def __init__(self, *, ge: int | None = None, gt: int | None = None) -> None:
+    def __init__(
+        self, *, ge: int | None = None, gt: int | None = None, le: int | None = None
+    ) -> None:
         self.ge = ge
         self.gt = gt
+        self.le = le
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
         if not isinstance(value, int) or isinstance(value, bool):
             return _issue(issues, "int_type", loc, value)
-        return _bounded(value, loc, issues, ge=self.ge, gt=self.gt)
+        return _bounded(value, loc, issues, ge=self.ge, gt=self.gt, le=self.le)
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "integer", **_bounds_schema(ge=self.ge, gt=self.gt)}
+        return {"type": "integer", **_bounds_schema(ge=self.ge, gt=self.gt, le=self.le)}
 
 
 class Float(Spec):
     """A number; an integer is accepted and stored as a float."""
 
-    __slots__ = ("ge", "le")
+    __slots__ = ("ge", "gt", "le")
 
-    def __init__(self, *, ge: float | None = None, le: float | None = None) -> None:
+    def __init__(
+        self, *, ge: float | None = None, gt: float | None = None, le: float | None = None
+    ) -> None:
         self.ge = ge
+        self.gt = gt
         self.le = le
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
@@ -118,10 +144,10 @@ class Float(Spec):
             number = float(value)
         except OverflowError:  # an integer beyond any double: not a number we can use
             return _issue(issues, "float_type", loc, value)
-        return _bounded(number, loc, issues, ge=self.ge, le=self.le)
+        return _bounded(number, loc, issues, ge=self.ge, gt=self.gt, le=self.le)
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "number", **_bounds_schema(ge=self.ge, le=self.le)}
+        return {"type": "number", **_bounds_schema(ge=self.ge, gt=self.gt, le=self.le)}
 
 
 def _bounded(
@@ -192,13 +218,19 @@ class OneOf(Spec):
 
 
 class ListOf(Spec):
-    __slots__ = ("item", "min_length")
+    """A list; with ``single``, a lone scalar too, read as a list of that one item."""
 
-    def __init__(self, item: Spec, *, min_length: int = 0) -> None:
+    __slots__ = ("item", "min_length", "single")
+
+    def __init__(self, item: Spec, *, min_length: int = 0, single: bool = False) -> None:
         self.item = item
         self.min_length = min_length
+        self.single = single
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if self.single and not isinstance(value, list | dict):
+            item = self.item.check(value, loc, issues)
+            return _INVALID if item is _INVALID else [item]
         if not isinstance(value, list):
             return _issue(issues, "list_type", loc, value)
         items = [self.item.check(entry, (*loc, i), issues) for i, entry in enumerate(value)]
@@ -215,10 +247,11 @@ class ListOf(Spec):
         return _INVALID if any(item is _INVALID for item in items) else items
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
-        schema: dict[str, Any] = {"type": "array", "items": self.item.json_schema(defs)}
+        item = self.item.json_schema(defs)
+        schema: dict[str, Any] = {"type": "array", "items": item}
         if self.min_length:
             schema["minItems"] = self.min_length
-        return schema
+        return {"anyOf": [schema, item]} if self.single else schema
 
 
 class MapOf(Spec):
@@ -294,21 +327,29 @@ class Key:
 
     ``deprecated``: why the key no longer does anything. It is still accepted, so that files
     written for an older trialrun keep loading, and ``deprecated_keys`` lets the loader warn.
+    ``spelled``: the key as files write it, when that cannot be the field's name (``with``).
     """
 
-    __slots__ = ("aliases", "deprecated", "spec")
+    __slots__ = ("aliases", "deprecated", "spec", "spelled")
 
     def __init__(
-        self, spec: Spec, aliases: tuple[str, ...] = (), deprecated: str | None = None
+        self,
+        spec: Spec,
+        aliases: tuple[str, ...] = (),
+        deprecated: str | None = None,
+        spelled: str | None = None,
     ) -> None:
         self.spec = spec
         self.aliases = aliases
         self.deprecated = deprecated
+        self.spelled = spelled
 
 
-def key(spec: Spec, *aliases: str, deprecated: str | None = None) -> dict[str, Key]:
+def key(
+    spec: Spec, *aliases: str, deprecated: str | None = None, spelled: str | None = None
+) -> dict[str, Key]:
     """Metadata for ``dataclasses.field``: ``field(default=None, metadata=key(Int(ge=0)))``."""
-    return {"key": Key(spec, aliases, deprecated)}
+    return {"key": Key(spec, aliases, deprecated, spelled)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,8 +370,8 @@ class _Field:
     def __init__(self, field: dataclasses.Field[Any]) -> None:
         key_of_field: Key = field.metadata["key"]
         self.name = field.name
-        self.spellings = (field.name, *key_of_field.aliases)
-        """The field name first, then RunLedger's spellings of it."""
+        self.spellings = (key_of_field.spelled or field.name, *key_of_field.aliases)
+        """The key as files write it first (the field name), then RunLedger's spellings of it."""
         self.spec = key_of_field.spec
         self.deprecated = key_of_field.deprecated
         self.default = field.default
@@ -346,7 +387,9 @@ _FIELDS: dict[type[Record], tuple[_Field, ...]] = {}
 def _fields(record: type[Record]) -> tuple[_Field, ...]:
     found = _FIELDS.get(record)
     if found is None:
-        found = _FIELDS[record] = tuple(_Field(f) for f in dataclasses.fields(record))
+        # A field without a key is the program's, never read from a file.
+        fields = [f for f in dataclasses.fields(record) if "key" in f.metadata]
+        found = _FIELDS[record] = tuple(_Field(f) for f in fields)
     return found
 
 
@@ -416,7 +459,7 @@ def _parse_into(
         spelling = next((s for s in field.spellings if s in data), None)
         if spelling is None:
             if field.required:
-                _issue(issues, "missing", (*loc, field.name), dict(data))
+                _issue(issues, "missing", (*loc, field.spellings[0]), dict(data))
                 valid = False
             continue
         used.add(spelling)
@@ -438,22 +481,23 @@ def record_schema(record: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for field in _fields(record):
+        name = field.spellings[0]
         schema = field.spec.json_schema(defs)
         if field.default is not dataclasses.MISSING:
             schema = {**schema, "default": field.default}
         elif field.required:
-            required.append(field.name)
+            required.append(name)
         if field.deprecated is not None:
             schema = {
                 **schema,
                 "deprecated": True,
                 "description": f"Deprecated: {field.deprecated}",
             }
-        properties[field.name] = schema
+        properties[name] = schema
         for alias in field.spellings[1:]:
             properties[alias] = {
                 **schema,
-                "description": f"Alias of '{field.name}' (RunLedger spelling).",
+                "description": f"Alias of '{name}' (RunLedger spelling).",
             }
     schema = {
         "additionalProperties": False,
