@@ -452,7 +452,9 @@ class _AssetsLoader:
                 self._add(doc.error(f"'files': {problem}", ("files", path_key), "files"))
         for path_key in ("requires",):
             raw = doc.data.get(path_key)
-            for index, item in enumerate([raw] if isinstance(raw, str) else raw or []):
+            for index, item in enumerate(
+                raw if isinstance(raw, list) else [raw] if isinstance(raw, str) else []
+            ):
                 if isinstance(item, str) and not _REQUIREMENT.fullmatch(item):
                     at = (path_key, index) if isinstance(raw, list) else (path_key,)
                     message = (

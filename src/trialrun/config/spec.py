@@ -218,7 +218,7 @@ class OneOf(Spec):
 
 
 class ListOf(Spec):
-    """A list; with ``single``, a lone scalar too, read as a list of that one item."""
+    """A list; with ``single``, a lone valid item too, read as a list of that one item."""
 
     __slots__ = ("item", "min_length", "single")
 
@@ -228,9 +228,10 @@ class ListOf(Spec):
         self.single = single
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
-        if self.single and not isinstance(value, list | dict):
-            item = self.item.check(value, loc, issues)
-            return _INVALID if item is _INVALID else [item]
+        if self.single and not isinstance(value, list):
+            # A lone value that is no valid item is reported as "not a list", the usual form.
+            item = self.item.check(value, loc, [])
+            return _issue(issues, "list_type", loc, value) if item is _INVALID else [item]
         if not isinstance(value, list):
             return _issue(issues, "list_type", loc, value)
         items = [self.item.check(entry, (*loc, i), issues) for i, entry in enumerate(value)]
