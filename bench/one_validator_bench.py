@@ -56,6 +56,8 @@ except ConfigErrors as exc:
     found = [str(e) for e in exc.errors]
 except ConfigError as exc:
     found = [str(exc)]
+except Exception as exc:
+    found = [f"crash: {{type(exc).__name__}}: {{exc}}"]
 print(json.dumps(found))
 """
 
@@ -94,6 +96,7 @@ BROKEN = [
      "name: s\nagent: {command: [a]}\narms: {incumbent: {version: 1.5}}\n"),
     ("empty text", "compare", "evals/cases/a.yaml", "task: ''\n"),
     ("max", "compare", "evals/cases/a.yaml", "task: t\ntimeout_minutes: 500\n"),
+    ("number", "compare", "evals/cases/a.yaml", "task: t\nrequires: 5\n"),
     ("choice typo", "compare", "evals/cases/a.yaml", "task: t\nbucket: explict\n"),
     ("empty cases", "compare", "evals/session.yaml", "task: t\ncases: []\n"),
     ("mapping", "compare", "evals/triggers.yaml", "should_trigger: {a: 1}\n"),
@@ -179,7 +182,7 @@ def measure(trees: dict[str, Path], repeat: int) -> None:
 
 def messages(trees: dict[str, Path]) -> None:
     print("\nmessages on the same broken files")
-    score = {name: [0, 0, 0] for name in trees}
+    score = {name: [0, 0, 0, 0] for name in trees}
     for label, command, relpath, text in BROKEN:
         fixtures()
         write_files(WORK, {("subject/" if command == "compare" else "") + relpath: text})
@@ -191,11 +194,15 @@ def messages(trees: dict[str, Path]) -> None:
                 shown = message.split(str(WORK) + "/", 1)[-1].replace("subject/evals/", "")
                 print(f"    {name:6} {shown}")
             with_line = sum(1 for m in found if m.split(": ", 1)[0].rsplit(":", 1)[-1].isdigit())
+            score[name][3] += sum(1 for m in found if m.startswith("crash: "))
             score[name][0] += len(found)
             score[name][1] += with_line
             score[name][2] += sum(1 for m in found if "did you mean" in m)
-    for name, (total, lined, hinted) in score.items():
-        print(f"{name}: {total} messages, {lined} with a line, {hinted} with a did-you-mean")
+    for name, (total, lined, hinted, crashed) in score.items():
+        print(
+            f"{name}: {total} messages, {lined} with a line, {hinted} with a did-you-mean, "
+            f"{crashed} tracebacks"
+        )
 
 
 def main() -> None:
