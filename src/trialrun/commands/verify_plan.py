@@ -9,7 +9,7 @@ plan that passes loading can only fail at run time because the suite's behaviour
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trialrun.base.fsutil import read_problem
@@ -29,7 +29,7 @@ from trialrun.config.spec import (
     Record,
     SpecError,
     Str,
-    key,
+    keyed,
     parse,
 )
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
@@ -40,47 +40,36 @@ _CHANGES = ("env", "agent_command", "patch")
 """A regression makes exactly one of these changes."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class ExpectedFailure(Record):
-    case: str = field(metadata=key(Str()))
-    failure: str = field(metadata=key(_NON_EMPTY))
+    case: str = keyed(Str())
+    failure: str = keyed(_NON_EMPTY)
     """A failure kind (``cassette_mismatch``) or check type (``call_order``, ``budget:...``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class FilePatch(Record):
-    file: str = field(metadata=key(_NON_EMPTY))
-    replace: str = field(metadata=key(_NON_EMPTY))
-    with_: str = field(metadata=key(Str(), spelled="with"))
+    file: str = keyed(_NON_EMPTY)
+    replace: str = keyed(_NON_EMPTY)
+    with_: str = keyed(Str(), spelled="with")
 
 
-@dataclass(frozen=True, kw_only=True)
 class Breakage(Record):
-    name: str = field(metadata=key(_NON_EMPTY))
-    env: dict[str, str] | None = field(default=None, metadata=key(Optional(MapOf(Str()))))
-    agent_command: list[str] | None = field(
-        default=None, metadata=key(Optional(ListOf(Str(), min_length=1)))
-    )
-    patch: FilePatch | None = field(default=None, metadata=key(Optional(Nested(FilePatch))))
-    expect: list[ExpectedFailure] = field(
-        metadata=key(ListOf(Nested(ExpectedFailure), min_length=1))
-    )
+    name: str = keyed(_NON_EMPTY)
+    env: dict[str, str] | None = keyed(Optional(MapOf(Str())), default=None)
+    agent_command: list[str] | None = keyed(Optional(ListOf(Str(), min_length=1)), default=None)
+    patch: FilePatch | None = keyed(Optional(Nested(FilePatch)), default=None)
+    expect: list[ExpectedFailure] = keyed(ListOf(Nested(ExpectedFailure), min_length=1))
 
 
-@dataclass(frozen=True, kw_only=True)
 class Limits(Record):
-    max_seconds: float = field(metadata=key(Float(gt=0)))
+    max_seconds: float = keyed(Float(gt=0))
 
 
-@dataclass(frozen=True, kw_only=True)
 class PlanConfig(Record):
-    suite: str = field(metadata=key(_NON_EMPTY))
-    repeat: int = field(default=1, metadata=key(Int(ge=1)))
-    regressions: list[Breakage] = field(
-        default_factory=list, metadata=key(ListOf(Nested(Breakage)))
-    )
-    recovery: bool = field(default=False, metadata=key(Bool()))
-    limits: Limits | None = field(default=None, metadata=key(Optional(Nested(Limits))))
+    suite: str = keyed(_NON_EMPTY)
+    repeat: int = keyed(Int(ge=1), default=1)
+    regressions: list[Breakage] = keyed(ListOf(Nested(Breakage)), default_factory=list)
+    recovery: bool = keyed(Bool(), default=False)
+    limits: Limits | None = keyed(Optional(Nested(Limits)), default=None)
 
 
 @dataclass(frozen=True)

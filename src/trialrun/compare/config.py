@@ -40,7 +40,7 @@ from trialrun.config.spec import (
     Record,
     SpecError,
     Str,
-    key,
+    keyed,
     parse,
 )
 from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
@@ -78,103 +78,87 @@ _MINUTES = Int(ge=1, le=120)
 _TEXT = Optional(Str())
 
 
-@dataclass(frozen=True, kw_only=True)
 class AgentSection(Record):
-    command: list[str] = field(metadata=key(_ARGV))
-    stage: str = field(default=".claude/skills/{name}", metadata=key(Str()))
-    transcript: Literal["stream-json", "text"] = field(
-        default="stream-json", metadata=key(OneOf("stream-json", "text"))
+    command: list[str] = keyed(_ARGV)
+    stage: str = keyed(Str(), default=".claude/skills/{name}")
+    transcript: Literal["stream-json", "text"] = keyed(
+        OneOf("stream-json", "text"), default="stream-json"
     )
-    timeout_minutes: int = field(default=120, metadata=key(_MINUTES))
-    max_concurrent: int | None = field(default=None, metadata=key(Optional(Int(ge=1))))
+    timeout_minutes: int = keyed(_MINUTES, default=120)
+    max_concurrent: int | None = keyed(Optional(Int(ge=1)), default=None)
     """At most this many agent commands at once across the run (None: as many as ``-j``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class IncumbentArm(Record):
-    path: str | None = field(default=None, metadata=key(_TEXT))
-    version: str | None = field(default=None, metadata=key(Optional(Str(numbers=(int,)))))
+    path: str | None = keyed(_TEXT, default=None)
+    version: str | None = keyed(Optional(Str(numbers=(int,))), default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
 class ArmsSection(Record):
-    incumbent: IncumbentArm | None = field(
-        default=None, metadata=key(Optional(Nested(IncumbentArm)))
-    )
+    incumbent: IncumbentArm | None = keyed(Optional(Nested(IncumbentArm)), default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
 class JudgeSection(Record):
-    command: list[str] = field(metadata=key(_ARGV))
-    escalate_command: list[str] | None = field(default=None, metadata=key(Optional(_ARGV)))
-    max_concurrent: int | None = field(default=None, metadata=key(Optional(Int(ge=1))))
+    command: list[str] = keyed(_ARGV)
+    escalate_command: list[str] | None = keyed(Optional(_ARGV), default=None)
+    max_concurrent: int | None = keyed(Optional(Int(ge=1)), default=None)
     """At most this many judge calls at once across the run (None: as many as ``-j``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class CompareConfig(Record):
-    name: str = field(metadata=key(Str()))
-    id: str | None = field(default=None, metadata=key(_TEXT))
+    name: str = keyed(Str())
+    id: str | None = keyed(_TEXT, default=None)
     """The subject's id in a team store; kept here because eval assets are outside the digest."""
-    agent: AgentSection = field(metadata=key(Nested(AgentSection)))
-    arms: ArmsSection = field(default_factory=ArmsSection, metadata=key(Nested(ArmsSection)))
-    k: int = field(default=1, metadata=key(Int(ge=1)))
-    judge: JudgeSection | None = field(default=None, metadata=key(Optional(Nested(JudgeSection))))
-    seed: int = field(default=0, metadata=key(Int()))
-    triggers: SelectorSection | None = field(
-        default=None, metadata=key(Optional(Nested(SelectorSection)))
-    )
+    agent: AgentSection = keyed(Nested(AgentSection))
+    arms: ArmsSection = keyed(Nested(ArmsSection), default_factory=ArmsSection)
+    k: int = keyed(Int(ge=1), default=1)
+    judge: JudgeSection | None = keyed(Optional(Nested(JudgeSection)), default=None)
+    seed: int = keyed(Int(), default=0)
+    triggers: SelectorSection | None = keyed(Optional(Nested(SelectorSection)), default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
 class _Sandboxed(Record):
     """What seeds a sandbox: shared by cases and the session."""
 
-    files: dict[str, str] = field(default_factory=dict, metadata=key(MapOf(Str())))
-    fixture: str | None = field(default=None, metadata=key(_TEXT))
-    setup: str | None = field(default=None, metadata=key(_TEXT))
-    requires: list[str] = field(default_factory=list, metadata=key(ListOf(Str(), single=True)))
-    timeout_minutes: int = field(default=120, metadata=key(_MINUTES))
-    max_turns: int = field(default=200, metadata=key(Int(ge=1)))
+    files: dict[str, str] = keyed(MapOf(Str()), default_factory=dict)
+    fixture: str | None = keyed(_TEXT, default=None)
+    setup: str | None = keyed(_TEXT, default=None)
+    requires: list[str] = keyed(ListOf(Str(), single=True), default_factory=list)
+    timeout_minutes: int = keyed(_MINUTES, default=120)
+    max_turns: int = keyed(Int(ge=1), default=200)
     timeout_written: bool = field(default=False, compare=False, repr=False)
     """Whether the file wrote ``timeout_minutes`` (not a key; the loader sets it): only a written
     limit overrides compare.yaml's ``agent.timeout_minutes``."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class CaseConfig(_Sandboxed):
-    task: str = field(metadata=key(Str(min_length=1)))
-    checks: list[Any] = field(default_factory=list, metadata=key(ListOf(AnyValue())))
+    task: str = keyed(Str(min_length=1))
+    checks: list[Any] = keyed(ListOf(AnyValue()), default_factory=list)
     """Validated and compiled by the loader into ``CompareCase.checks``."""
-    judge: str | None = field(default=None, metadata=key(_TEXT))
+    judge: str | None = keyed(_TEXT, default=None)
     """The rubric; the judge is asked only when the arms tie on checks."""
-    bucket: Bucket | None = field(
+    bucket: Bucket | None = keyed(
+        Optional(OneOf("explicit", "implicit", "contextual", "negative", "adversarial")),
         default=None,
-        metadata=key(
-            Optional(OneOf("explicit", "implicit", "contextual", "negative", "adversarial"))
-        ),
     )
 
 
-@dataclass(frozen=True, kw_only=True)
 class SubCaseConfig(Record):
-    name: str = field(metadata=key(Str(min_length=1)))
-    checks: list[Any] = field(metadata=key(ListOf(AnyValue(), min_length=1)))
+    name: str = keyed(Str(min_length=1))
+    checks: list[Any] = keyed(ListOf(AnyValue(), min_length=1))
 
 
-@dataclass(frozen=True, kw_only=True)
 class SessionConfig(_Sandboxed):
-    task: str = field(metadata=key(Str(min_length=1)))
-    cases: list[SubCaseConfig] = field(metadata=key(ListOf(Nested(SubCaseConfig), min_length=1)))
+    task: str = keyed(Str(min_length=1))
+    cases: list[SubCaseConfig] = keyed(ListOf(Nested(SubCaseConfig), min_length=1))
 
 
 _PROMPTS = ListOf(Str(numbers=(int, float)))
 
 
-@dataclass(frozen=True, kw_only=True)
 class TriggersConfig(Record):
-    should_trigger: list[str] = field(default_factory=list, metadata=key(_PROMPTS))
-    should_not_trigger: list[str] = field(default_factory=list, metadata=key(_PROMPTS))
+    should_trigger: list[str] = keyed(_PROMPTS, default_factory=list)
+    should_not_trigger: list[str] = keyed(_PROMPTS, default_factory=list)
 
 
 @dataclass(frozen=True)

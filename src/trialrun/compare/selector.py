@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import read_problem
 from trialrun.base.quoting import shortened
 from trialrun.compare.oneshot import CommandTimeout, ask_command
-from trialrun.config.spec import ListOf, Record, Str, key
+from trialrun.config.spec import ListOf, Record, Str, keyed
 from trialrun.config.yamlload import parse_yaml_value
 from trialrun.errors import ConfigError, ConfigErrors
 
@@ -53,11 +53,10 @@ SKILL_FILE = "SKILL.md"
 _FRONTMATTER_FENCE = "---"
 
 
-@dataclass(frozen=True, kw_only=True)
 class SelectorSection(Record):
     """compare.yaml's ``triggers`` section: the selector's argv (``{evals}`` and ``{name}``)."""
 
-    command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
+    command: list[str] = keyed(ListOf(Str(), min_length=1))
 
 
 @dataclass(frozen=True)

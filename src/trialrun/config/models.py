@@ -2,13 +2,12 @@
 
 Unknown keys are errors everywhere (the loader adds a did-you-mean). Numbers are strict enough that
 a typo cannot pass silently: budgets are non-negative, ids are strings. ``config.spec`` explains
-the field metadata and why these are not pydantic models.
+the fields and why these are not pydantic models.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trialrun.config.spec import (
@@ -23,7 +22,7 @@ from trialrun.config.spec import (
     Optional,
     Record,
     Str,
-    key,
+    keyed,
 )
 
 Mode = Literal["replay", "record", "live"]
@@ -42,15 +41,14 @@ _COUNT = Optional(Int(ge=0))
 _STRINGS = ListOf(Str())
 
 
-@dataclass(frozen=True, kw_only=True)
 class Budgets(Record):
     """Limits a case must stay within (suite-wide, overridden key by key per case)."""
 
-    max_wall_ms: int | None = field(default=None, metadata=key(_COUNT))
-    max_tool_calls: int | None = field(default=None, metadata=key(_COUNT))
-    max_tool_errors: int | None = field(default=None, metadata=key(_COUNT))
-    max_tokens_out: int | None = field(default=None, metadata=key(_COUNT))
-    max_cost_usd: float | None = field(default=None, metadata=key(Optional(Float(ge=0))))
+    max_wall_ms: int | None = keyed(_COUNT, default=None)
+    max_tool_calls: int | None = keyed(_COUNT, default=None)
+    max_tool_errors: int | None = keyed(_COUNT, default=None)
+    max_tokens_out: int | None = keyed(_COUNT, default=None)
+    max_cost_usd: float | None = keyed(Optional(Float(ge=0)), default=None)
 
     def merged(self, override: Budgets | None) -> Budgets:
         """Case budgets override suite budgets key by key."""
@@ -59,38 +57,33 @@ class Budgets(Record):
         return dataclasses.replace(self, **override.to_dict(exclude_none=True))
 
 
-@dataclass(frozen=True, kw_only=True)
 class Regression(Record):
     """The gates a run must pass against its baseline."""
 
-    min_pass_rate: float | None = field(
-        default=None, metadata=key(Optional(Float(ge=0, le=1)), "min_success_rate")
+    min_pass_rate: float | None = keyed(
+        Optional(Float(ge=0, le=1)), "min_success_rate", default=None
     )
-    max_avg_wall_ms_delta_pct: float | None = field(default=None, metadata=key(Optional(Float())))
-    max_p95_wall_ms_delta_pct: float | None = field(
-        default=None, metadata=key(Optional(Float()), "max_p95_wall_ms_increase_pct")
+    max_avg_wall_ms_delta_pct: float | None = keyed(Optional(Float()), default=None)
+    max_p95_wall_ms_delta_pct: float | None = keyed(
+        Optional(Float()), "max_p95_wall_ms_increase_pct", default=None
     )
 
 
-@dataclass(frozen=True, kw_only=True)
 class ReplaceText(Record):
     """One regex replacement applied to text before outputs and tool args are compared."""
 
-    pattern: str = field(metadata=key(Str()))
-    replacement: str = field(default="", metadata=key(Str()))
-    flags: str = field(default="", metadata=key(Str()))
+    pattern: str = keyed(Str())
+    replacement: str = keyed(Str(), default="")
+    flags: str = keyed(Str(), default="")
 
 
-@dataclass(frozen=True, kw_only=True)
 class Normalization(Record):
     """What is stripped or replaced before outputs and tool args are compared."""
 
-    strip_keys: list[str] = field(default_factory=list, metadata=key(_STRINGS))
-    strip_paths: list[str] = field(default_factory=list, metadata=key(_STRINGS))
-    replace_paths: dict[str, Any] = field(default_factory=dict, metadata=key(MapOf(AnyValue())))
-    replace_text: list[ReplaceText] = field(
-        default_factory=list, metadata=key(ListOf(Nested(ReplaceText)))
-    )
+    strip_keys: list[str] = keyed(_STRINGS, default_factory=list)
+    strip_paths: list[str] = keyed(_STRINGS, default_factory=list)
+    replace_paths: dict[str, Any] = keyed(MapOf(AnyValue()), default_factory=dict)
+    replace_text: list[ReplaceText] = keyed(ListOf(Nested(ReplaceText)), default_factory=list)
 
     def merged(self, override: Normalization | None) -> Normalization:
         """Lists concatenate; replace_paths merge with the case winning."""
@@ -108,98 +101,79 @@ class Normalization(Record):
         return not (self.strip_keys or self.strip_paths or self.replace_paths or self.replace_text)
 
 
-@dataclass(frozen=True, kw_only=True)
 class McpServer(Record):
     """An MCP server the agent uses; the runner hands the agent a recording/replaying proxy."""
 
-    command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
-    env: dict[str, str] = field(default_factory=dict, metadata=key(MapOf(Str())))
-    transport: Literal["stdio", "http"] = field(
-        default="stdio", metadata=key(OneOf("stdio", "http"))
-    )
+    command: list[str] = keyed(ListOf(Str(), min_length=1))
+    env: dict[str, str] = keyed(MapOf(Str()), default_factory=dict)
+    transport: Literal["stdio", "http"] = keyed(OneOf("stdio", "http"), default="stdio")
     """``http``: the runner serves the proxy over streamable HTTP and gives the agent its URL."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class ModelGateway(Record):
     """Model calls go through trialrun's gateway (OpenAI- and Anthropic-compatible APIs)."""
 
-    upstreams: dict[ModelProvider, str] = field(
-        default_factory=dict, metadata=key(MapOf(Str(), key=OneOf("openai", "anthropic")))
+    upstreams: dict[ModelProvider, str] = keyed(
+        MapOf(Str(), key=OneOf("openai", "anthropic")), default_factory=dict
     )
     """Where record and live mode forward, per provider (default: the providers' public APIs)."""
-    normalization: Normalization | None = field(
-        default=None, metadata=key(Optional(Nested(Normalization)))
-    )
+    normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
     """Extra rules applied to requests before matching, on top of the built-in volatile parts."""
-    prices: str | None = field(default=None, metadata=key(Optional(Str())))
+    prices: str | None = keyed(Optional(Str()), default=None)
     """A JSON or YAML file ``{model: {input_per_mtok, output_per_mtok}}`` for ``cost_usd``."""
-    lenient: bool = field(default=False, metadata=key(Bool()))
+    lenient: bool = keyed(Bool(), default=False)
     """On a miss, serve the next recording of the same endpoint and warn instead of failing."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class SuiteConfig(Record):
     """suite.yaml: RunLedger's keys, then trialrun's extensions."""
 
-    suite_name: str = field(metadata=key(Str()))
-    agent_command: list[str] = field(metadata=key(ListOf(Str(), min_length=1)))
-    mode: Mode = field(metadata=key(OneOf("replay", "record", "live")))
-    cases_path: str = field(metadata=key(Str()))
-    tool_registry: list[str] = field(metadata=key(_STRINGS))
-    tool_module: str | None = field(default=None, metadata=key(Optional(Str())))
-    assertions: list[dict[str, Any]] = field(
-        default_factory=list, metadata=key(ListOf(MapOf(AnyValue())))
-    )
-    budgets: Budgets | None = field(default=None, metadata=key(Optional(Nested(Budgets))))
-    regression: Regression | None = field(default=None, metadata=key(Optional(Nested(Regression))))
-    normalization: Normalization | None = field(
-        default=None, metadata=key(Optional(Nested(Normalization)))
-    )
-    baseline_path: str | None = field(default=None, metadata=key(Optional(Str())))
-    output_dir: str | None = field(default=None, metadata=key(Optional(Str())))
+    suite_name: str = keyed(Str())
+    agent_command: list[str] = keyed(ListOf(Str(), min_length=1))
+    mode: Mode = keyed(OneOf("replay", "record", "live"))
+    cases_path: str = keyed(Str())
+    tool_registry: list[str] = keyed(_STRINGS)
+    tool_module: str | None = keyed(Optional(Str()), default=None)
+    assertions: list[dict[str, Any]] = keyed(ListOf(MapOf(AnyValue())), default_factory=list)
+    budgets: Budgets | None = keyed(Optional(Nested(Budgets)), default=None)
+    regression: Regression | None = keyed(Optional(Nested(Regression)), default=None)
+    normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
+    baseline_path: str | None = keyed(Optional(Str()), default=None)
+    output_dir: str | None = keyed(Optional(Str()), default=None)
     # trialrun extensions
-    idle_timeout_ms: int = field(default=DEFAULT_IDLE_TIMEOUT_MS, metadata=key(Int(gt=0)))
-    max_message_bytes: int = field(default=DEFAULT_MAX_MESSAGE_BYTES, metadata=key(Int(gt=0)))
-    tool_timeout_ms: int = field(default=DEFAULT_TOOL_TIMEOUT_MS, metadata=key(Int(gt=0)))
-    kill_grace_ms: int = field(default=DEFAULT_KILL_GRACE_MS, metadata=key(Int(ge=0)))
-    agent_channel: AgentChannel = field(default="stdio", metadata=key(OneOf("stdio", "fd")))
+    idle_timeout_ms: int = keyed(Int(gt=0), default=DEFAULT_IDLE_TIMEOUT_MS)
+    max_message_bytes: int = keyed(Int(gt=0), default=DEFAULT_MAX_MESSAGE_BYTES)
+    tool_timeout_ms: int = keyed(Int(gt=0), default=DEFAULT_TOOL_TIMEOUT_MS)
+    kill_grace_ms: int = keyed(Int(ge=0), default=DEFAULT_KILL_GRACE_MS)
+    agent_channel: AgentChannel = keyed(OneOf("stdio", "fd"), default="stdio")
     """``fd``: the protocol runs on the socket named by ``TRIALRUN_FD`` (``trialrun.agent``)."""
-    prestart: bool | None = field(default=None, metadata=key(Optional(Bool())))
+    prestart: bool | None = keyed(Optional(Bool()), default=None)
     """Start each case's agent while the case before it runs (unset: in replay mode only)."""
-    share_cpu: bool | None = field(
+    share_cpu: bool | None = keyed(
+        Optional(Bool()),
+        deprecated="has no effect (trialrun no longer changes which CPUs the agent runs on) "
+        "and may be removed",
         default=None,
-        metadata=key(
-            Optional(Bool()),
-            deprecated="has no effect (trialrun no longer changes which CPUs the agent runs on) "
-            "and may be removed",
-        ),
     )
     """Accepted so that older suites still load; the loader warns that it does nothing."""
-    mcp_servers: dict[str, McpServer] = field(
-        default_factory=dict,
-        metadata=key(MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN))),
+    mcp_servers: dict[str, McpServer] = keyed(
+        MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN)), default_factory=dict
     )
-    model_gateway: ModelGateway | None = field(
-        default=None, metadata=key(Optional(Nested(ModelGateway)))
-    )
+    model_gateway: ModelGateway | None = keyed(Optional(Nested(ModelGateway)), default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
 class CaseConfig(Record):
     """One case file."""
 
-    id: str = field(metadata=key(Str()))
-    description: str | None = field(default=None, metadata=key(Optional(Str())))
-    input: dict[str, Any] = field(metadata=key(MapOf(AnyValue())))
-    cassette: str = field(metadata=key(Str()))
-    assertions: list[dict[str, Any]] | None = field(
-        default=None, metadata=key(Optional(ListOf(MapOf(AnyValue()))))
+    id: str = keyed(Str())
+    description: str | None = keyed(Optional(Str()), default=None)
+    input: dict[str, Any] = keyed(MapOf(AnyValue()))
+    cassette: str = keyed(Str())
+    assertions: list[dict[str, Any]] | None = keyed(
+        Optional(ListOf(MapOf(AnyValue()))), default=None
     )
-    budgets: Budgets | None = field(default=None, metadata=key(Optional(Nested(Budgets))))
-    normalization: Normalization | None = field(
-        default=None, metadata=key(Optional(Nested(Normalization)))
-    )
+    budgets: Budgets | None = keyed(Optional(Nested(Budgets)), default=None)
+    normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
 
 
 SUITE_KEYS = tuple(f.name for f in dataclasses.fields(SuiteConfig))

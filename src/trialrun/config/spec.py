@@ -1,15 +1,16 @@
-"""Strict typed records for suite and case files, validated with every problem reported at once.
+"""Strict typed records for trialrun's own files, validated with every problem reported at once.
 
-Each record is a frozen dataclass whose fields carry a ``Spec`` (what a key accepts) in their
-metadata. ``parse`` checks raw YAML data against a record and either builds it or raises
-``SpecError`` with every issue found. Issues have the shape of pydantic's error details (``type``,
-``loc``, ``input``, ``ctx``), so ``config.messages`` words them the same way whichever library found
-them: the compare and verify-plan files are still pydantic models.
+Each record is a frozen dataclass whose ``keyed`` fields carry a ``Spec`` (what a key accepts).
+``parse`` checks raw YAML data against a record and either builds it or raises ``SpecError`` with
+every issue found (``type``, ``loc``, ``input``, ``ctx``), which ``config.messages`` words as
+``file:line`` messages. Suites, cases, compare files and verify plans all use it (issue 29).
 
-Why not pydantic here: every ``trialrun run`` loads a suite, and importing pydantic plus building
-these models was a large share of a small run's own start-up, all of it before the first agent
-starts, for a dozen flat records. The semantics are pydantic's strict mode: no coercion except an
-integer where a number is expected, unknown keys refused, RunLedger's spellings as aliases.
+Why not pydantic: every ``trialrun run`` loads a suite, and importing pydantic plus building the
+models was a large share of a small run's own start-up, all of it before the first agent starts,
+for a few dozen flat records (bench/one_validator_bench.py: half the CPU time of loading a
+compare subject). The semantics are pydantic's strict mode: no coercion except an integer where
+a number is expected (and, where a spec says so, a number where text is meant), unknown keys
+refused, RunLedger's spellings as aliases.
 Why not msgspec either: it stops at a document's first problem and names no mapping key in its
 error text (docs/internals.md, "Why not msgspec"; bench/validator_bench.py).
 """
@@ -21,7 +22,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 Loc = tuple[str | int, ...]
 Issue = dict[str, Any]
@@ -346,16 +347,33 @@ class Key:
         self.spelled = spelled
 
 
-def key(
-    spec: Spec, *aliases: str, deprecated: str | None = None, spelled: str | None = None
-) -> dict[str, Key]:
-    """Metadata for ``dataclasses.field``: ``field(default=None, metadata=key(Int(ge=0)))``."""
-    return {"key": Key(spec, aliases, deprecated, spelled)}
+def keyed(
+    spec: Spec,
+    *aliases: str,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    deprecated: str | None = None,
+    spelled: str | None = None,
+) -> Any:
+    """A record field that files set: ``budget: int | None = keyed(Int(ge=0), default=None)``."""
+    return dataclasses.field(
+        default=default,
+        default_factory=default_factory,
+        metadata={"key": Key(spec, aliases, deprecated, spelled)},
+    )
 
 
+@dataclass_transform(
+    kw_only_default=True, frozen_default=True, field_specifiers=(keyed, dataclasses.field)
+)
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    """Base of the typed records; subclasses are frozen dataclasses whose fields use ``key``."""
+    """Base of the typed records: each subclass is a frozen, keyword-only dataclass whose fields
+    are ``keyed`` fields (a plain ``dataclasses.field`` is the program's; no file sets it)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(frozen=True, kw_only=True)(cls)
 
     def to_dict(self, *, exclude_none: bool = False) -> dict[str, Any]:
         """The record as plain data (nested records too), e.g. for summary.json."""
