@@ -133,7 +133,7 @@ def exit_status(run: RunResult, regression: dict[str, Any] | None) -> str:
 def policy_snapshot(policy: dict[str, Any] | None) -> dict[str, Any] | None:
     """The peer's split: ``min_pass_rate`` in ``thresholds``, the wall gates in ``regression``.
 
-    Accepts the flat thresholds (``Regression.model_dump()``) or an existing snapshot.
+    Accepts the flat thresholds (``Regression.to_dict()``) or an existing snapshot.
     """
     if not policy:
         return None
