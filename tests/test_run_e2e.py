@@ -48,7 +48,7 @@ def make_suite(root: Path) -> Path:
         "suite_name: misbehaving\n"
         f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(AGENT))}]\n"
         "mode: replay\ncases_path: cases\ntool_registry: [search_docs]\nidle_timeout_ms: 5000\n"
-        "kill_grace_ms: 200\nbudgets: {max_wall_ms: 1500}\n"
+        "kill_grace_ms: 200\nbudgets: {max_wall_ms: 60000}\n"
         "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
         encoding="utf-8",
     )
@@ -63,6 +63,10 @@ def make_suite(root: Path) -> Path:
             },
             "cassette": "cassettes/t.jsonl",
         }
+        if EXPECTED[case_id][1] == "timeout":
+            # Only the agents that never finish meet the wall-time limit: on a loaded machine
+            # a well-behaved agent may take seconds to start, and must not time out.
+            case["budgets"] = {"max_wall_ms": 1500}
         (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
     subprocess.run(["git", "init", "-q", str(suite)], check=True)
     return suite
@@ -197,10 +201,10 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     for case in (suite / "cases").iterdir():
         if case.name not in ("a_ok.yaml", "e_grandchild.yaml"):
             case.unlink()
-    (suite / "suite.yaml").write_text(
-        (suite / "suite.yaml").read_text().replace("max_wall_ms: 1500", "max_wall_ms: 60000"),
-        encoding="utf-8",
-    )
+    grandchild = suite / "cases" / "e_grandchild.yaml"
+    case = json.loads(grandchild.read_text(encoding="utf-8"))
+    case["budgets"] = {"max_wall_ms": 60000}
+    grandchild.write_text(json.dumps(case), encoding="utf-8")
     proc = subprocess.Popen(
         [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(tmp_path / "out")],
         cwd=tmp_path,
