@@ -83,6 +83,7 @@ class ModelGateway(_Strict):
 
 
 ServerName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+EnvName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class SuiteConfig(_Strict):
@@ -107,6 +108,7 @@ class SuiteConfig(_Strict):
     share_cpu: StrictBool | None = None
     mcp_servers: dict[ServerName, McpServer] = Field(default_factory=dict)
     model_gateway: ModelGateway | None = None
+    replay_env: dict[EnvName, StrictStr | None] = Field(default_factory=dict)
 
 
 class CaseConfig(_Strict):
@@ -163,7 +165,7 @@ def _plausible(record: type[Record], depth: int = 0) -> st.SearchStrategy[dict[A
             options += [sub, st.lists(sub, max_size=2), st.dictionaries(st.text(max_size=3), sub)]
         if name in ("command", "agent_command", "tool_registry", "strip_keys", "strip_paths"):
             options.append(st.lists(st.text(max_size=3), max_size=2))
-        if name in ("upstreams", "mcp_servers", "env", "input", "replace_paths"):
+        if name in ("upstreams", "mcp_servers", "env", "input", "replace_paths", "replay_env"):
             options.append(
                 st.dictionaries(
                     st.sampled_from(["openai", "anthropic", "s1", "a b", "x"]), values, max_size=2

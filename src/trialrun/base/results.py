@@ -183,6 +183,9 @@ class RunResult:
     git_sha: str | None = None
     regression_policy: JsonObject | None = None
     """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
+    agent_env: JsonObject | None = None
+    """The variables trialrun set for the agents, names only: ``{"set": [...], "placeholders":
+    [...]}`` (summary.json ``run.agent_env``); None where unknown (a merge of shards)."""
 
     @property
     def cases_passed(self) -> int:

@@ -32,6 +32,8 @@ ModelProvider = Literal["openai", "anthropic"]
 
 # MCP server names become file names and tool-name prefixes: keep them plain.
 SERVER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+# What a POSIX shell accepts as a variable name: anything else cannot be exported reliably.
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -183,6 +185,12 @@ class SuiteConfig(Record):
     model_gateway: ModelGateway | None = field(
         default=None, metadata=key(Optional(Nested(ModelGateway)))
     )
+    replay_env: dict[str, str | None] = field(
+        default_factory=dict,
+        metadata=key(MapOf(Optional(Str()), key=Str(pattern=ENV_NAME_PATTERN))),
+    )
+    """Overrides of the environment replay and record give the agent (``running.replay_env``):
+    a string sets the variable, null leaves it as the environment has it."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -110,8 +110,10 @@ class RunScope:
     def env(self, agent_env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Variables to add to the agent's environment.
 
-        ``OPENAI_BASE_URL`` (and ``OPENAI_API_BASE``, which some frameworks read instead) and
-        ``ANTHROPIC_BASE_URL``. In replay mode, when ``agent_env`` is given and lacks
+        ``OPENAI_BASE_URL`` (and ``OPENAI_API_BASE``, which LangChain's ChatOpenAI and LiteLLM
+        read too) and ``ANTHROPIC_BASE_URL`` (and ``ANTHROPIC_API_URL``, which LangChain's
+        ChatAnthropic reads first, and ``ANTHROPIC_API_BASE``, which LiteLLM reads first). In
+        replay mode, when ``agent_env`` is given and lacks
         ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``, that key is set to ``sk-replay``: SDKs refuse
         to start without a key, and a call that escapes the gateway then fails authentication
         instead of spending money.
@@ -120,6 +122,8 @@ class RunScope:
             "OPENAI_BASE_URL": self.openai_base_url,
             "OPENAI_API_BASE": self.openai_base_url,
             "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_BASE": self.anthropic_base_url,
         }
         if self.mode == "replay" and agent_env is not None:
             for name in API_KEY_VARIABLES:

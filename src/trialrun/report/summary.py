@@ -112,6 +112,8 @@ def summary_from_case_docs(
         "aggregates": aggregates_of(case_docs),
         "cases": case_docs,
     }
+    if run.agent_env is not None:
+        summary["run"]["agent_env"] = run.agent_env
     snapshot = policy_snapshot(run.regression_policy)
     if snapshot is not None:
         summary["policy_snapshot"] = snapshot

@@ -17,7 +17,9 @@ only when its case ended cleanly, as for tool cassettes.
 In replay, recordings no call used join the case's unused recordings, after the tool
 cassette's: ``mcp:<server>/<tool>`` for an MCP ``tools/call`` (told from the proxy's events,
 which name the line that answered each call), ``model:<model>`` (or ``model:<provider> <path>``)
-for a model call. Like the tool cassette's, they are reported and never fail the case.
+for a model call. Like the tool cassette's, they are reported and never fail the case, with
+one exception: an agent that ended well without a single model call while its model recording
+holds some fails as ``no_model_call`` (it was answered by something other than the recording).
 """
 
 from __future__ import annotations
@@ -272,7 +274,8 @@ class CaseServices:
             path = model_cassette_path(self._case)
             scope = self._gateway.open_run(self._run_id, path, self._mode, key=new_key())
             self._gateway_scope = scope
-            env.update(scope.env(os.environ if agent_env is None else agent_env))
+            # No agent_env: the credentials are the replay environment's (running.replay_env).
+            env.update(scope.env())
         return env
 
     def _open_mcp(self) -> dict[str, str]:
@@ -356,7 +359,10 @@ class CaseServices:
             if self._gateway is not None and scope is not None:
                 calls = self._gateway.close_run(self._run_id, clean=clean and run.failure is None)
                 _merge_model_calls(run, calls)
-                unused += [_model_recording_name(r) for r in scope.unused_recordings()]
+                left = scope.unused_recordings()
+                unused += [_model_recording_name(r) for r in left]
+                if self._mode == "replay" and not calls and left and run.failure is None:
+                    _fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
         finally:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
@@ -422,6 +428,20 @@ def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
     from trialrun.mcp_proxy import read_events
 
     return read_events(server.events) if server.events.exists() else []
+
+
+NO_MODEL_CALL = "no_model_call"
+"""The failure of a replayed case whose agent ended well without asking the gateway anything
+while its model recording holds calls: whatever answered it, the recording did not."""
+
+
+def _no_model_call(recorded: int) -> str:
+    return (
+        f"the agent made no model call through the gateway, yet its model recording holds "
+        f"{recorded}: expected it to ask for them. A client trialrun does not point at the "
+        "gateway (a base URL set in code?) would be answered by something else; if the agent "
+        "no longer needs a model here, re-record the case (`trialrun run --mode record`)"
+    )
 
 
 def _model_recording_name(recording: Recording) -> str:
