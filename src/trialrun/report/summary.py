@@ -212,7 +212,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "status": case.status,
         "wall_ms": case.run.wall_ms,
         "startup_ms": case.run.startup_ms,
-        "tool_calls": len(case.run.tool_calls),
+        "tool_calls": case.run.tool_call_count,
         "tool_errors": case.run.tool_errors,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
