@@ -164,6 +164,7 @@ class RunState:
         self._inflight = 0
         self._calls: list[ModelCall] = []
         self._slots: list[Recording | None] = []
+        self._arrivals: list[float] = []
         self._occurrences: Counter[str] = Counter()
 
     # -- requests in flight: close_run waits for them --------------------------------------
@@ -196,6 +197,7 @@ class RunState:
             occurrence = self._occurrences[key]
             self._occurrences[key] += 1
             self._slots.append(None)
+            self._arrivals.append(time.time())
             return len(self._slots) - 1, occurrence
 
     def fill(self, slot: int, recording: Recording) -> None:
@@ -206,6 +208,12 @@ class RunState:
         """Complete recordings in arrival order (a request that got no answer leaves none)."""
         with self.lock:
             return [r for r in self._slots if r is not None]
+
+    def recordings_arrived(self) -> list[tuple[float, Recording]]:
+        """``recordings()`` with when each request arrived (seconds since the epoch)."""
+        with self.lock:
+            arrived = zip(self._arrivals, self._slots, strict=True)
+            return [(t, r) for t, r in arrived if r is not None]
 
     # -- replay mode -----------------------------------------------------------------------
 
