@@ -304,3 +304,18 @@ def test_the_docs_table_lists_every_variable_with_its_value() -> None:
         assert rows.get(setting.name) == setting.value, setting.name
     listed = set(re.findall(r"`([A-Z][A-Z_0-9]+)`", page))
     assert set(CREDENTIALS) <= listed, sorted(set(CREDENTIALS) - listed)
+
+
+def test_the_docs_override_example_loads_and_means_what_the_page_says(tmp_path: Path) -> None:
+    page = DOCS.read_text(encoding="utf-8")
+    [example] = [
+        block
+        for block in re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
+        if "replay_env:" in block
+    ]
+    suite = make_suite(tmp_path, extra=example)
+    overrides = load_suite(suite).config.replay_env
+    assert overrides == {"TZ": "Europe/Paris", "DO_NOT_TRACK": None, "SEARCH_API_KEY": PLACEHOLDER}
+    env = agent_env("replay", {"DO_NOT_TRACK": "ci"}, overrides)
+    assert env["TZ"] == "Europe/Paris"
+    assert "DO_NOT_TRACK" not in env  # the CI job's own value stays
