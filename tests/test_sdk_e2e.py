@@ -49,7 +49,7 @@ class Run:
         return output
 
     def tool_sequence(self, case_id: str) -> list[str]:
-        names = [e["name"] for e in self.of(case_id, "tool_call")]
+        names = [e["name"] for e in self.of(case_id, "tool_call") if e.get("kind") != "handoff"]
         return sorted(names) if case_id in UNORDERED else names
 
 

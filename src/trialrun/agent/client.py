@@ -196,6 +196,14 @@ class Session:
             {"type": "log", "level": level, "message": message, "data": _object_or_none(data)}
         )
 
+    def handoff(self, to: str, *, source: str | None = None) -> None:
+        """Tell the runner the conversation passed to agent ``to`` (from agent ``source``).
+
+        The trace shows it as a tool-like event ``handoff:<to>`` that assertions can name; no
+        cassette serves it, and the handoff itself runs here in every mode.
+        """
+        self._post({"type": "handoff", "to": to, "from": source})
+
     def usage(
         self,
         *,

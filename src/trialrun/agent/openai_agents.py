@@ -12,12 +12,18 @@ tool would (by default "An error occurred while running the tool..."); with the 
 disabled (``failure_error_function=None``) the ``ToolCallError`` propagates and ends the run.
 
 The agent's handoff agents and agents used as tools are wrapped too, each agent once; an agent
-used as a tool is not itself recorded as one call, its own tools are. Tools served by MCP servers
-(``mcp_servers=``) are not function tools of the agent: route those through the MCP proxy.
+used as a tool is not itself recorded as one call, its own tools are. Each handoff is reported to
+the runner as it happens (``Session.handoff``), which puts a tool-like ``handoff:<agent>`` event
+in the trace for assertions; the handoff itself always runs here (it returns an agent, not data
+a cassette could hold). An ``Agent`` listed directly in ``handoffs`` is replaced by the
+``handoff(agent)`` object the SDK would have built for it, so that there is an invoker to wrap.
+Tools served by MCP servers (``mcp_servers=``) are not function tools of the agent: route those
+through the MCP proxy.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,6 +33,7 @@ from trialrun.agent.extras import missing_framework
 
 try:
     from agents.agent import Agent
+    from agents.handoffs import Handoff, handoff
     from agents.tool import FunctionTool, maybe_invoke_function_tool_failure_error_function
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework("openai-agents", "openai-agents", exc) from exc
@@ -59,11 +66,39 @@ def wrap_agent(agent: T) -> T:
                 pending.append(inner_agent)
             else:
                 wrap_function_tool(candidate)
-        for handoff in current.handoffs:
-            target = handoff if isinstance(handoff, Agent) else _handoff_target(handoff)
+        for index, leads_to in enumerate(current.handoffs):
+            target = leads_to if isinstance(leads_to, Agent) else _handoff_target(leads_to)
             if target is not None:
                 pending.append(target)
+            current.handoffs[index] = _reported_handoff(current, leads_to)
     return agent
+
+
+def _reported_handoff(source: Agent[Any], leads_to: Any) -> Any:
+    """``leads_to`` (an agent or a ``Handoff``) as a ``Handoff`` that reports itself when taken.
+
+    A copy per agent that lists it: the same ``Handoff`` may be listed by several agents, and
+    each copy names its own source.
+    """
+    found = handoff(leads_to) if isinstance(leads_to, Agent) else leads_to
+    if not isinstance(found, Handoff) or getattr(found.on_invoke_handoff, _WRAPPED, False):
+        return leads_to
+    original = found.on_invoke_handoff
+
+    async def invoke(ctx: Any, input_json: str) -> Any:
+        target = await original(ctx, input_json)
+        session = connect()
+        if session is not None:
+            name = getattr(target, "name", None) or found.agent_name
+            session.handoff(str(name), source=source.name)
+        return target
+
+    setattr(invoke, _WRAPPED, True)
+    # A shallow copy keeps the fields the SDK sets after construction (its weak reference to
+    # the target agent), which dataclasses.replace would drop.
+    reported = copy.copy(found)
+    reported.on_invoke_handoff = invoke
+    return reported
 
 
 def wrap_function_tool(function_tool: FunctionTool) -> FunctionTool:

@@ -24,6 +24,7 @@ from trialrun.receipt.suite_run import SuiteReceipt
 
 if TYPE_CHECKING:
     from trialrun.config import Suite
+    from trialrun.config.models import Mode
     from trialrun.receipt.signing import Ed25519Signer
 
 DEFAULT_OUT_DIR = Path("trialrun_out")
@@ -66,6 +67,7 @@ class RunRecorder:
         self.suite = suite
         self.mode = mode
         self.started_at = time.time() if started_at is None else started_at
+        self.agent_env = agent_env_names(suite, mode)
         out = out_dir or suite.output_dir or DEFAULT_OUT_DIR
         self._dir = RunDirectory(out, suite.config.suite_name, new_run_id(self.started_at))
         try:
@@ -75,6 +77,7 @@ class RunRecorder:
                 command_line=command_line,
                 repository=suite.root,
                 signer=signer,
+                agent_env=self.agent_env,
             )
         except BaseException:
             self._dir.abandon()
@@ -150,6 +153,7 @@ class RunRecorder:
             interrupted=interrupted,
             git_sha=os.environ.get("GITHUB_SHA"),
             regression_policy=policy.to_dict(exclude_none=True) if policy else None,
+            agent_env={part: list(names) for part, names in self.agent_env.items()},
         )
         summary = build_summary(result, regression=None)
         regression: dict[str, Any] | None = None
@@ -198,3 +202,13 @@ def _warm_report() -> None:
     load_template()
     for name in _TAIL_MODULES:
         importlib.import_module(name)
+
+
+def agent_env_names(suite: Suite, mode: str) -> dict[str, list[str]]:
+    """The names (never the values) of what the run's agents get from ``running.replay_env``:
+    the environment of this process is the one the runner lays it over."""
+    from trialrun.running.replay_env import agent_env, placeholders
+
+    run_mode: Mode = "replay" if mode == "replay" else "record" if mode == "record" else "live"
+    env = agent_env(run_mode, os.environ, suite.config.replay_env)
+    return {"set": sorted(env), "placeholders": placeholders(env)}

@@ -17,6 +17,15 @@ Status = Literal["pass", "fail", "error"]
 JsonObject = dict[str, Any]
 
 
+HANDOFF_PREFIX = "handoff:"
+"""The name of a handoff in the trace: ``handoff:<agent>`` (a tool-like event, never a call)."""
+
+
+def is_handoff(call: ToolCall) -> bool:
+    """A handoff between agents, not a tool call: no cassette serves it, no budget counts it."""
+    return call.kind == "handoff"
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call the agent made and the answer it got."""
@@ -32,6 +41,8 @@ class ToolCall:
     start_ms: float | None = None
     """When the call began, in milliseconds from the case's start (on the clock of ``wall_ms``);
     None where it was not recorded (a ``CaseResult`` built by an older trialrun or by hand)."""
+    kind: str = "tool"
+    """``handoff`` for a handoff between agents (named ``handoff:<agent>``), else ``tool``."""
 
 
 @dataclass(slots=True)
@@ -125,6 +136,11 @@ class AgentRun:
     def tool_errors(self) -> int:
         return sum(1 for call in self.tool_calls if not call.ok)
 
+    @property
+    def tool_call_count(self) -> int:
+        """The calls of ``tool_calls`` that are tool calls (not handoffs)."""
+        return sum(1 for call in self.tool_calls if call.kind != "handoff")
+
 
 @dataclass(slots=True)
 class CaseResult:
@@ -183,6 +199,9 @@ class RunResult:
     git_sha: str | None = None
     regression_policy: JsonObject | None = None
     """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
+    agent_env: JsonObject | None = None
+    """The variables trialrun set for the agents, names only: ``{"set": [...], "placeholders":
+    [...]}`` (summary.json ``run.agent_env``); None where unknown (a merge of shards)."""
 
     @property
     def cases_passed(self) -> int:

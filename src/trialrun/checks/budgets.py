@@ -25,8 +25,9 @@ def check_budgets(budgets: Budgets, run: AgentRun) -> list[CheckFailure]:
     """One failure per budget that was exceeded or cannot be verified, in a fixed order."""
     observed: list[tuple[str, int | float | None, int | float | None]] = [
         ("max_wall_ms", budgets.max_wall_ms, run.wall_ms),
-        # Every tool_call message counts, including one refused by the allow-list.
-        ("max_tool_calls", budgets.max_tool_calls, len(run.tool_calls)),
+        # Every tool_call message counts, including one refused by the allow-list; a handoff
+        # between agents is in the trace for assertions, but calls no tool.
+        ("max_tool_calls", budgets.max_tool_calls, run.tool_call_count),
         ("max_tool_errors", budgets.max_tool_errors, run.tool_errors),
         ("max_tokens_out", budgets.max_tokens_out, run.usage.tokens_out),
         ("max_cost_usd", budgets.max_cost_usd, run.usage.cost_usd),

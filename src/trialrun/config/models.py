@@ -31,6 +31,8 @@ ModelProvider = Literal["openai", "anthropic"]
 
 # MCP server names become file names and tool-name prefixes: keep them plain.
 SERVER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+# What a POSIX shell accepts as a variable name: anything else cannot be exported reliably.
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -160,6 +162,11 @@ class SuiteConfig(Record):
         MapOf(Nested(McpServer), key=Str(pattern=SERVER_NAME_PATTERN)), default_factory=dict
     )
     model_gateway: ModelGateway | None = keyed(Optional(Nested(ModelGateway)), default=None)
+    replay_env: dict[str, str | None] = keyed(
+        MapOf(Optional(Str()), key=Str(pattern=ENV_NAME_PATTERN)), default_factory=dict
+    )
+    """Overrides of the environment replay and record give the agent (``running.replay_env``):
+    a string sets the variable, null leaves it as the environment has it."""
 
 
 class CaseConfig(Record):

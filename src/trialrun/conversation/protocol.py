@@ -36,7 +36,15 @@ from trialrun.base.results import JsonObject
 from trialrun.base.visible import visible_name
 from trialrun.errors import ProtocolError
 
-AGENT_MESSAGE_TYPES = ("tool_call", "final_output", "log", "task_error", "usage", "tool_report")
+AGENT_MESSAGE_TYPES = (
+    "tool_call",
+    "final_output",
+    "log",
+    "task_error",
+    "usage",
+    "tool_report",
+    "handoff",
+)
 """Message types an agent may send, in the order the protocol documents them."""
 
 _RUNNER_MESSAGE_TYPES = frozenset({"task_start", "tool_result", "tool_run"})
@@ -99,7 +107,18 @@ class UsageMsg:
     model: str | None
 
 
-AgentMessage = ToolCallMsg | FinalOutputMsg | LogMsg | TaskErrorMsg | UsageMsg | ToolReportMsg
+@dataclass(frozen=True, slots=True)
+class HandoffMsg:
+    """The agent's framework handed the conversation to another agent (OpenAI Agents SDK)."""
+
+    to: str
+    source: str | None
+    """The agent that handed off (the wire's ``from``), when the framework says."""
+
+
+AgentMessage = (
+    ToolCallMsg | FinalOutputMsg | LogMsg | TaskErrorMsg | UsageMsg | ToolReportMsg | HandoffMsg
+)
 
 _WIRE_TYPES: dict[type, str] = {
     ToolCallMsg: "tool_call",
@@ -108,6 +127,7 @@ _WIRE_TYPES: dict[type, str] = {
     TaskErrorMsg: "task_error",
     UsageMsg: "usage",
     ToolReportMsg: "tool_report",
+    HandoffMsg: "handoff",
 }
 
 
@@ -267,6 +287,11 @@ def _message(value: JsonObject, line_no: int, text: str) -> AgentMessage | None:
             tokens_out=_count(value, "tokens_out", line_no, text),
             cost_usd=_cost(value, line_no, text),
             model=_field(value, "model", str, line_no, text, default=None),
+        )
+    if kind == "handoff":
+        return HandoffMsg(
+            to=_field(value, "to", str, line_no, text),
+            source=_field(value, "from", str, line_no, text, default=None),
         )
     raise _violation(
         line_no,

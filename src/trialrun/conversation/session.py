@@ -31,13 +31,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from trialrun.base.results import AgentRun, Failure, JsonObject, Status, ToolCall
+from trialrun.base.results import (
+    HANDOFF_PREFIX,
+    AgentRun,
+    Failure,
+    JsonObject,
+    Status,
+    ToolCall,
+)
 from trialrun.conversation import protocol, wording
 from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.process import AgentProcess
 from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
+    HandoffMsg,
     LogMsg,
     StdoutNoiseError,
     TaskErrorMsg,
@@ -210,6 +218,8 @@ class _Session:
                 cost_usd=message.cost_usd,
                 model=message.model,
             )
+        elif isinstance(message, HandoffMsg):
+            self._handoff(message)
         elif isinstance(message, TaskErrorMsg):
             self._event("task_error", message=message.message, data=message.data)
             self._fail("task_error", message.message, "error", log_event=False)
@@ -220,6 +230,18 @@ class _Session:
                 "it to run (expected tool_report only after a tool_run message)",
                 "error",
             )
+
+    def _handoff(self, message: HandoffMsg) -> None:
+        """A tool-like event ``handoff:<agent>``: assertions see it; no cassette serves it."""
+        call_id = f"handoff-{sum(1 for c in self._run.tool_calls if c.kind == 'handoff') + 1}"
+        name = f"{HANDOFF_PREFIX}{message.to}"
+        args: JsonObject = {} if message.source is None else {"from": message.source}
+        start_ms = (time.monotonic() - self._started) * 1000
+        self._event("tool_call", name=name, call_id=call_id, args=args, kind="handoff")
+        self._event("tool_result", call_id=call_id, ok=True, result=None, error=None)
+        self._run.tool_calls.append(
+            ToolCall(call_id, name, args, True, None, None, 0.0, start_ms, kind="handoff")
+        )
 
     async def _tool_call(self, agent: AgentProcess, call: ToolCallMsg) -> None:
         start_ms = self._call_received(call)
@@ -320,7 +342,7 @@ class _Session:
             message = await self._next_message(agent)
             if isinstance(message, ToolReportMsg) and message.call_id == call.call_id:
                 return ToolOutcome(message.ok, message.result, message.error)
-            if isinstance(message, LogMsg | UsageMsg | TaskErrorMsg):
+            if isinstance(message, LogMsg | UsageMsg | TaskErrorMsg | HandoffMsg):
                 await self._handle(agent, message)
                 continue
             found = (

@@ -13,7 +13,8 @@ arrived. ``request`` is the normalized, redacted request body (see ``normalize``
 response exactly as received, a stream as its verbatim SSE text (bytes that are not UTF-8
 survive as ``\\udcXX`` escapes), redacted; ``headers`` only the few response headers an SDK
 acts on (request ids, retry hints). ``key`` and ``occurrence`` are written for people reading the
-file: on load the key is computed again from ``request`` under the current rules.
+file: on load the key is computed again from ``request`` under the current rules. ``inside_tool``
+(only when set) names the tool whose real body made the call while recording.
 
 Matching consumes each recording once. The key's recordings are served in file order (the 2nd
 identical request gets the 2nd recording), so parallel runs and repeated calls replay their own
@@ -68,6 +69,10 @@ class Recording:
     elapsed_ms: float = 0.0
     usage: Usage | None = None
     line: int = 0
+    inside_tool: str | None = None
+    """The tool whose real body made this call while recording (its arrival fell inside that
+    tool's run): replay answers the tool from its cassette and never runs the body, so this
+    recording is expected to stay unused there."""
 
     @property
     def model(self) -> str | None:
@@ -83,6 +88,12 @@ class Recording:
         return self.body.encode("utf-8", "surrogateescape")
 
     def to_json(self) -> dict[str, Any]:
+        data = self._fields_json()
+        if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
+            data["inside_tool"] = self.inside_tool
+        return data
+
+    def _fields_json(self) -> dict[str, Any]:
         return {
             "body": self.body,
             "content_type": self.content_type,
@@ -304,7 +315,7 @@ def _check_header(line: str, path: Path) -> None:
 
 
 _REQUIRED = ("provider", "method", "path", "request", "status", "content_type", "body")
-_OPTIONAL = ("query", "headers", "key", "occurrence", "elapsed_ms", "usage")
+_OPTIONAL = ("query", "headers", "key", "occurrence", "elapsed_ms", "usage", "inside_tool")
 
 
 def _parse_recording(line: str, path: Path, number: int) -> Recording:
@@ -328,7 +339,7 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         raise fail(
             f"field 'provider' must be one of {', '.join(ENDPOINTS)}; found {_kind(provider)}"
         )
-    for name in ("method", "path", "content_type", "body", "query", "key"):
+    for name in ("method", "path", "content_type", "body", "query", "key", "inside_tool"):
         if name in data and not isinstance(data[name], str):
             raise fail(f"field {name!r} must be a string; found {_kind(data[name])}")
     if not data["path"].startswith("/"):
@@ -371,6 +382,7 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         elapsed_ms=float(elapsed) if math.isfinite(elapsed) else 0.0,
         usage=Usage.from_json(usage) if usage is not None else None,
         line=number,
+        inside_tool=data.get("inside_tool"),
     )
 
 

@@ -110,8 +110,10 @@ class RunScope:
     def env(self, agent_env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Variables to add to the agent's environment.
 
-        ``OPENAI_BASE_URL`` (and ``OPENAI_API_BASE``, which some frameworks read instead) and
-        ``ANTHROPIC_BASE_URL``. In replay mode, when ``agent_env`` is given and lacks
+        ``OPENAI_BASE_URL`` (and ``OPENAI_API_BASE``, which LangChain's ChatOpenAI and LiteLLM
+        read too) and ``ANTHROPIC_BASE_URL`` (and ``ANTHROPIC_API_URL``, which LangChain's
+        ChatAnthropic reads first, and ``ANTHROPIC_API_BASE``, which LiteLLM reads first). In
+        replay mode, when ``agent_env`` is given and lacks
         ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``, that key is set to ``sk-replay``: SDKs refuse
         to start without a key, and a call that escapes the gateway then fails authentication
         instead of spending money.
@@ -120,6 +122,8 @@ class RunScope:
             "OPENAI_BASE_URL": self.openai_base_url,
             "OPENAI_API_BASE": self.openai_base_url,
             "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_BASE": self.anthropic_base_url,
         }
         if self.mode == "replay" and agent_env is not None:
             for name in API_KEY_VARIABLES:
@@ -160,6 +164,7 @@ class RunState:
         self._inflight = 0
         self._calls: list[ModelCall] = []
         self._slots: list[Recording | None] = []
+        self._arrivals: list[float] = []
         self._occurrences: Counter[str] = Counter()
 
     # -- requests in flight: close_run waits for them --------------------------------------
@@ -192,6 +197,7 @@ class RunState:
             occurrence = self._occurrences[key]
             self._occurrences[key] += 1
             self._slots.append(None)
+            self._arrivals.append(time.time())
             return len(self._slots) - 1, occurrence
 
     def fill(self, slot: int, recording: Recording) -> None:
@@ -202,6 +208,12 @@ class RunState:
         """Complete recordings in arrival order (a request that got no answer leaves none)."""
         with self.lock:
             return [r for r in self._slots if r is not None]
+
+    def recordings_arrived(self) -> list[tuple[float, Recording]]:
+        """``recordings()`` with when each request arrived (seconds since the epoch)."""
+        with self.lock:
+            arrived = zip(self._arrivals, self._slots, strict=True)
+            return [(t, r) for t, r in arrived if r is not None]
 
     # -- replay mode -----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ when the run is known; requests the gateway does not serve are also listed by ``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -185,10 +186,14 @@ class Gateway:
             self._closed.discard(run_id)
         return RunScope(state, with_key(url, key))
 
-    def close_run(self, run_id: str, clean: bool) -> list[ModelCall]:
+    def close_run(
+        self, run_id: str, clean: bool, inside_tool: Callable[[float], str | None] | None = None
+    ) -> list[ModelCall]:
         """Stop serving ``run_id`` (after its requests in flight) and return its model calls.
 
         In record mode a clean close writes the cassette atomically; ``clean=False`` discards it.
+        ``inside_tool``: the tool whose body was running when a request arrived (given its
+        arrival time), written into its recording (``Recording.inside_tool``).
         """
         with self._lock:
             state = self._runs.pop(run_id, None)
@@ -199,7 +204,13 @@ class Gateway:
             LOG.warning("run %s closed with requests still in flight", run_id)
         if state.mode == "record" and clean:
             try:
-                write_cassette(state.cassette_path, state.recordings())
+                recordings = state.recordings()
+                if inside_tool is not None:
+                    recordings = [
+                        dataclasses.replace(r, inside_tool=inside_tool(arrived))
+                        for arrived, r in state.recordings_arrived()
+                    ]
+                write_cassette(state.cassette_path, recordings)
             except OSError as exc:
                 raise CassetteError(
                     f"cannot write the cassette: {exc.strerror or exc}", file=state.cassette_path

@@ -11,7 +11,7 @@ custom event types.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,21 +87,24 @@ class SuiteReceipt:
         command_line: str,
         repository: Path,
         signer: Ed25519Signer | None = None,
+        agent_env: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """``agent_env``: the names of the variables trialrun sets for the agents (``set``,
+        ``placeholders``), never their values; run_start carries it as ``agentEnv``."""
         from trialrun.receipt.writer import ReceiptWriter
 
         self._writer: ReceiptWriter = ReceiptWriter(path, signer=signer)
         head, branch = git_state(repository)
-        self._writer.emit(
-            "run_start",
-            {
-                "goal": suite_name,
-                "verifyCommand": command_line,
-                "repoHead": head,
-                "branch": branch,
-                "tool": {"name": "trialrun", "version": __version__},
-            },
-        )
+        start: dict[str, Any] = {
+            "goal": suite_name,
+            "verifyCommand": command_line,
+            "repoHead": head,
+            "branch": branch,
+            "tool": {"name": "trialrun", "version": __version__},
+        }
+        if agent_env is not None:
+            start["agentEnv"] = {part: list(names) for part, names in agent_env.items()}
+        self._writer.emit("run_start", start)
 
     def _emit_usage(
         self,

@@ -272,7 +272,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "id": case.case_id,
         "status": case.status,
         "wall_ms": run.wall_ms,
-        "tool_calls": len(run.tool_calls),
+        "tool_calls": run.tool_call_count,
         "tool_errors": run.tool_errors,
         "tokens_in": _number(run.usage.tokens_in),
         "tokens_out": _number(run.usage.tokens_out),

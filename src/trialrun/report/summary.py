@@ -112,6 +112,8 @@ def summary_from_case_docs(
         "aggregates": aggregates_of(case_docs),
         "cases": case_docs,
     }
+    if run.agent_env is not None:
+        summary["run"]["agent_env"] = run.agent_env
     snapshot = policy_snapshot(run.regression_policy)
     if snapshot is not None:
         summary["policy_snapshot"] = snapshot
@@ -210,7 +212,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "status": case.status,
         "wall_ms": case.run.wall_ms,
         "startup_ms": case.run.startup_ms,
-        "tool_calls": len(case.run.tool_calls),
+        "tool_calls": case.run.tool_call_count,
         "tool_errors": case.run.tool_errors,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,

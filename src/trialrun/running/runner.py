@@ -32,6 +32,7 @@ from trialrun.conversation.session import Limits, run_agent
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
+from trialrun.running.replay_env import agent_env
 from trialrun.tools.base import ToolBackend
 
 if TYPE_CHECKING:
@@ -273,9 +274,14 @@ def _agent_extra_env(
 ) -> dict[str, str]:
     """What the agent's environment gets on top of ``options.env``; opens the case's services.
 
+    First the replay (or record) environment (``replay_env``), then the channel and services.
+
     Raises ``CassetteError`` when a service cannot open its recording.
     """
-    extra_env: dict[str, str] = {}
+    # The services' variables go on top: the gateway's URLs must win, or the agent escapes it.
+    extra_env = agent_env(
+        options.mode, os.environ if options.env is None else options.env, suite.config.replay_env
+    )
     if suite.config.agent_channel == "fd":
         extra_env["TRIALRUN_MODE"] = options.mode
     if case_services is not None:

@@ -17,12 +17,15 @@ only when its case ended cleanly, as for tool cassettes.
 In replay, recordings no call used join the case's unused recordings, after the tool
 cassette's: ``mcp:<server>/<tool>`` for an MCP ``tools/call`` (told from the proxy's events,
 which name the line that answered each call), ``model:<model>`` (or ``model:<provider> <path>``)
-for a model call. Like the tool cassette's, they are reported and never fail the case.
+for a model call. Like the tool cassette's, they are reported and never fail the case, with
+one exception: an agent that ended well without a single model call while its model recording
+holds some fails as ``no_model_call`` (it was answered by something other than the recording).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
 import os
@@ -31,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,7 @@ from trialrun.base.results import (
     Status,
     ToolCall,
     case_start_timestamp,
+    count_names,
 )
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
@@ -272,7 +276,8 @@ class CaseServices:
             path = model_cassette_path(self._case)
             scope = self._gateway.open_run(self._run_id, path, self._mode, key=new_key())
             self._gateway_scope = scope
-            env.update(scope.env(os.environ if agent_env is None else agent_env))
+            # No agent_env: the credentials are the replay environment's (running.replay_env).
+            env.update(scope.env())
         return env
 
     def _open_mcp(self) -> dict[str, str]:
@@ -354,9 +359,18 @@ class CaseServices:
             await self._commit_mcp(run, clean=clean and run.failure is None)
             scope = self._gateway_scope
             if self._gateway is not None and scope is not None:
-                calls = self._gateway.close_run(self._run_id, clean=clean and run.failure is None)
+                inside = _inside_tool(run) if self._mode == "record" else None
+                calls = self._gateway.close_run(
+                    self._run_id, clean=clean and run.failure is None, inside_tool=inside
+                )
+                if inside is not None:
+                    _note_inside(run, [inside(call.timestamp) for call in calls], "record")
                 _merge_model_calls(run, calls)
-                unused += [_model_recording_name(r) for r in scope.unused_recordings()]
+                left, skipped = _split_skipped(run, scope.unused_recordings())
+                unused += [_model_recording_name(r) for r in left]
+                _note_inside(run, [r.inside_tool for r in skipped], "replay")
+                if self._mode == "replay" and not calls and left and run.failure is None:
+                    _fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
         finally:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
@@ -422,6 +436,89 @@ def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
     from trialrun.mcp_proxy import read_events
 
     return read_events(server.events) if server.events.exists() else []
+
+
+NO_MODEL_CALL = "no_model_call"
+"""The failure of a replayed case whose agent ended well without asking the gateway anything
+while its model recording holds calls: whatever answered it, the recording did not."""
+
+
+def _no_model_call(recorded: int) -> str:
+    return (
+        f"the agent made no model call through the gateway, yet its model recording holds "
+        f"{recorded}: expected it to ask for them. A client trialrun does not point at the "
+        "gateway (a base URL set in code?) would be answered by something else; if the agent "
+        "no longer needs a model here, re-record the case (`trialrun run --mode record`)"
+    )
+
+
+def _inside_tool(run: AgentRun) -> Callable[[float], str | None]:
+    """Which tool was running (its body, in the agent or a tool module) at a given time.
+
+    From the case's ``tool_call`` / ``tool_result`` events; MCP calls and handoffs run no body
+    of the agent's. Only an unused recording is ever judged by it, so a model call of another
+    thread that happened to arrive during a tool's run costs nothing: replay still asks for it.
+    """
+    opened: dict[Any, tuple[float, str]] = {}
+    windows: list[tuple[float, float, str]] = []
+    for event in run.events:
+        kind = event.get("type")
+        if kind == "tool_call" and "mcp_server" not in event and event.get("kind") != "handoff":
+            opened[event.get("call_id")] = (float(event["timestamp"]), str(event["name"]))
+        elif kind == "tool_result" and event.get("call_id") in opened:
+            begin, name = opened.pop(event.get("call_id"))
+            windows.append((begin, float(event["timestamp"]), name))
+    windows.sort()
+    starts = [begin for begin, _end, _name in windows]
+
+    def inside(arrived: float) -> str | None:
+        index = bisect.bisect_right(starts, arrived) - 1
+        if index >= 0 and arrived <= windows[index][1]:
+            return windows[index][2]
+        return None
+
+    return inside
+
+
+def _split_skipped(
+    run: AgentRun, unused: list[Recording]
+) -> tuple[list[Recording], list[Recording]]:
+    """Unused recordings: those that are unused, and those made inside the body of a tool that
+    replay answered from its cassette (the body never runs there, so neither does the call)."""
+    answered = {call.name for call in run.tool_calls}
+    left: list[Recording] = []
+    skipped: list[Recording] = []
+    for recording in unused:
+        (skipped if recording.inside_tool in answered else left).append(recording)
+    return left, skipped
+
+
+def _note_inside(run: AgentRun, tools: list[str | None], mode: Mode) -> None:
+    """Say in the case's log which model calls belong to tool bodies replay never runs."""
+    counts = count_names(tool for tool in tools if tool is not None)
+    if not counts:
+        return
+    which = ", ".join(f"{n} inside {tool!r}" for tool, n in counts.items())
+    if mode == "record":
+        message = (
+            f"model calls made by tool bodies: {which}; replay answers those tools from the "
+            "tool cassette and never runs their bodies, so it will not repeat these calls"
+        )
+    else:
+        message = (
+            f"model recordings made by tool bodies while recording: {which}; replay answered "
+            "those tools from the tool cassette, so it never asked for them (not unused)"
+        )
+    run.events.append(
+        {
+            "type": "log",
+            "case_id": run.case_id,
+            "timestamp": time.time(),
+            "level": "info",
+            "message": message,
+            "data": {"source": "trialrun", "inside_tool": counts},
+        }
+    )
 
 
 def _model_recording_name(recording: Recording) -> str:
