@@ -192,10 +192,10 @@ def test_a_five_megabyte_line_parses_in_linear_time() -> None:
     def best_parse_s(size: int) -> float:
         raw = line({"type": "final_output", "output": {"blob": "x" * size}})
         best = float("inf")
-        for _ in range(3):  # best of three: the machine may be busy with other work
-            started = time.perf_counter()
+        for _ in range(3):  # best of three; this thread's CPU time, which waiting never adds to
+            started = time.thread_time()
             message = parse_line(raw, 1)
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.thread_time() - started)
         assert isinstance(message, FinalOutputMsg) and len(message.output["blob"]) == size
         return best
 

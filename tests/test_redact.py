@@ -559,9 +559,9 @@ def test_a_cycle_raises_as_redact_raises() -> None:
 def _best_of(runs: int, func: Any, arg: str) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.thread_time()
         func(arg)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.thread_time() - start)
     return best
 
 
