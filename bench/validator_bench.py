@@ -2,8 +2,9 @@
 
 Measures, in fresh subprocesses alternating the three validators, median of --repeat runs:
   * import: the library alone, then the suite and case records on top of it
-    (config.spec + config.models; msgspec + bench/msgspec_records.py; pydantic + the oracle models
-    of tests/test_config_spec.py, read from that file so the oracle stays its one definition);
+    (config.spec + config.models; msgspec + bench/msgspec_records.py; pydantic + the oracle
+    models of tests/config/test_config_spec.py, read from that file so the oracle stays its one
+    definition);
   * validation of a generated RunLedger-style suite (suite.yaml + 200 case files, built by
     bench/replay_bench.py's generator), parsed from YAML before the clock starts;
   * a second validation in the same process ("again"): msgspec builds its decoder on first use;
@@ -41,7 +42,7 @@ ROOT = BENCH.parent
 WORK = BENCH / ".work"
 MSGSPEC_LIB = WORK / "msgspec-lib"
 MSGSPEC_SPEC = "msgspec==0.23.0"
-ORACLE_SOURCE = ROOT / "tests" / "test_config_spec.py"
+ORACLE_SOURCE = ROOT / "tests" / "config" / "test_config_spec.py"
 SHIPPED_SCHEMAS = ROOT / "src" / "trialrun" / "schemas"
 
 # Each child prints the seconds of each step as JSON; the documents are read first so that reading
@@ -111,7 +112,7 @@ def ensure_msgspec() -> None:
 
 
 def write_oracle() -> None:
-    """tests/test_config_spec.py's pydantic models as an importable module, without pytest."""
+    """tests/config/test_config_spec.py's pydantic models as an importable module, no pytest."""
     text = ORACLE_SOURCE.read_text(encoding="utf-8")
     imports = re.search(r"^from pydantic import \([^)]*\)", text, re.MULTILINE)
     start, end = text.find("class _Strict(BaseModel):"), text.find("\nPAIRS")
@@ -216,8 +217,8 @@ output_dir: out
 """
 CASE = "id: t\ninput:\n  ticket: hello\ncassette: cassettes/t.jsonl\n"
 MCP = "mcp_servers:\n  web:\n    command: [srv]\n"
-# (what is wrong, file, text replaced, replacement): the kinds of problem tests/test_config.py
-# checks, plus the ones where msgspec's text loses something.
+# (what is wrong, file, text replaced, replacement): the kinds of problem
+# tests/config/test_config.py checks, plus the ones where msgspec's text loses something.
 SCENARIOS = [
     ("misspelt required key", "suite", "agent_command:", "agnet_command:"),
     ("misspelt nested key", "suite", "  max_tool_calls: 3", "  max_tool_cals: 3"),

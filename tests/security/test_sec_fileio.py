@@ -33,6 +33,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paths import DATA_DIR
 from trialrun.cli import run_cli
 
 pytestmark = pytest.mark.skipif(
@@ -133,7 +134,7 @@ def assert_one_error_line(outcome: Outcome, names: str, cause: str) -> str:
 
 
 NO_SPACE = os.strerror(errno.ENOSPC)
-EXPORT = Path(__file__).resolve().parents[1] / "data" / "incidents" / "trialrun_run.jsonl"
+EXPORT = DATA_DIR / "incidents" / "trialrun_run.jsonl"
 
 
 # -- the inputs, made once by the CLI itself --------------------------------------------------
