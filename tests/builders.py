@@ -1,19 +1,177 @@
-"""Builders the tests share: suites, compare subjects and run folders on disk.
+"""Builders the tests share: suites, compare subjects, trialrun as a subprocess.
 
-Each builder writes real files (a suite, a subject with its agent) under the folder it is given;
-a test changes what it needs after building.
+``write_suite`` and ``write_subject`` write real files under the folder they are given, from
+what differs between tests; the ``make_*`` builders are the suites and subjects several test
+files run. A test changes what it needs after building.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from paths import BEHAVING_AGENT
+from trialrun.cli import run_cli
 from trialrun.running.sharding import ShardSpec, shard_case_ids, shard_info
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> None:
+    """Writes each ``relative path -> text`` of ``files`` under ``root``, making its folders."""
+    for relpath, text in files.items():
+        path = root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def write_suite(
+    root: Path,
+    *,
+    name: str,
+    agent: Sequence[str | Path],
+    tools: Sequence[str],
+    cases: Mapping[str, Mapping[str, Any]] | None = None,
+    settings: str = "",
+    mode: str = "replay",
+    cassettes: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+    folder: str = "suite",
+    git: bool = False,
+) -> Path:
+    """A suite at ``root/folder``: suite.yaml, ``cases/<id>.yaml`` and what else it is given.
+
+    ``agent`` is the agent command and ``tools`` the tool registry; ``settings`` is more
+    suite.yaml after the keys every suite has. ``cases`` maps a case id to the rest of its case
+    (input, cassette, budgets). ``cassettes`` (names under ``cassettes/``, which exists only when
+    given) and ``files`` (paths in the suite) map to their text. ``git``: the suite is a
+    repository of its own, as the provenance of a run reads it.
+    """
+    suite = root / folder
+    (suite / "cases").mkdir(parents=True)
+    if cassettes is not None:
+        (suite / "cassettes").mkdir()
+        write_files(suite / "cassettes", cassettes)
+    write_files(suite, files or {})
+    (suite / "suite.yaml").write_text(
+        f"suite_name: {name}\n"
+        f"agent_command: {json.dumps([str(part) for part in agent])}\n"
+        f"mode: {mode}\ncases_path: cases\ntool_registry: [{', '.join(tools)}]\n" + settings,
+        encoding="utf-8",
+    )
+    for case_id, case in (cases or {}).items():
+        text = json.dumps({"id": case_id, **case})
+        (suite / "cases" / f"{case_id}.yaml").write_text(text, encoding="utf-8")
+    if git:
+        subprocess.run(["git", "init", "-q", str(suite)], check=True)
+    return suite
+
+
+def write_subject(
+    subject: Path,
+    compare_yaml: str,
+    *,
+    cases: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+) -> Path:
+    """A compare subject at ``subject``: ``evals/compare.yaml``, its cases and other files.
+
+    ``cases`` maps a case name to the text of ``evals/cases/<name>.yaml`` (the folder exists
+    only when given); ``files`` maps paths in the subject (``SKILL.md``, the agent) to text.
+    """
+    write_files(subject, {"evals/compare.yaml": compare_yaml, **(files or {})})
+    if cases is not None:
+        (subject / "evals" / "cases").mkdir(parents=True, exist_ok=True)
+        write_files(subject / "evals" / "cases", {f"{n}.yaml": text for n, text in cases.items()})
+    return subject
+
+
+def only_run_dir(out: Path) -> Path:
+    """The one run directory a run wrote under ``--out``."""
+    (run_dir,) = [p for p in out.glob("*/*") if p.is_dir()]
+    return run_dir
+
+
+def row_table(receipt: dict[str, Any]) -> list[tuple[str, int, str, str, str]]:
+    """A compare receipt's rows: (case, rep, versus, outcome, decided by)."""
+    return [
+        (
+            entry["case"],
+            entry["rep"],
+            name.removeprefix("candidate-vs-"),
+            row["outcome"],
+            row["decided_by"],
+        )
+        for entry in receipt["per_case"]
+        for name, row in entry["outcomes"].items()
+    ]
+
+
+def run_trialrun(
+    *args: str | Path,
+    cwd: Path,
+    env: Mapping[str, str | None] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m trialrun ARGS`` in ``cwd``, its output captured as text.
+
+    ``env`` changes the test's environment for this run only: a name given None is unset.
+    """
+    full = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full.pop(key, None)
+        else:
+            full[key] = value
+    return subprocess.run(
+        [sys.executable, "-m", "trialrun", *map(str, args)],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one in-process CLI call gave: its exit code and its output."""
+
+    code: int
+    out: str
+    err: str
+
+
+def call_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
+    """``trialrun ARGV`` in this process; output printed before the call is not counted."""
+    capsys.readouterr()
+    code = run_cli(argv)
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err)
+
+
+def make_cli_inputs(root: Path) -> Path:
+    """Valid inputs made by the CLI itself under ``root``: ``suite/`` (the scaffold's demo),
+    ``run/`` (a one-shard run of it, which merge also takes) and ``keys/`` (a signing key pair).
+    """
+    assert run_cli(["init", "--path", str(root / "scaffold")]) == 0
+    shutil.copytree(root / "scaffold" / "demo", root / "suite")
+    out = root / "runs"
+    # One shard of one: merge needs a shard run; every other command takes it as a run.
+    argv = ["run", str(root / "suite"), "--no-baseline", "--out", str(out), "--shard", "1/1"]
+    assert run_cli(argv) == 0
+    (run_dir,) = (out / "demo").iterdir()
+    shutil.copytree(run_dir, root / "run")
+    assert run_cli(["receipt", "keygen", str(root / "keys")]) == 0
+    return root
+
 
 SEARCH_CASSETTE = (
     '{"tool": "search_docs", "args": {"q": "reset password"}, "ok": true, "result": {"hits": []}}\n'
@@ -38,48 +196,27 @@ MISBEHAVING = {
 
 def make_suite(root: Path) -> Path:
     """A git-tracked suite at ``root/suite`` of the behaving agent's misbehaving cases."""
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    (suite / "cassettes/t.jsonl").write_text(SEARCH_CASSETTE * 2, encoding="utf-8")
-    (suite / "suite.yaml").write_text(
-        "suite_name: misbehaving\n"
-        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(BEHAVING_AGENT))}]\n"
-        "mode: replay\ncases_path: cases\ntool_registry: [search_docs]\nidle_timeout_ms: 5000\n"
-        "kill_grace_ms: 200\nbudgets: {max_wall_ms: 1500}\n"
-        "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
-        encoding="utf-8",
-    )
-    for case_id in MISBEHAVING:
-        behaviour = case_id.split("_", 1)[1]
-        case: dict[str, Any] = {
-            "id": case_id,
+    cases = {
+        case_id: {
             "input": {
-                "behaviour": behaviour,
+                "behaviour": case_id.split("_", 1)[1],
                 "ticket": "reset password",
                 "pid_file": str(root / f"{case_id}.pid"),
             },
             "cassette": "cassettes/t.jsonl",
         }
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
-    subprocess.run(["git", "init", "-q", str(suite)], check=True)
-    return suite
-
-
-def only_run_dir(out: Path) -> Path:
-    """The one run directory a run wrote under ``--out``."""
-    (run_dir,) = [p for p in out.glob("*/*") if p.is_dir()]
-    return run_dir
-
-
-def run_trialrun(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m trialrun ARGS`` in ``cwd``, its output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        for case_id in MISBEHAVING
+    }
+    return write_suite(
+        root,
+        name="misbehaving",
+        agent=[sys.executable, BEHAVING_AGENT],
+        tools=["search_docs"],
+        cases=cases,
+        cassettes={"t.jsonl": SEARCH_CASSETTE * 2},
+        settings="idle_timeout_ms: 5000\nkill_grace_ms: 200\nbudgets: {max_wall_ms: 1500}\n"
+        "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
+        git=True,
     )
 
 
@@ -109,29 +246,33 @@ def behaviour_of(number: int) -> str:
 
 def make_shard_suite(root: Path, name: str, count: int) -> Path:
     """test_merge's suite of ``count`` cases at ``root/name``, to run in shards."""
-    suite = root / name
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    (suite / "agent.py").write_text(SHARD_AGENT, encoding="utf-8")
-    (suite / "suite.yaml").write_text(
-        f"suite_name: {name}\n"
-        f"agent_command: [{json.dumps(sys.executable)}, agent.py]\n"
-        "mode: replay\ncases_path: cases\ntool_registry: [lookup]\n"
-        "assertions:\n  - type: required_fields\n    fields: [answer, reply]\n"
-        "regression:\n  min_pass_rate: 0.5\n",
-        encoding="utf-8",
-    )
-    for number in range(count):
-        case_id = f"case_{number:03d}"
-        record = {"tool": "lookup", "args": {"q": case_id}, "ok": True, "result": {"n": number}}
-        (suite / "cassettes" / f"{case_id}.jsonl").write_text(json.dumps(record) + "\n")
-        case = {
-            "id": case_id,
+    case_ids = [f"case_{number:03d}" for number in range(count)]
+    cassettes = {
+        f"{case_id}.jsonl": json.dumps(
+            {"tool": "lookup", "args": {"q": case_id}, "ok": True, "result": {"n": number}}
+        )
+        + "\n"
+        for number, case_id in enumerate(case_ids)
+    }
+    cases = {
+        case_id: {
             "input": {"behaviour": behaviour_of(number), "q": case_id},
             "cassette": f"cassettes/{case_id}.jsonl",
         }
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
-    return suite
+        for number, case_id in enumerate(case_ids)
+    }
+    return write_suite(
+        root,
+        name=name,
+        agent=[sys.executable, "agent.py"],
+        tools=["lookup"],
+        cases=cases,
+        cassettes=cassettes,
+        files={"agent.py": SHARD_AGENT},
+        settings="assertions:\n  - type: required_fields\n    fields: [answer, reply]\n"
+        "regression:\n  min_pass_rate: 0.5\n",
+        folder=name,
+    )
 
 
 def run_shard(suite: Path, spec: ShardSpec, out: Path, case_ids: list[str]) -> Path:
@@ -224,15 +365,13 @@ COMPARE_SUBJECT_CASES = {
 
 def make_compare_subject(root: Path) -> Path:
     """test_compare_e2e's three-case subject with an incumbent (its docstring has the table)."""
-    subject = root / "demo"
-    (subject / "evals" / "cases").mkdir(parents=True)
-    (subject / "evals" / "incumbent").mkdir()
-    (subject / "SKILL.md").write_text("candidate skill\n")
-    (subject / "evals" / "incumbent" / "SKILL.md").write_text("incumbent skill\n")
-    (subject / "evals" / "agent.py").write_text(COMPARE_AGENT)
-    (subject / "evals" / "compare.yaml").write_text(
-        COMPARE_SUBJECT_YAML.format(python=json.dumps(sys.executable))
+    return write_subject(
+        root / "demo",
+        COMPARE_SUBJECT_YAML.format(python=json.dumps(sys.executable)),
+        cases=COMPARE_SUBJECT_CASES,
+        files={
+            "SKILL.md": "candidate skill\n",
+            "evals/incumbent/SKILL.md": "incumbent skill\n",
+            "evals/agent.py": COMPARE_AGENT,
+        },
     )
-    for name, text in COMPARE_SUBJECT_CASES.items():
-        (subject / "evals" / "cases" / f"{name}.yaml").write_text(text)
-    return subject

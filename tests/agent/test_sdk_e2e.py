@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from builders import run_trialrun, write_suite
 from paths import SDK_AGENTS_DIR
 
 # Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
@@ -56,36 +57,27 @@ class Run:
 
 
 def make_suite(root: Path) -> Path:
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "suite.yaml").write_text(
-        "suite_name: sdk\n"
-        f"agent_command: [{json.dumps(sys.executable)}, "
-        f"{json.dumps(str(AGENTS / 'dispatch.py'))}]\n"
-        "agent_channel: fd\n"
-        "mode: replay\n"
-        "cases_path: cases\n"
-        f"tool_registry: [{', '.join(TOOLS)}]\n",
-        encoding="utf-8",
-    )
-    for case_id in CASES:
-        case = {
-            "id": case_id,
+    cases = {
+        case_id: {
             "input": {"agent": case_id, "q": "reset password", "question": "reset password"},
             "cassette": f"cassettes/{case_id}.jsonl",
         }
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
-    subprocess.run(["git", "init", "-q", str(suite)], check=True)
-    return suite
+        for case_id in CASES
+    }
+    return write_suite(
+        root,
+        name="sdk",
+        agent=[sys.executable, AGENTS / "dispatch.py"],
+        tools=TOOLS,
+        cases=cases,
+        settings="agent_channel: fd\n",
+        git=True,
+    )
 
 
 def run(suite: Path, out: Path, *extra: str) -> Run:
-    proc = subprocess.run(
-        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(out), "-j", "2", *extra],
-        cwd=suite.parent,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    proc = run_trialrun(
+        "run", suite, "--out", out, "-j", "2", *extra, cwd=suite.parent, timeout=180
     )
     [run_dir] = (out / "sdk").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))

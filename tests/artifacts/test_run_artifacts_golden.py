@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from builders import only_run_dir, run_trialrun
 from paths import AGENTS_DIR, DATA_DIR
 from trialrun.receipt import verify_receipt
 
@@ -173,16 +173,9 @@ def _artifacts(run_dir: Path, root: Path) -> dict[str, str]:
 def golden_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("golden")
     suite = _make_suite(root)
-    proc = subprocess.run(
-        [sys.executable, "-m", "trialrun", "run", str(suite), "--no-baseline", "--out", "out"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_trialrun("run", suite, "--no-baseline", "--out", "out", cwd=root)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # two cases fail on purpose
-    (run_dir,) = [p for p in (root / "out").glob("*/*") if p.is_dir()]
-    return run_dir, root
+    return only_run_dir(root / "out"), root
 
 
 @pytest.mark.parametrize("name", ["run.jsonl", "receipt.jsonl", "summary.json", "junit.xml"])

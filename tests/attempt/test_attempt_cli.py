@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from builders import run_trialrun
 from paths import ATTEMPT_AGENTS_DIR
 from trialrun.receipt.verify import verify_receipt
 
@@ -44,14 +45,7 @@ def make_project(tmp_path: Path, plan: dict[str, Any]) -> tuple[Path, str]:
 
 
 def trialrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+    return run_trialrun(*args, cwd=cwd, env={"PYTHONDONTWRITEBYTECODE": "1"})
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

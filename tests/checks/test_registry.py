@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fake_entry_point import FakeEntryPoint
 from trialrun.base import assertion_api as registry
 from trialrun.base.assertion_api import (
     AssertionParamError,
@@ -54,21 +55,6 @@ class OutputEqualsType:
             self.name, params, [Param("value", "a mapping", lambda v: isinstance(v, dict))]
         )
         return OutputEquals(params["value"])
-
-
-@dataclass
-class FakeEntryPoint:
-    name: str
-    value: str
-    target: Any = None
-    error: BaseException | None = None
-    loads: int = 0
-
-    def load(self) -> Any:
-        self.loads += 1
-        if self.error is not None:
-            raise self.error
-        return self.target
 
 
 def ctx() -> CompileContext:

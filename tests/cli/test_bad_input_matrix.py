@@ -36,6 +36,7 @@ from pathlib import Path
 import click
 import pytest
 
+from builders import Outcome, call_cli, make_cli_inputs
 from paths import DATA_DIR
 from trialrun.cli import run_cli
 from trialrun.cli.group import COMMANDS, cli
@@ -1016,26 +1017,10 @@ def _cases() -> Iterator[object]:
 # -- running a cell -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture(scope="session")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Valid inputs for every command, made once by the CLI itself."""
-    root = tmp_path_factory.mktemp("golden")
-    assert run_cli(["init", "--path", str(root / "scaffold")]) == 0
-    shutil.copytree(root / "scaffold" / "demo", root / "suite")
-    out = root / "runs"
-    # One shard of one: merge needs a shard run; every other command takes it as a run.
-    argv = ["run", str(root / "suite"), "--no-baseline", "--out", str(out), "--shard", "1/1"]
-    assert run_cli(argv) == 0
-    (run_dir,) = (out / "demo").iterdir()
-    shutil.copytree(run_dir, root / "run")
-    assert run_cli(["receipt", "keygen", str(root / "keys")]) == 0
+    root = make_cli_inputs(tmp_path_factory.mktemp("golden"))
     assert run_cli(["scenario", "init", str(root / "pack")]) == 0
     export = INCIDENTS / "trialrun_run.jsonl"
     assert run_cli(["incident", "import", str(export), "--out", str(root / "incident")]) == 0
@@ -1116,10 +1101,7 @@ def _run_in_process(
     monkeypatch.delenv("TRIALRUN_SIGN_KEY", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    capsys.readouterr()
-    code = run_cli(call.argv)
-    captured = capsys.readouterr()
-    return Outcome(code, captured.out, captured.err)
+    return call_cli(call.argv, capsys)
 
 
 def _as_root() -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from builders import write_suite
 from trialrun.cli import run_cli
 from trialrun.commands.verify_plan import load_plan
 from trialrun.commands.verify_run import run_plan
@@ -49,33 +50,25 @@ sys.stdout.write(json.dumps({"type": "final_output", "output": {"category": "x"}
 
 
 def make_suite(root: Path) -> Path:
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    (suite / "agent.py").write_text(AGENT, encoding="utf-8")
-    (suite / "suite.yaml").write_text(
-        "suite_name: gate\n"
-        f"agent_command: [{json.dumps(sys.executable)}, agent.py]\n"
-        "mode: replay\ncases_path: cases\ntool_registry: [lookup, reply]\n"
-        "budgets: {max_tool_calls: 2}\n"
-        "assertions:\n  - type: call_order\n    order: [lookup, reply]\n",
-        encoding="utf-8",
-    )
+    cassettes, cases = {}, {}
     for case_id, ticket in (("a_reset", "reset password"), ("b_refund", "refund")):
         lines = [
             {"tool": "lookup", "args": {"q": ticket}, "ok": True, "result": {"hits": 1}},
             {"tool": "reply", "args": {"text": "done"}, "ok": True, "result": "sent"},
         ]
-        (suite / "cassettes" / f"{case_id}.jsonl").write_text(
-            "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8"
-        )
-        case = {
-            "id": case_id,
-            "input": {"ticket": ticket},
-            "cassette": f"cassettes/{case_id}.jsonl",
-        }
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
-    return suite
+        cassettes[f"{case_id}.jsonl"] = "".join(json.dumps(line) + "\n" for line in lines)
+        cases[case_id] = {"input": {"ticket": ticket}, "cassette": f"cassettes/{case_id}.jsonl"}
+    return write_suite(
+        root,
+        name="gate",
+        agent=[sys.executable, "agent.py"],
+        tools=["lookup", "reply"],
+        cases=cases,
+        cassettes=cassettes,
+        files={"agent.py": AGENT},
+        settings="budgets: {max_tool_calls: 2}\n"
+        "assertions:\n  - type: call_order\n    order: [lookup, reply]\n",
+    )
 
 
 def write_plan(root: Path, plan: dict[str, Any]) -> Path:

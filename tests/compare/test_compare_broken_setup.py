@@ -20,7 +20,6 @@ from test_compare_e2e import (  # type: ignore[import-not-found]
     receipts,
     run_compare,
 )
-from test_compare_e2e import home as home  # a fixture, used by its name
 from test_compare_e2e import subject as subject
 from test_compare_selector import make_library  # type: ignore[import-not-found]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import write_subject
 from trialrun.cli import run_cli
 
 # Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
@@ -50,10 +51,6 @@ def make_subject(
     root: Path, *, agent_cap: int | None, judge_cap: int | None, meet: tuple[int, int] = (0, 0)
 ) -> Path:
     """``meet``: how many agents, and how many judges, must have started before any goes on."""
-    subject = root / "capped"
-    (subject / "evals" / "cases").mkdir(parents=True)
-    (subject / "SKILL.md").write_text("skill\n")
-    (subject / "evals" / "record.py").write_text(RECORDING)
     python = json.dumps(sys.executable)
     agent_log, judge_log = (
         json.dumps(str(root / "agents.log")),
@@ -71,13 +68,17 @@ def make_subject(
         f'  command: [{python}, "{{evals}}/record.py", {judge_log}, judge, "0.15", "{meet[1]}"]',
         *([f"  max_concurrent: {judge_cap}"] if judge_cap is not None else []),
     ]
-    (subject / "evals" / "compare.yaml").write_text("\n".join(lines) + "\n")
-    for index in range(CASES):
-        # No checks: every row ties on them and goes to the judge.
-        (subject / "evals" / "cases" / f"c{index}.yaml").write_text(
-            f"task: chore {index}\njudge: the better answer wins\n"
-        )
-    return subject
+    # No checks: every row ties on them and goes to the judge.
+    cases = {
+        f"c{index}": f"task: chore {index}\njudge: the better answer wins\n"
+        for index in range(CASES)
+    }
+    return write_subject(
+        root / "capped",
+        "\n".join(lines) + "\n",
+        cases=cases,
+        files={"SKILL.md": "skill\n", "evals/record.py": RECORDING},
+    )
 
 
 def most_at_once(log: Path) -> int:

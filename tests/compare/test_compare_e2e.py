@@ -33,22 +33,13 @@ from typing import Any
 
 import pytest
 
-from builders import make_compare_subject
+from builders import make_compare_subject, row_table
 from trialrun.cli import run_cli
 from trialrun.compare import store
 from trialrun.errors import ConfigError
 from trialrun.home import paths
 from trialrun.home.digest import content_digest, eval_assets_digest
 from trialrun.receipt.verify import verify_receipt
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRIALRUN_HOME", str(home))
-    monkeypatch.delenv("SCRIPTED_FLIP", raising=False)
-    monkeypatch.delenv("SCRIPTED_WAIT_FOR", raising=False)
-    return home
 
 
 @pytest.fixture
@@ -70,20 +61,6 @@ def only_receipt(home: Path) -> dict[str, Any]:
     [path] = receipts(home)
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
-
-
-def row_table(receipt: dict[str, Any]) -> list[tuple[str, int, str, str, str]]:
-    return [
-        (
-            entry["case"],
-            entry["rep"],
-            name.removeprefix("candidate-vs-"),
-            row["outcome"],
-            row["decided_by"],
-        )
-        for entry in receipt["per_case"]
-        for name, row in entry["outcomes"].items()
-    ]
 
 
 EXPECTED_ROWS = [

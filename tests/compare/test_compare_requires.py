@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from builders import write_subject
 from paths import COMPARE_AGENTS_DIR
 from trialrun.cli import run_cli
 from trialrun.compare import requires
@@ -35,23 +36,10 @@ def case_yaml(required: list[str] | str | None) -> str:
 
 
 def make_subject(root: Path, cases: dict[str, str], session: str | None = None) -> Path:
-    subject = root / "demo"
-    (subject / "evals" / "cases").mkdir(parents=True)
-    (subject / "agent.json").write_text(json.dumps(AGENT_JSON))
-    (subject / "evals" / "compare.yaml").write_text(COMPARE_YAML)
-    for name, text in cases.items():
-        (subject / "evals" / "cases" / f"{name}.yaml").write_text(text)
+    files = {"agent.json": json.dumps(AGENT_JSON)}
     if session is not None:
-        (subject / "evals" / "session.yaml").write_text(session)
-    return subject
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRIALRUN_HOME", str(home))
-    monkeypatch.delenv("COMPARE_AGENT_PLAN", raising=False)
-    return home
+        files["evals/session.yaml"] = session
+    return write_subject(root / "demo", COMPARE_YAML, cases=cases, files=files)
 
 
 def only_run_dir(home: Path) -> Path:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from builders import row_table, write_subject
 from paths import COMPARE_AGENTS_DIR
 from trialrun.cli import run_cli
 from trialrun.compare.arms import ArmSpec, plan_runs, run_arm
@@ -78,23 +79,12 @@ SUB_CASES = ["made_out", "ran_tests", "no_force", "mentions"]
 
 
 def make_subject(root: Path) -> Path:
-    subject = root / "demo"
-    (subject / "evals" / "cases").mkdir(parents=True)
-    (subject / "evals" / "incumbent").mkdir()
-    (subject / "agent.json").write_text(json.dumps(CANDIDATE))
-    (subject / "evals" / "incumbent" / "agent.json").write_text(json.dumps(INCUMBENT))
-    (subject / "evals" / "compare.yaml").write_text(COMPARE_YAML)
-    (subject / "evals" / "session.yaml").write_text(SESSION_YAML)
-    (subject / "evals" / "cases" / "solo.yaml").write_text(SOLO_YAML)
-    return subject
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRIALRUN_HOME", str(home))
-    monkeypatch.delenv("COMPARE_AGENT_PLAN", raising=False)
-    return home
+    files = {
+        "agent.json": json.dumps(CANDIDATE),
+        "evals/incumbent/agent.json": json.dumps(INCUMBENT),
+        "evals/session.yaml": SESSION_YAML,
+    }
+    return write_subject(root / "demo", COMPARE_YAML, cases={"solo": SOLO_YAML}, files=files)
 
 
 def only_run_dir(home: Path) -> Path:
@@ -105,20 +95,6 @@ def only_run_dir(home: Path) -> Path:
 def load_json(path: Path) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
-
-
-def rows_of(receipt: dict[str, Any]) -> list[tuple[str, int, str, str, str]]:
-    return [
-        (
-            entry["case"],
-            entry["rep"],
-            name.removeprefix("candidate-vs-"),
-            row["outcome"],
-            row["decided_by"],
-        )
-        for entry in receipt["per_case"]
-        for name, row in entry["outcomes"].items()
-    ]
 
 
 def test_session_run_scores_every_sub_case_and_pins_p(
@@ -155,7 +131,7 @@ def test_session_run_scores_every_sub_case_and_pins_p(
                 (case, rep, "baseline", "win", "checks"),
                 (case, rep, "incumbent", against_incumbent, decided),
             ]
-    assert sorted(rows_of(receipt)) == sorted(expected)
+    assert sorted(row_table(receipt)) == sorted(expected)
 
     # (1 case + 4 sub-cases) x k=2 x 2 opponents.
     assert (receipt["expected_rows"], receipt["scored_rows"]) == (20, 20)

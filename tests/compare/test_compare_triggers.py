@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from builders import write_subject
 from paths import COMPARE_AGENTS_DIR
 from trialrun.cli import run_cli
 from trialrun.compare.arms import ArmRun
@@ -43,25 +44,15 @@ QUIET = prompt("fix the typo in README", STAYS_OUT)
 def make_subject(root: Path, triggers: dict[str, list[str]] | None) -> Path:
     subject = root / "subject"
     command = json.dumps([sys.executable, str(AGENT), "{task}"])
-    files = {
-        "SKILL.md": "# my skill\n",
-        "evals/compare.yaml": f"name: my-skill\nagent:\n  command: {command}\nk: 1\nseed: 3\n",
-        "evals/cases/trigger-01.yaml": "task: note\nchecks:\n  - transcript_mentions: done\n",
-    }
+    files = {"SKILL.md": "# my skill\n"}
     if triggers is not None:
         files["evals/triggers.yaml"] = json.dumps(triggers)
-    for relpath, text in files.items():
-        (subject / relpath).parent.mkdir(parents=True, exist_ok=True)
-        (subject / relpath).write_text(text)
-    return subject
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRIALRUN_HOME", str(home))
-    monkeypatch.delenv("COMPARE_AGENT_PLAN", raising=False)
-    return home
+    return write_subject(
+        subject,
+        f"name: my-skill\nagent:\n  command: {command}\nk: 1\nseed: 3\n",
+        cases={"trigger-01": "task: note\nchecks:\n  - transcript_mentions: done\n"},
+        files=files,
+    )
 
 
 @pytest.fixture

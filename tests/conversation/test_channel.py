@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from builders import run_trialrun
 from paths import AGENTS_DIR
 from trialrun.base.results import AgentRun
 from trialrun.conversation.session import Limits, run_agent
@@ -181,13 +181,7 @@ def test_a_suite_run_goes_on_after_an_agent_resets_its_channel(tmp_path: Path) -
     (suite / "cassettes").mkdir()
     (suite / "cassettes/none.jsonl").write_text("", encoding="utf-8")
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(out), "--no-baseline"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_trialrun("run", suite, "--out", out, "--no-baseline", cwd=tmp_path)
 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
@@ -222,13 +216,8 @@ def test_a_suite_with_agent_channel_fd_records_then_replays_through_the_cli(
 
     def trialrun(mode: str) -> dict[str, object]:
         out = tmp_path / f"out-{mode}"
-        command = [sys.executable, "-m", "trialrun", "run", str(suite), "--mode", mode]
-        done = subprocess.run(
-            [*command, "--out", str(out), "--no-baseline"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = run_trialrun(
+            "run", suite, "--mode", mode, "--out", out, "--no-baseline", cwd=tmp_path
         )
         assert done.returncode == 0, done.stdout + done.stderr
         [run_dir] = (out / "sdk").iterdir()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fake_entry_point import FakeEntryPoint
 from paths import DATA_DIR
 from trialrun.cli import run_cli
 from trialrun.errors import ConfigError
@@ -66,21 +66,6 @@ ACME_EXPORT = {
         ],
     }
 }
-
-
-@dataclass
-class FakeEntryPoint:
-    name: str
-    value: str
-    target: Any = None
-    error: BaseException | None = None
-    loads: int = 0
-
-    def load(self) -> Any:
-        self.loads += 1
-        if self.error is not None:
-            raise self.error
-        return self.target
 
 
 def install(monkeypatch: pytest.MonkeyPatch, *found: FakeEntryPoint) -> None:

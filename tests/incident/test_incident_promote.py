@@ -14,6 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import write_suite
 from trialrun.config import load_suite
 from trialrun.errors import ConfigError
 from trialrun.incident.model import Incident, IncidentCall
@@ -60,19 +61,15 @@ def incident(**overrides: Any) -> Incident:
 
 
 def make_suite(root: Path, *, diverge: bool = False) -> Path:
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
     agent = root / "agent.py"
     agent.write_text(AGENT, encoding="utf-8")
-    command = [sys.executable, str(agent)] + (["--diverge"] if diverge else [])
-    (suite / "suite.yaml").write_text(
-        "suite_name: incidents\n"
-        f"agent_command: {json.dumps(command)}\n"
-        "mode: replay\ncases_path: cases\ntool_registry: [lookup_order, issue_refund]\n"
-        "idle_timeout_ms: 10000\nkill_grace_ms: 200\n",
-        encoding="utf-8",
+    return write_suite(
+        root,
+        name="incidents",
+        agent=[sys.executable, agent, *(["--diverge"] if diverge else [])],
+        tools=["lookup_order", "issue_refund"],
+        settings="idle_timeout_ms: 10000\nkill_grace_ms: 200\n",
     )
-    return suite
 
 
 def run_case(suite_dir: Path) -> Any:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from builders import write_suite
 from paths import BEHAVING_AGENT
 
 AGENT = BEHAVING_AGENT
@@ -20,24 +21,22 @@ TOOLS = {"search_docs": search_docs}
 
 
 def make_suite(root: Path, behaviour: str) -> Path:
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    (suite / "my_tools.py").write_text(TOOLS, encoding="utf-8")
-    (suite / "suite.yaml").write_text(
-        "suite_name: rec\n"
-        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(AGENT))}]\n"
-        "mode: record\ncases_path: cases\ntool_registry: [search_docs]\ntool_module: my_tools\n",
-        encoding="utf-8",
-    )
     case = {
-        "id": "t1",
         "input": {"behaviour": behaviour, "ticket": "reset password"},
         "cassette": "cassettes/t1.jsonl",
     }
-    (suite / "cases/t1.yaml").write_text(json.dumps(case), encoding="utf-8")
-    subprocess.run(["git", "init", "-q", str(suite)], check=True)
-    return suite
+    return write_suite(
+        root,
+        name="rec",
+        agent=[sys.executable, AGENT],
+        tools=["search_docs"],
+        mode="record",
+        cases={"t1": case},
+        cassettes={},
+        files={"my_tools.py": TOOLS},
+        settings="tool_module: my_tools\n",
+        git=True,
+    )
 
 
 def run(suite: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -17,19 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from builders import MISBEHAVING, make_suite, only_run_dir
+from builders import MISBEHAVING, make_suite, only_run_dir, run_trialrun
 
 EXPECTED = MISBEHAVING
-
-
-def trialrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def pid_gone(pid: int, within_s: float = 30.0) -> bool:
@@ -49,7 +39,7 @@ def misbehaving_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path
     suite = make_suite(root)
     runs = {}
     for jobs in (1, 3):
-        proc = trialrun(
+        proc = run_trialrun(
             "run", str(suite), "--out", str(root / f"out{jobs}"), "-j", str(jobs), cwd=root
         )
         assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -179,14 +169,14 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
 def test_case_option_runs_only_the_named_cases(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     out = tmp_path / "out"
-    proc = trialrun(
+    proc = run_trialrun(
         "run", str(suite), "--out", str(out), "--case", "a_ok", "--case", "j_usage", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((only_run_dir(out) / "summary.json").read_text(encoding="utf-8"))
     assert [c["id"] for c in summary["cases"]] == ["a_ok", "j_usage"]
 
-    proc = trialrun("run", str(suite), "--out", str(out), "--case", "a_okk", cwd=tmp_path)
+    proc = run_trialrun("run", str(suite), "--out", str(out), "--case", "a_okk", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "a_ok" in proc.stderr
 
@@ -200,7 +190,7 @@ def test_a_suite_setting_share_cpu_runs_with_one_deprecation_warning_at_its_line
     suite_file.write_text(text + "share_cpu: false\n", encoding="utf-8")
     line = text.count("\n") + 1
     out = tmp_path / "out"
-    proc = trialrun(
+    proc = run_trialrun(
         "run", str(suite), "--out", str(out), "--case", "a_ok", "--case", "j_usage", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -222,19 +212,11 @@ def test_github_actions_gets_annotations_at_the_case_file_and_a_step_summary(
             case.unlink()
     step_summary = tmp_path / "summary.md"
     env = {
-        **os.environ,
         "GITHUB_ACTIONS": "true",
         "GITHUB_STEP_SUMMARY": str(step_summary),
         "GITHUB_WORKSPACE": str(tmp_path),
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "trialrun", "run", str(suite), "--out", str(tmp_path / "out")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    proc = run_trialrun("run", suite, "--out", tmp_path / "out", cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (annotation,) = [line for line in proc.stdout.splitlines() if line.startswith("::error")]
     assert annotation.startswith("::error file=suite/cases/g_disallowed.yaml,line=1,")

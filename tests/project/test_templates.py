@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import run_trialrun
 from scripted_model import ScriptedModel
 
 VENV_BIN = str(Path(sys.executable).parent)
@@ -26,18 +27,8 @@ TEMPLATES = ("openai-agents", "langgraph")
 def trialrun(
     project: Path, *args: str, path: str | None = None, api_key: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": path or VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
-    env.pop("OPENAI_API_KEY", None)
-    if api_key is not None:
-        env["OPENAI_API_KEY"] = api_key
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    path = path or VENV_BIN + os.pathsep + os.environ.get("PATH", "")
+    return run_trialrun(*args, cwd=project, env={"PATH": path, "OPENAI_API_KEY": api_key})
 
 
 def last_run(project: Path, suite: str) -> Path:

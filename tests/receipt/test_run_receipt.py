@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from builders import make_suite, only_run_dir
+from builders import make_suite, only_run_dir, run_trialrun
 from trialrun.receipt import generate_keypair, load_public_key, verify_receipt
 
 
@@ -238,11 +238,9 @@ def test_a_receipt_of_many_tool_calls_is_made_by_the_process_that_ran_them(
     assert ends[0]["traceSha256"] == hashlib.sha256(b"".join(first_case)).hexdigest()
 
     # Two cases side by side leave the receipt of one case at a time.
-    proc = subprocess.run(
-        [sys.executable, "-m", "trialrun", "run", str(suite), "-j", "2", "--no-baseline",
-         "--out", str(tmp_path / "two")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_trialrun(
+        "run", suite, "-j", "2", "--no-baseline", "--out", tmp_path / "two", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (two,) = (tmp_path / "two").glob("deep/*/receipt.jsonl")
     assert comparable_events(two) == events

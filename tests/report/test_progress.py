@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import io
-import json
 import os
 import re
 import select
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from builders import make_compare_subject as make_subject
+from builders import write_suite
 from paths import BEHAVING_AGENT
 from trialrun.report.progress import CompareTracker, RunTracker, format_duration
 from trialrun.report.progress_display import progress_display
@@ -37,25 +37,23 @@ ANSI_OR_CR = re.compile(r"\x1b|\r")
 
 
 def make_suite(root: Path) -> Path:
-    suite = root / "suite"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    (suite / "cassettes/t.jsonl").write_text(CASSETTE * 2, encoding="utf-8")
-    (suite / "suite.yaml").write_text(
-        "suite_name: progress\n"
-        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(AGENT))}]\n"
-        "mode: replay\ncases_path: cases\ntool_registry: [search_docs]\nidle_timeout_ms: 5000\n"
-        "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
-        encoding="utf-8",
-    )
-    for case_id, behaviour in CASES.items():
-        case = {
-            "id": case_id,
+    cases = {
+        case_id: {
             "input": {"behaviour": behaviour, "ticket": "reset password"},
             "cassette": "cassettes/t.jsonl",
         }
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
-    return suite
+        for case_id, behaviour in CASES.items()
+    }
+    return write_suite(
+        root,
+        name="progress",
+        agent=[sys.executable, AGENT],
+        tools=["search_docs"],
+        cases=cases,
+        cassettes={"t.jsonl": CASSETTE * 2},
+        settings="idle_timeout_ms: 5000\n"
+        "assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
+    )
 
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:

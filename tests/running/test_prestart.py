@@ -21,6 +21,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
+from builders import only_run_dir, run_trialrun, write_suite
 from paths import AGENTS_DIR
 from processes import process_gone
 
@@ -37,61 +38,42 @@ def make_suite(
     extra: str = "",
 ) -> tuple[Path, Path]:
     """A suite whose cases have ``cases[id]`` as input; returns (suite dir, agent state dir)."""
-    suite, state = root / "suite", root / "state"
-    (suite / "cases").mkdir(parents=True)
-    (suite / "cassettes").mkdir()
-    state.mkdir()
+    state = root / "state"
+    state.mkdir(parents=True)
     if plan is not None:
         (state / "plan.json").write_text(json.dumps({str(n): p for n, p in plan.items()}))
-    command = [sys.executable, str(AGENT), str(state)]
-    (suite / "suite.yaml").write_text(
-        f"suite_name: pre\nagent_command: {json.dumps(command)}\nmode: replay\n"
-        "cases_path: cases\ntool_registry: [lookup]\nkill_grace_ms: 200\n"
-        "assertions:\n  - type: required_fields\n    fields: [case, hit]\n" + extra,
-        encoding="utf-8",
-    )
+    suite_cases: dict[str, dict[str, Any]] = {}
+    cassettes = {}
     for case_id, given in cases.items():
         budgets = given.pop("budgets", None)
         case: dict[str, Any] = {
-            "id": case_id,
             "input": {"case": case_id, **given},
             "cassette": f"cassettes/{case_id}.jsonl",
         }
         if budgets is not None:
             case["budgets"] = budgets
-        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case), encoding="utf-8")
+        suite_cases[case_id] = case
         recording = {"tool": "lookup", "args": {"q": case_id}, "ok": True, "result": case_id}
-        (suite / "cassettes" / f"{case_id}.jsonl").write_text(json.dumps(recording) + "\n")
+        cassettes[f"{case_id}.jsonl"] = json.dumps(recording) + "\n"
+    suite = write_suite(
+        root,
+        name="pre",
+        agent=[sys.executable, AGENT, state],
+        tools=["lookup"],
+        cases=suite_cases,
+        cassettes=cassettes,
+        settings="kill_grace_ms: 200\n"
+        "assertions:\n  - type: required_fields\n    fields: [case, hit]\n" + extra,
+    )
     return suite, state
 
 
 def trialrun(suite: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trialrun",
-            "run",
-            str(suite),
-            "--out",
-            str(out),
-            "--no-baseline",
-            *args,
-        ],
-        cwd=suite.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def run_dir(out: Path) -> Path:
-    (found,) = [p for p in out.glob("*/*") if p.is_dir()]
-    return found
+    return run_trialrun("run", suite, "--out", out, "--no-baseline", *args, cwd=suite.parent)
 
 
 def summary_of(out: Path) -> dict[str, Any]:
-    return dict(json.loads((run_dir(out) / "summary.json").read_text(encoding="utf-8")))
+    return dict(json.loads((only_run_dir(out) / "summary.json").read_text(encoding="utf-8")))
 
 
 def started_agents(state: Path) -> dict[int, tuple[int, int]]:
@@ -204,7 +186,7 @@ def test_the_next_agent_starts_while_a_case_runs_and_its_head_start_is_not_charg
     assert b["startup_ms"] >= 2000  # its head start, longer than its budget, is reported apart
     assert b["wall_ms"] < 1500
     assert processes_left(state) == []
-    receipt = (run_dir(tmp_path / "out") / "receipt.jsonl").read_text().splitlines()
+    receipt = (only_run_dir(tmp_path / "out") / "receipt.jsonl").read_text().splitlines()
     ends = [json.loads(line)["data"] for line in receipt if '"case_end"' in line]
     assert [end["startupMs"] >= 2000 for end in ends] == [False, True]
 
@@ -230,7 +212,7 @@ def test_results_and_artifacts_do_not_depend_on_prestart(tmp_path: Path, jobs: s
         assert done.returncode == 1, done.stdout + done.stderr
         assert "Traceback" not in done.stderr
         assert processes_left(state) == []
-        folder = run_dir(root / "out")
+        folder = only_run_dir(root / "out")
         events = [json.loads(line) for line in (folder / "run.jsonl").read_text().splitlines()]
         summary = summary_of(root / "out")
         runs[prestart] = (

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import run_trialrun
+
 pytest.importorskip("mcp")
 
 VENV_BIN = str(Path(sys.executable).parent)
@@ -18,15 +20,8 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 def trialrun(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # The template's agent runs with the python3 on PATH: ours, which has the mcp package.
-    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    path = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
+    return run_trialrun(*args, cwd=project, env={"PATH": path})
 
 
 def last_run(project: Path) -> Path:

@@ -10,7 +10,6 @@ summary.json, report.html, the GitHub step summary, ``merge`` and ``doctor --pro
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from builders import run_trialrun
 from trialrun.gateway.cassette import Recording, write_cassette
 from trialrun.mcp_proxy.cassette import CallRecord, ExchangeRecord
 from trialrun.mcp_proxy.cassette import write_cassette as write_mcp_cassette
@@ -125,14 +125,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def trialrun(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=project,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_trialrun(*args, cwd=project, env=env)
 
 
 def only_run(out: Path) -> Path:

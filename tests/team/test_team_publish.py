@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import write_subject
 from paths import COMPARE_AGENTS_DIR
 from trialrun.cli import run_cli
 from trialrun.errors import ConfigError
@@ -49,13 +50,9 @@ def team(tmp_path: Path) -> str:
 
 
 def make_subject(root: Path, body: str = "v1 body\n", *, subject_id: str | None = None) -> Path:
-    (root / "evals" / "cases").mkdir(parents=True)
-    (root / "SKILL.md").write_text(body, encoding="utf-8")
-    (root / "scripts").mkdir()
-    (root / "scripts" / "run.sh").write_text("echo hi\n", encoding="utf-8")
     extra = f"id: {subject_id}\n" if subject_id else ""
-    (root / "evals" / "compare.yaml").write_text(COMPARE_YAML + extra, encoding="utf-8")
-    return root
+    files = {"SKILL.md": body, "scripts/run.sh": "echo hi\n"}
+    return write_subject(root, COMPARE_YAML + extra, cases={}, files=files)
 
 
 def local_receipt(subject: Path, run_id: str, verdict: str = "PASS") -> Path:

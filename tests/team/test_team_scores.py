@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import write_subject
 from trialrun.cli import run_cli
 from trialrun.errors import ConfigError
 from trialrun.home.digest import content_digest
@@ -61,12 +62,11 @@ def make_receipt(digest: str, run_id: str, verdict: str = "PASS", **extra: Any) 
 
 
 def make_subject(root: Path, body: str = "v1 body") -> Path:
-    (root / "evals").mkdir(parents=True)
-    (root / "SKILL.md").write_text(f"# deploy-check\n{body}\n", encoding="utf-8")
-    (root / "evals" / "compare.yaml").write_text(
-        f"name: deploy-check\nid: {SUBJECT_ID}\n", encoding="utf-8"
+    return write_subject(
+        root,
+        f"name: deploy-check\nid: {SUBJECT_ID}\n",
+        files={"SKILL.md": f"# deploy-check\n{body}\n"},
     )
-    return root
 
 
 def store_local(home: Path, receipt: dict[str, Any]) -> Path:
