@@ -218,8 +218,8 @@ output_dir: out
 """
 CASE = "id: t\ninput:\n  ticket: hello\ncassette: cassettes/t.jsonl\n"
 MCP = "mcp_servers:\n  web:\n    command: [srv]\n"
-# (what is wrong, file, text replaced, replacement): the kinds of problem tests/test_config.py
-# checks, plus the ones where msgspec's text loses something.
+# (what is wrong, file, text replaced, replacement): the kinds of problem
+# tests/config/test_config.py checks, plus the ones where msgspec's text loses something.
 SCENARIOS = [
     ("misspelt required key", "suite", "agent_command:", "agnet_command:"),
     ("misspelt nested key", "suite", "  max_tool_calls: 3", "  max_tool_cals: 3"),

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from gateway_fake_upstream import FakeUpstream
+from paths import REPO_ROOT
 
 # A shell without job control starts its background jobs with Ctrl-C ignored, and an ignored
 # signal stays ignored in every program they start: the tests that interrupt a run would see
@@ -40,14 +41,13 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = REPO_ROOT.parent / "shared"
 
 
 def shared_dir() -> Path:
     """The workplace's shared/ folder (peer fixtures and conformance vectors), beside the repo."""
-    for candidate in (SHARED, Path(__file__).resolve().parents[1].parent / "shared"):
-        if candidate.is_dir():
-            return candidate
+    if SHARED.is_dir():
+        return SHARED
     pytest.skip("shared/ folder with fixtures not found beside the repository")
 
 

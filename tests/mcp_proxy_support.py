@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from paths import MCP_SERVERS_DIR
 from trialrun.mcp_proxy import proxy_command
 
-HERE = Path(__file__).resolve().parent
-DOCS_SERVER = HERE / "mcp_servers" / "docs_server.py"
+DOCS_SERVER = MCP_SERVERS_DIR / "docs_server.py"
 SERVER_COMMAND = [sys.executable, str(DOCS_SERVER)]
-ABSENT_SERVER = [str(HERE / "mcp_servers" / "no-such-server")]
+ABSENT_SERVER = [str(MCP_SERVERS_DIR / "no-such-server")]
 MODERN = "2026-07-28"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,

@@ -22,13 +22,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paths import SRC_DIR
 from trialrun.cli import run_cli
 from trialrun.config import load_suite
 from trialrun.config.yamlgraph import MAX_ALIAS_VALUES
 from trialrun.config.yamlload import parse_yaml
 from trialrun.errors import ConfigError, ConfigErrors
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = SRC_DIR
 
 SUITE = """\
 suite_name: demo

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,25 +32,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trialrun.cli import run_cli
+from builders import Outcome, call_cli, make_cli_inputs
+from paths import DATA_DIR
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell which file a write goes to"
 )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
-    capsys.readouterr()
-    code = run_cli(argv)
-    captured = capsys.readouterr()
-    return Outcome(code, captured.out, captured.err)
 
 
 class BadDisk:
@@ -133,7 +119,7 @@ def assert_one_error_line(outcome: Outcome, names: str, cause: str) -> str:
 
 
 NO_SPACE = os.strerror(errno.ENOSPC)
-EXPORT = Path(__file__).resolve().parents[1] / "data" / "incidents" / "trialrun_run.jsonl"
+EXPORT = DATA_DIR / "incidents" / "trialrun_run.jsonl"
 
 
 # -- the inputs, made once by the CLI itself --------------------------------------------------
@@ -141,16 +127,7 @@ EXPORT = Path(__file__).resolve().parents[1] / "data" / "incidents" / "trialrun_
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("made")
-    assert run_cli(["init", "--path", str(root / "scaffold")]) == 0
-    shutil.copytree(root / "scaffold" / "demo", root / "suite")
-    out = root / "runs"
-    argv = ["run", str(root / "suite"), "--no-baseline", "--out", str(out), "--shard", "1/1"]
-    assert run_cli(argv) == 0
-    (run_dir,) = (out / "demo").iterdir()
-    shutil.copytree(run_dir, root / "run")
-    assert run_cli(["receipt", "keygen", str(root / "keys")]) == 0
-    return root
+    return make_cli_inputs(tmp_path_factory.mktemp("made"))
 
 
 @pytest.fixture
@@ -187,7 +164,7 @@ def test_run_that_cannot_write_says_which_file_and_why_and_leaves_no_temporary_f
 ) -> None:
     out = work / "out"
     disk = BadDisk(monkeypatch, out, artifact, code)
-    outcome = cli(["run", str(work / "suite"), "--no-baseline", "--out", str(out)], capsys)
+    outcome = call_cli(["run", str(work / "suite"), "--no-baseline", "--out", str(out)], capsys)
     assert disk.failed, "the injected failure never happened"
     assert_one_error_line(outcome, artifact, os.strerror(code))
     assert leftovers(out) == []
@@ -198,7 +175,7 @@ def test_merge_on_a_full_disk_leaves_no_temporary_file(
 ) -> None:
     out = work / "merged"
     disk = BadDisk(monkeypatch, out, "report.html", errno.ENOSPC)
-    outcome = cli(["merge", str(work / "run"), "--out", str(out)], capsys)
+    outcome = call_cli(["merge", str(work / "run"), "--out", str(out)], capsys)
     assert disk.failed
     assert_one_error_line(outcome, "report.html", NO_SPACE)
     assert leftovers(out) == []
@@ -212,7 +189,7 @@ def test_receipt_sign_that_cannot_write_keeps_the_old_receipt(
     before = receipt.read_bytes()
     disk = BadDisk(monkeypatch, work / "run", "receipt.jsonl", code)
     key = work / "keys" / "receipt-key.pem"
-    outcome = cli(["receipt", "sign", str(receipt), "--key", str(key)], capsys)
+    outcome = call_cli(["receipt", "sign", str(receipt), "--key", str(key)], capsys)
     assert disk.failed
     assert_one_error_line(outcome, str(receipt), os.strerror(code))
     assert receipt.read_bytes() == before
@@ -227,7 +204,7 @@ def test_baseline_promote_on_a_full_disk_keeps_the_old_baseline(
     baseline.write_text('{"old": true}\n', encoding="utf-8")
     disk = BadDisk(monkeypatch, baseline.parent, "demo.json", errno.ENOSPC)
     argv = ["baseline", "promote", "--from", str(work / "run"), "--to", str(baseline)]
-    outcome = cli(argv, capsys)
+    outcome = call_cli(argv, capsys)
     assert disk.failed
     assert_one_error_line(outcome, str(baseline), NO_SPACE)
     assert baseline.read_text(encoding="utf-8") == '{"old": true}\n'
@@ -239,7 +216,7 @@ def test_keygen_on_a_full_disk_leaves_no_half_key(
 ) -> None:
     keys = work / "new-keys"
     disk = BadDisk(monkeypatch, keys, "*.pem", errno.ENOSPC)
-    outcome = cli(["receipt", "keygen", str(keys)], capsys)
+    outcome = call_cli(["receipt", "keygen", str(keys)], capsys)
     assert disk.failed
     assert_one_error_line(outcome, "receipt-key.pem", NO_SPACE)
     assert list(keys.iterdir()) == []
@@ -290,7 +267,7 @@ def test_compare_out_on_a_full_disk_leaves_no_half_copy(
     compare_subject(work, monkeypatch, "c1")
     out = work / "exported"
     disk = BadDisk(monkeypatch, out, "report.html", errno.ENOSPC)
-    outcome = cli(["compare", str(work / "subject"), "--out", str(out)], capsys)
+    outcome = call_cli(["compare", str(work / "subject"), "--out", str(out)], capsys)
     assert disk.failed
     assert_one_error_line(outcome, str(out), NO_SPACE)
     assert [p for p in out.rglob("*") if p.is_file()] == []
@@ -313,7 +290,7 @@ def test_other_writers_on_a_full_disk(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     disk = BadDisk(monkeypatch, work / folder, artifact, errno.ENOSPC)
-    outcome = cli(argv, capsys)
+    outcome = call_cli(argv, capsys)
     assert disk.failed
     assert_one_error_line(outcome, artifact, NO_SPACE)
     assert leftovers(work / folder) == []
@@ -342,10 +319,10 @@ def test_incident_import_reads_trialrun_s_own_run_jsonl_with_line_separators_in_
     case = yaml.safe_load(case_file.read_text(encoding="utf-8"))
     case["input"]["note"] = SEPARATORS
     case_file.write_text(json.dumps(case), encoding="utf-8")  # JSON is YAML; escapes stay
-    assert cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys).code == 0
+    assert call_cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys).code == 0
     (run_dir,) = (work / "out" / "demo").iterdir()
     assert "\u2028".encode() in (run_dir / "run.jsonl").read_bytes()
-    outcome = cli(["incident", "import", str(run_dir / "run.jsonl"), "--out", "inc"], capsys)
+    outcome = call_cli(["incident", "import", str(run_dir / "run.jsonl"), "--out", "inc"], capsys)
     assert outcome.code == 0, outcome.err
     incident = json.loads((work / "inc" / "incident.json").read_text(encoding="utf-8"))
     assert incident["input"]["note"] == SEPARATORS
@@ -464,7 +441,7 @@ def test_a_case_id_with_nul_esc_and_a_bidi_override_is_shown_escaped_in_every_vi
     step_summary = work / "step-summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
-    outcome = cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys)
+    outcome = call_cli(["run", str(work / "suite"), "--no-baseline", "--out", "out"], capsys)
     assert outcome.code == 1, outcome.err
     (run_dir,) = (work / "out" / "demo").iterdir()
     report = (run_dir / "report.html").read_text(encoding="utf-8")
@@ -493,7 +470,7 @@ def test_a_compare_case_named_with_esc_is_shown_escaped(
     work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     compare_subject(work, monkeypatch, "c\x1b[31m\u202e1")
-    outcome = cli(["compare", str(work / "subject")], capsys)
+    outcome = call_cli(["compare", str(work / "subject")], capsys)
     assert outcome.code == 0, outcome.err
     shown = outcome.out + outcome.err
     assert "\x1b" not in shown and "\u202e" not in shown

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paths import DATA_DIR
 from trialrun.base import canonjson
 from trialrun.cli import run_cli
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
@@ -29,7 +30,7 @@ from trialrun.receipt.verify import VerifyResult, verify_receipt
 from trialrun.receipt.writer import ReceiptWriter
 
 SIGNER_SEED = b"\x01" * 32
-VECTORS = Path(__file__).resolve().parents[1] / "data" / "receipt-v0-strict"
+VECTORS = DATA_DIR / "receipt-v0-strict"
 INCOMPLETE = "incomplete (truncated): the run did not finish"
 
 RUN_START = {
@@ -354,13 +355,13 @@ def test_a_baseline_holding_a_key_twice_is_refused(tmp_path: Path) -> None:
 def test_a_shard_summary_holding_a_key_twice_is_refused_by_the_merge(tmp_path: Path) -> None:
     # The summary's statuses are checked against the receipt's case_end events; a second
     # "status" before the real one passed that check while a first-wins reader saw a failure.
-    from test_merge import make_suite, run_shard  # type: ignore[import-not-found]
+    from builders import make_shard_suite, run_shard
     from trialrun.artifacts.merge import merge_runs
     from trialrun.errors import ConfigError
     from trialrun.running.sharding import ShardSpec
 
     case_ids = [f"case_{n:03d}" for n in range(3)]
-    suite = make_suite(tmp_path, "dup", len(case_ids))
+    suite = make_shard_suite(tmp_path, "dup", len(case_ids))
     shards = [run_shard(suite, ShardSpec(i, 2), tmp_path / f"s{i}", case_ids) for i in (1, 2)]
     summary = shards[0] / "summary.json"
     text = summary.read_text(encoding="utf-8")
@@ -371,10 +372,10 @@ def test_a_shard_summary_holding_a_key_twice_is_refused_by_the_merge(tmp_path: P
 
 @pytest.fixture(scope="module")
 def compare_shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from test_compare_e2e import make_subject  # type: ignore[import-not-found]
+    from builders import make_compare_subject
 
     root = tmp_path_factory.mktemp("compare-dup")
-    subject = make_subject(root)
+    subject = make_compare_subject(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRIALRUN_HOME", str(root / "home"))
         for name in ("SCRIPTED_FLIP", "SCRIPTED_WAIT_FOR", "TRIALRUN_TEAM"):

@@ -9,7 +9,6 @@ every 4 characters) appears in it: a secret cut in two and left partly visible i
 from __future__ import annotations
 
 import json
-import os
 import random
 import string
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import run_trialrun
 from gateway_fake_upstream import FakeUpstream
 from trialrun.base import redact as redact_module
 from trialrun.base.assertion_api import describe_value
@@ -409,14 +409,7 @@ TOOLS = {"lookup": lookup}
 def _trialrun(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # As on a GitHub runner: annotations on stdout, the step summary in a file of the project.
     github = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(root / "step-summary.md")}
-    return subprocess.run(
-        [sys.executable, "-m", "trialrun", *args],
-        cwd=root,
-        env={**os.environ, "COLUMNS": "200", **github},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return run_trialrun(*args, cwd=root, env={"COLUMNS": "200", **github}, timeout=240)
 
 
 @pytest.fixture

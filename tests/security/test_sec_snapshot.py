@@ -31,6 +31,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import run_trialrun
+
 VERIFY = 'n=$(cat score.txt); if [ "$n" = 0 ]; then echo ok; else echo "$n failed"; exit 1; fi'
 PAUSED_FILE = "m_pause.txt"
 EMPTY_FILE = ("file", 0o644, hashlib.sha256(b"").hexdigest())
@@ -107,10 +109,7 @@ class Project:
         ]  # fmt: skip
 
     def trialrun(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "trialrun", *args],
-            cwd=self.root, capture_output=True, text=True, timeout=120, env=self.env(),
-        )  # fmt: skip
+        return run_trialrun(*args, cwd=self.root, env=self.env())
 
     def leftovers(self) -> list[str]:
         """Everything under the trialrun home's attempt folder (snapshots, their remains)."""

@@ -175,7 +175,8 @@ NEEDED_PATTERNS = (
 # b, x, /, p where there is one) and checking what comes before it with a lookbehind, so the
 # search stops at few places: half the cost of a plain alternation on short strings and a
 # third of one ``in`` per literal; as fast as the ``in``s on long text.
-# tests/test_redact.py checks that it finds exactly NEEDED_LITERALS, GITHUB and NEEDED_PATTERNS.
+# tests/base/test_redact.py checks that it finds exactly NEEDED_LITERALS, GITHUB and
+# NEEDED_PATTERNS.
 ANY_NEEDED_LITERAL = re.compile(
     r"k(?:ey|(?<=tok)en|(?<=cook)ie|(?<=sk)-|(?<=ak)ia|_(?:live|test|prod)_|(?<=sk)[0-9a-f]{32})"
     r"|p(?:ass|wd|(?<=np)m_|(?<=pyp)i-|(?<=dap)i)"

@@ -16,7 +16,7 @@ from trialrun import __version__
 DESCRIPTION = "Deterministic CI and trustworthy evaluation for tool-using AI agents."
 
 # name -> (module, attribute, one-line help). The help repeats the command's own short_help
-# (tests/test_cli.py checks the two agree) so that `trialrun --help` lists every command
+# (tests/cli/test_cli.py checks the two agree) so that `trialrun --help` lists every command
 # without importing them all, which would load most of the package.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": (
