@@ -148,9 +148,14 @@ values = st.recursive(
 )
 
 
+# ``network`` is a word or a mapping (``WordOrRecord``), which pydantic reports as one issue per
+# member of a union: its own tests are in tests/running/test_network_seal.py.
+NOT_ORACLED = frozenset({"network"})
+
+
 def _plausible(record: type[Record], depth: int = 0) -> st.SearchStrategy[dict[Any, Any]]:
     """Mappings using the record's own keys (and aliases), a stray one, and nested records."""
-    keys = [*accepted_keys(record), "unknown_key"]
+    keys = [*(k for k in accepted_keys(record) if k not in NOT_ORACLED), "unknown_key"]
 
     def value_for(name: str) -> st.SearchStrategy[Any]:
         nested = None

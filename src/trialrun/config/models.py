@@ -15,6 +15,7 @@ from trialrun.config.spec import (
     AnyValue,
     Bool,
     Float,
+    HostPort,
     Int,
     ListOf,
     MapOf,
@@ -23,6 +24,7 @@ from trialrun.config.spec import (
     Optional,
     Record,
     Str,
+    WordOrRecord,
     key,
 )
 
@@ -139,6 +141,16 @@ class ModelGateway(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NetworkAllow(Record):
+    """``network: {allow: [host:port, ...]}``: sealed, and these destinations let through."""
+
+    allow: list[str] = field(metadata=key(ListOf(HostPort())))
+
+
+Network = Literal["sealed", "open"] | NetworkAllow
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuiteConfig(Record):
     """suite.yaml: RunLedger's keys, then trialrun's extensions."""
 
@@ -183,6 +195,10 @@ class SuiteConfig(Record):
     model_gateway: ModelGateway | None = field(
         default=None, metadata=key(Optional(Nested(ModelGateway)))
     )
+    network: Network = field(
+        default="sealed", metadata=key(WordOrRecord(OneOf("sealed", "open"), NetworkAllow))
+    )
+    """Replay only: ``sealed`` (only trialrun's services), ``open``, or ``{allow: [host:port]}``."""
 
 
 @dataclass(frozen=True, kw_only=True)
