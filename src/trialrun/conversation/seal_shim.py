@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import socket
 import struct
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost every sealed agent's start
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 EXIT_SEAL_FAILED = 126
 EXIT_EXEC_FAILED = 127
@@ -131,14 +133,59 @@ def _seccomp(libc: ctypes.CDLL, channel_fd: int) -> None:
     )
     if listener < 0:
         _fail("seccomp (user notification)")
-    channel = socket.socket(fileno=channel_fd)
-    try:
-        socket.send_fds(channel, [b"L"], [listener])
-    except OSError as exc:
-        ctypes.set_errno(exc.errno or 0)
+    if _send_fd(libc, channel_fd, listener) < 0:
         _fail("handing the seccomp listener to trialrun")
-    channel.close()
+    os.close(channel_fd)
     os.close(listener)
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+class _Msghdr(ctypes.Structure):
+    _fields_ = (
+        ("name", ctypes.c_void_p),
+        ("namelen", ctypes.c_uint32),
+        ("iov", ctypes.POINTER(_Iovec)),
+        ("iovlen", ctypes.c_size_t),
+        ("control", ctypes.c_void_p),
+        ("controllen", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+    )
+
+
+class _FdMessage(ctypes.Structure):
+    """One ``cmsghdr`` carrying one descriptor (``SCM_RIGHTS``), padded as ``CMSG_SPACE``."""
+
+    _fields_ = (
+        ("len", ctypes.c_size_t),
+        ("level", ctypes.c_int),
+        ("type", ctypes.c_int),
+        ("fd", ctypes.c_int),
+        ("pad", ctypes.c_int),
+    )
+
+
+def _send_fd(libc: ctypes.CDLL, channel_fd: int, fd: int) -> int:
+    """``sendmsg`` of one byte and ``fd``, through libc: the socket module costs a start-up."""
+    byte = ctypes.create_string_buffer(b"L", 1)
+    iov = _Iovec(ctypes.cast(byte, ctypes.c_void_p), 1)
+    header_size = ctypes.sizeof(ctypes.c_size_t) + 2 * ctypes.sizeof(ctypes.c_int)
+    control = _FdMessage(
+        header_size + ctypes.sizeof(ctypes.c_int), 1, 1, fd, 0
+    )  # SOL_SOCKET, SCM_RIGHTS
+    message = _Msghdr(
+        None,
+        0,
+        ctypes.pointer(iov),
+        1,
+        ctypes.cast(ctypes.pointer(control), ctypes.c_void_p),
+        ctypes.sizeof(control),
+        0,
+    )
+    libc.sendmsg.restype = ctypes.c_ssize_t
+    return int(libc.sendmsg(channel_fd, ctypes.byref(message), 0))
 
 
 def main(argv: list[str]) -> None:
