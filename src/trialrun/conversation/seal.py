@@ -23,6 +23,7 @@ import contextlib
 import errno
 import functools
 import os
+import re
 import select
 import socket
 import struct
@@ -87,11 +88,18 @@ def _landlock_abi() -> int:
     )
 
 
+def _kernel_at_least(major: int, minor: int) -> bool:
+    match = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return match is not None and (int(match[1]), int(match[2])) >= (major, minor)
+
+
 def _user_notification() -> bool:
     import ctypes
 
     number = _SYS_SECCOMP.get(os.uname().machine)
-    if number is None:
+    # Letting a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE) came in 5.5: before it, an
+    # allowed connect could only be answered with a made-up result.
+    if number is None or not _kernel_at_least(5, 5):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
