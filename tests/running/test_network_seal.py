@@ -111,6 +111,14 @@ def case_of(out: Path) -> dict[str, Any]:
     return dict(case)
 
 
+def network_of(out: Path) -> tuple[Any, Any]:
+    """What summary.json's ``run`` and the receipt's ``run_start`` say of the seal."""
+    (run,) = [p for p in out.glob("*/*") if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    first = json.loads((run / "receipt.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    return summary["run"].get("network"), first["data"].get("network")
+
+
 def results_of(out: Path) -> list[str]:
     (run,) = [p for p in out.glob("*/*") if p.is_dir()]
     lines = (run / "run.jsonl").read_text(encoding="utf-8").splitlines()
@@ -136,6 +144,8 @@ def test_a_bare_socket_to_a_foreign_listener_is_refused_and_fails_the_case(
     assert case["failure_reason"] == f"network: sealed: agent tried 127.0.0.1:{port}"
     assert received_nothing(listener)
     assert "warning: network" not in done.stderr  # every layer holds: nothing to warn about
+    said = {"sealed": True, "layers": LAYERS.names()}
+    assert network_of(tmp_path / "out") == (said, said)
 
 
 @needs_seccomp
@@ -245,6 +255,8 @@ def test_landlock_alone_refuses_and_hints_where_it_cannot_name_the_destination(
     done = trialrun(suite, tmp_path / "out", layers="landlock")
 
     assert done.returncode == 1
+    said = {"sealed": True, "layers": ["landlock"]}
+    assert network_of(tmp_path / "out") == (said, said)
     assert done.stderr.count("warning: network: sealed by Landlock only") == 1
     case = case_of(tmp_path / "out")
     assert case["failure_kind"] != "network_sealed"  # trialrun did not see where it went
@@ -276,6 +288,8 @@ def test_without_a_kernel_layer_the_run_warns_once_and_claims_no_seal(
     assert done.stderr.count("warning: network:") == 1
     assert "replayed agents are NOT sealed" in done.stderr
     assert results_of(tmp_path / "out") == [f"127.0.0.1:{port} connected"] * 2
+    said = {"sealed": False, "layers": []}
+    assert network_of(tmp_path / "out") == (said, said)
 
 
 @pytest.mark.parametrize(

@@ -62,9 +62,13 @@ class RunRecorder:
         out_dir: Path | None = None,
         signer: Ed25519Signer | None = None,
         started_at: float | None = None,
+        network: dict[str, Any] | None = None,
     ) -> None:
+        """``network``: the run's network seal (``running.network.RunSeal.record``), for
+        summary.json's ``run`` and the receipt's ``run_start``."""
         self.suite = suite
         self.mode = mode
+        self.network = network
         self.started_at = time.time() if started_at is None else started_at
         out = out_dir or suite.output_dir or DEFAULT_OUT_DIR
         self._dir = RunDirectory(out, suite.config.suite_name, new_run_id(self.started_at))
@@ -75,6 +79,7 @@ class RunRecorder:
                 command_line=command_line,
                 repository=suite.root,
                 signer=signer,
+                network=network,
             )
         except BaseException:
             self._dir.abandon()
@@ -150,6 +155,7 @@ class RunRecorder:
             interrupted=interrupted,
             git_sha=os.environ.get("GITHUB_SHA"),
             regression_policy=policy.to_dict(exclude_none=True) if policy else None,
+            network=self.network,
         )
         summary = build_summary(result, regression=None)
         regression: dict[str, Any] | None = None

@@ -183,6 +183,8 @@ class RunResult:
     git_sha: str | None = None
     regression_policy: JsonObject | None = None
     """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
+    network: JsonObject | None = None
+    """Replay's network seal as the run applied it: ``{sealed, layers}`` (summary.json ``run``)."""
 
     @property
     def cases_passed(self) -> int:

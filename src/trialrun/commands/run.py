@@ -113,6 +113,7 @@ def execute_run(
             command_line=command_line,
             out_dir=out,
             signer=signer,
+            network=None if prepared.seal is None else prepared.seal.record(),
         )
     progress = RunProgress()
     options = RunOptions(

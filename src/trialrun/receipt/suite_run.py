@@ -87,6 +87,7 @@ class SuiteReceipt:
         command_line: str,
         repository: Path,
         signer: Ed25519Signer | None = None,
+        network: dict[str, Any] | None = None,
     ) -> None:
         from trialrun.receipt.writer import ReceiptWriter
 
@@ -100,6 +101,7 @@ class SuiteReceipt:
                 "repoHead": head,
                 "branch": branch,
                 "tool": {"name": "trialrun", "version": __version__},
+                **({} if network is None else {"network": network}),
             },
         )
 

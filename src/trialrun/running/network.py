@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trialrun.base.results import AgentRun, Failure
 from trialrun.config import Suite
@@ -66,7 +67,7 @@ class RunSeal:
             return "not sealed (no kernel layer)"
         return f"sealed ({', '.join(self.layers.names())})"
 
-    def record(self) -> dict[str, object]:
+    def record(self) -> dict[str, Any]:
         """The run's network as summary.json and the receipt's run_start carry it."""
         return {"sealed": self.applied, "layers": self.layers.names() if self.sealed else []}
 
