@@ -217,10 +217,12 @@ class _PreparedCase:
         return _judge(self.case, run, self.options.mode, self.backend)
 
     async def discard(self) -> None:
+        if self.seal is not None:
+            # First, and not after an await a second Ctrl-C could cut short: its watch holds a
+            # thread and sockets. A connect of the agent being stopped then fails (ENOSYS).
+            self.seal.stop()
         if self.agent is not None:
             await self.agent.discard()  # nothing to do once its session claimed it
-        if self.seal is not None:
-            self.seal.stop()
         if self.taken:
             return
         self.taken = True
@@ -258,10 +260,15 @@ async def _prepare(
     ports = prepared.case_services.ports() if prepared.case_services is not None else []
     prepared.seal = seal.for_case(ports)
     if options.prestart:
-        prepared.agent = await start_agent(
-            _spawn_of(suite, options, prepared.extra_env, prepared.seal),
-            suite.config.max_message_bytes,
-        )
+        try:
+            prepared.agent = await start_agent(
+                _spawn_of(suite, options, prepared.extra_env, prepared.seal),
+                suite.config.max_message_bytes,
+            )
+        except BaseException:  # cancelled: no one will discard a case never handed out
+            if prepared.seal is not None:
+                prepared.seal.stop()
+            raise
     return prepared
 
 
