@@ -342,3 +342,35 @@ def test_host_port_never_raises_and_keeps_ports_in_range(text: str) -> None:
         assert 1 <= parts[1] <= 65535
         digits = text.rsplit(":", 1)[1]
         assert digits.isascii() and digits.isdigit() and int(digits) == parts[1]
+
+
+def read_back(raw: bytes) -> tuple[str, int] | None:
+    """``_read_destination`` of ``raw`` placed in our own memory, as the watch reads an agent's."""
+    import ctypes
+
+    from trialrun.conversation.seal import _read_destination
+
+    buffer = ctypes.create_string_buffer(raw, max(len(raw), 1))
+    return _read_destination(os.getpid(), ctypes.addressof(buffer), len(raw))
+
+
+def test_the_watch_reads_each_address_family_it_decides_on() -> None:
+    v4 = socket.AF_INET.to_bytes(2, sys.byteorder) + (443).to_bytes(2, "big") + bytes([1, 2, 3, 4])
+    assert read_back(v4 + bytes(8)) == ("1.2.3.4", 443)
+    v6 = socket.AF_INET6.to_bytes(2, sys.byteorder) + (80).to_bytes(2, "big") + bytes(4)
+    assert read_back(v6 + socket.inet_pton(socket.AF_INET6, "2001:db8::1") + bytes(4)) == (
+        "2001:db8::1",
+        80,
+    )
+    mapped = socket.inet_pton(socket.AF_INET6, "::ffff:10.0.0.5")
+    assert read_back(v6 + mapped + bytes(4)) == ("10.0.0.5", 80)
+    unix = socket.AF_UNIX.to_bytes(2, sys.byteorder) + b"/tmp/x.sock\0"
+    assert read_back(unix) is None  # Unix sockets are let through
+    assert read_back(v4[:6]) == ("", 0)  # cut short: refused, never let through
+    assert read_back(b"") == ("", 0)
+
+
+@given(st.binary(max_size=40))
+def test_the_watch_never_raises_on_what_an_agent_passes(raw: bytes) -> None:
+    found = read_back(raw)
+    assert found is None or (isinstance(found[0], str) and 0 <= found[1] <= 65535)

@@ -99,12 +99,22 @@ def _user_notification() -> bool:
     number = _SYS_SECCOMP.get(os.uname().machine)
     # Letting a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE) came in 5.5: before it, an
     # allowed connect could only be answered with a made-up result.
-    if number is None or not _kernel_at_least(5, 5):
+    if number is None or not _kernel_at_least(5, 5) or not _may_read_descendants():
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     action = ctypes.c_uint32(_SECCOMP_RET_USER_NOTIF)
     return bool(libc.syscall(number, _SECCOMP_GET_ACTION_AVAIL, 0, ctypes.byref(action)) == 0)
+
+
+def _may_read_descendants() -> bool:
+    """Whether Yama lets us read our children's memory (``ptrace_scope`` 0 or 1), where each
+    destination is read from."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", "rb") as scope:
+            return int(scope.read().strip() or b"0") <= 1
+    except (OSError, ValueError):  # no Yama: the usual same-user rule applies
+        return True
 
 
 @functools.cache
@@ -253,7 +263,7 @@ class AgentSeal:
             fcntl.ioctl(listener, _NOTIF_ID_VALID, struct.pack("=Q", ident))
         except OSError:
             return
-        if destination is None or self.policy.allows(*destination):
+        if destination is None or (destination != _UNREADABLE and self.policy.allows(*destination)):
             answer = struct.pack("=QqiI", ident, 0, 0, _FLAG_CONTINUE)
         else:
             with self._lock:
@@ -275,8 +285,9 @@ def _ready(poller: select.poll, fd: int) -> bool:
             return False
 
 
-_UNREADABLE = ("0.0.0.0", 0)
-"""Where a destination we could not read is said to go: it is refused, never let through."""
+_UNREADABLE = ("", 0)
+"""A destination we could not read (a process no longer our descendant, which Yama keeps us
+from reading): refused, never let through."""
 
 
 def _read_destination(pid: int, address: int, length: int) -> tuple[str, int] | None:
@@ -308,4 +319,6 @@ def _read_destination(pid: int, address: int, length: int) -> tuple[str, int] | 
 
 
 def _shown(ip: str, port: int) -> str:
+    if (ip, port) == _UNREADABLE:
+        return "an address trialrun could not read"
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
