@@ -176,7 +176,8 @@ def test_a_child_of_the_agent_is_sealed_too(tmp_path: Path, listener: socket.soc
     port = port_of(listener)
     allowed = socket.socket()
     allowed.bind(("127.0.0.1", 0))
-    allowed.listen(1)
+    allowed.listen(8)
+    allowed.setblocking(False)
     with allowed:
         # The agent itself reaches the allowed port; its child then tries the foreign one.
         suite = make_suite(
@@ -200,7 +201,8 @@ def test_a_child_of_the_agent_is_sealed_too(tmp_path: Path, listener: socket.soc
 def test_allow_lets_exactly_its_port_through(tmp_path: Path, listener: socket.socket) -> None:
     allowed = socket.socket()
     allowed.bind(("127.0.0.1", 0))
-    allowed.listen(1)
+    allowed.listen(8)
+    allowed.setblocking(False)
     with allowed:
         targets = [["127.0.0.1", port_of(allowed)], ["127.0.0.1", port_of(listener)]]
         allow = f"network: {{allow: ['localhost:{port_of(allowed)}']}}\n"
