@@ -260,17 +260,22 @@ class TrialrunSession:
         from trialrun.config import load_suite
         from trialrun.config.paths import display_path
         from trialrun.report.console import gate_failures
+        from trialrun.running.network import network_seal
         from trialrun.running.runner import resolve_mode
 
         suite = load_suite(suite_file)
         by_id = self.results[str(suite_file)]
         cases = [by_id[c.config.id] for c in suite.cases if c.config.id in by_id]
+        mode = resolve_mode(suite, self.mode)
+        seal = network_seal(suite, mode)  # what each case's run_case applied
+        self.summary_lines.extend(f"{suite_file}: {warning}" for warning in seal.warnings())
         recorder = RunRecorder(
             suite,
-            mode=resolve_mode(suite, self.mode),
+            mode=mode,
             command_line=self.command_line,
             out_dir=self.out_dir,
             started_at=self.started_at,
+            network=seal.record(),
         )
         try:
             for result in cases:

@@ -218,3 +218,23 @@ def test_case_results_survive_the_trip_from_a_worker() -> None:
         cassette_path="c.jsonl",
     )
     assert case_result_from_dict(json.loads(json.dumps(asdict(original)))) == original
+
+
+@pytest.mark.parametrize("layers", ["none", None])
+def test_the_run_says_what_network_seal_held(
+    pytester: pytest.Pytester, demo: Path, monkeypatch: pytest.MonkeyPatch, layers: str | None
+) -> None:
+    from trialrun.conversation.seal import probe
+
+    if layers is None:
+        monkeypatch.delenv("TRIALRUN_SEAL_LAYERS", raising=False)
+    else:
+        monkeypatch.setenv("TRIALRUN_SEAL_LAYERS", layers)
+    result = pytester.runpytest_subprocess(*plugin_args(), "--trialrun", "evals/demo")
+    result.assert_outcomes(passed=1)
+    (run_dir,) = run_dirs(demo)
+    network = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["run"]["network"]
+    held = [] if layers == "none" else probe().names()
+    assert network == {"sealed": bool(held), "layers": held}
+    warned = [line for line in result.outlines if "warning: network:" in line]
+    assert len(warned) == (0 if len(held) == 2 else 1), result.outlines

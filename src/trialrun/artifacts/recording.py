@@ -63,9 +63,13 @@ class RunRecorder:
         out_dir: Path | None = None,
         signer: Ed25519Signer | None = None,
         started_at: float | None = None,
+        network: dict[str, Any] | None = None,
     ) -> None:
+        """``network``: the run's network seal (``running.network.RunSeal.record``), for
+        summary.json's ``run`` and the receipt's ``run_start``."""
         self.suite = suite
         self.mode = mode
+        self.network = network
         self.started_at = time.time() if started_at is None else started_at
         self.agent_env = agent_env_names(suite, mode)
         out = out_dir or suite.output_dir or DEFAULT_OUT_DIR
@@ -78,6 +82,7 @@ class RunRecorder:
                 repository=suite.root,
                 signer=signer,
                 agent_env=self.agent_env,
+                network=network,
             )
         except BaseException:
             self._dir.abandon()
@@ -154,6 +159,7 @@ class RunRecorder:
             git_sha=os.environ.get("GITHUB_SHA"),
             regression_policy=policy.to_dict(exclude_none=True) if policy else None,
             agent_env={part: list(names) for part, names in self.agent_env.items()},
+            network=self.network,
         )
         summary = build_summary(result, regression=None)
         regression: dict[str, Any] | None = None

@@ -85,7 +85,8 @@ class Failure:
     ``kind`` is a stable machine name (``agent_error``, ``agent_crashed``, ``timeout``,
     ``idle_timeout``, ``stdout_noise``, ``protocol_error``, ``message_too_large``, ``task_error``,
     ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
-    ``tool_registry_error``, ``assertion_failed``, ``budget_exceeded``, ``interrupted``);
+    ``tool_registry_error``, ``network_sealed``, ``assertion_failed``, ``budget_exceeded``,
+    ``interrupted``);
     the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
     behaviour (``fail``) or as a fault (``error``).
     """
@@ -202,6 +203,8 @@ class RunResult:
     agent_env: JsonObject | None = None
     """The variables trialrun set for the agents, names only: ``{"set": [...], "placeholders":
     [...]}`` (summary.json ``run.agent_env``); None where unknown (a merge of shards)."""
+    network: JsonObject | None = None
+    """Replay's network seal as the run applied it: ``{sealed, layers}`` (summary.json ``run``)."""
 
     @property
     def cases_passed(self) -> int:

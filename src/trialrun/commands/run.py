@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from trialrun.config import Suite
     from trialrun.config.models import Mode
     from trialrun.receipt.signing import Ed25519Signer
+    from trialrun.running.network import RunSeal
     from trialrun.running.preflight import Preflight
 
 
@@ -39,6 +40,8 @@ class PreparedRun:
     preflight: Preflight
     baseline: Baseline | None
     shard: dict[str, Any] | None  # the summary's shard block of a shard run
+    seal: RunSeal | None = None
+    """Replay's network seal, decided (and its warnings given) once for the run."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,12 @@ def prepare_run(
         loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
     run_mode = resolve_mode(loaded, mode)
     checked, found = _check_inputs(loaded, run_mode, baseline, no_baseline, warn)
-    return PreparedRun(loaded, run_mode, checked, found, shard_block)
+    from trialrun.running.network import network_seal
+
+    seal = network_seal(loaded, run_mode)
+    for message in seal.warnings():
+        warn(message)
+    return PreparedRun(loaded, run_mode, checked, found, shard_block, seal)
 
 
 def execute_run(
@@ -105,9 +113,12 @@ def execute_run(
             command_line=command_line,
             out_dir=out,
             signer=signer,
+            network=None if prepared.seal is None else prepared.seal.record(),
         )
     progress = RunProgress()
-    options = RunOptions(mode=prepared.mode, jobs=jobs, preflight=prepared.preflight)
+    options = RunOptions(
+        mode=prepared.mode, jobs=jobs, preflight=prepared.preflight, seal=prepared.seal
+    )
     interrupted = False
 
     def decided(_index: int, result: CaseResult) -> None:

@@ -14,6 +14,7 @@ from trialrun.config.spec import (
     AnyValue,
     Bool,
     Float,
+    HostPort,
     Int,
     ListOf,
     MapOf,
@@ -22,6 +23,7 @@ from trialrun.config.spec import (
     Optional,
     Record,
     Str,
+    WordOrRecord,
     keyed,
 )
 
@@ -127,6 +129,15 @@ class ModelGateway(Record):
     """On a miss, serve the next recording of the same endpoint and warn instead of failing."""
 
 
+class NetworkAllow(Record):
+    """``network: {allow: [host:port, ...]}``: sealed, and these destinations let through."""
+
+    allow: list[str] = keyed(ListOf(HostPort()))
+
+
+Network = Literal["sealed", "open"] | NetworkAllow
+
+
 class SuiteConfig(Record):
     """suite.yaml: RunLedger's keys, then trialrun's extensions."""
 
@@ -167,6 +178,8 @@ class SuiteConfig(Record):
     )
     """Overrides of the environment replay and record give the agent (``running.replay_env``):
     a string sets the variable, null leaves it as the environment has it."""
+    network: Network = keyed(WordOrRecord(OneOf("sealed", "open"), NetworkAllow), default="sealed")
+    """Replay only: ``sealed`` (only trialrun's services), ``open``, or ``{allow: [host:port]}``."""
 
 
 class CaseConfig(Record):

@@ -324,6 +324,56 @@ class Nested(Spec):
         return {"$ref": f"#/$defs/{name}"}
 
 
+_HOST_PORT = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):([0-9]{1,5})")
+
+
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` for an IPv6 address) as its two parts; None if it is not."""
+    match = _HOST_PORT.fullmatch(text)
+    if match is None:
+        return None
+    port = int(match.group(3))
+    if not 1 <= port <= 65535:
+        return None
+    return match.group(1) or match.group(2), port
+
+
+class HostPort(Spec):
+    """``host:port`` with a port from 1 to 65535."""
+
+    __slots__ = ()
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if isinstance(value, str) and split_host_port(value) is not None:
+            return value
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        message = f"expected host:port (port 1-65535, [v6 address]:port), found {shown}"
+        issues.append({"type": "value_error", "loc": loc, "input": value, "msg": message})
+        return _INVALID
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^{_HOST_PORT.pattern}$"}
+
+
+class WordOrRecord(Spec):
+    """One of a few fixed strings, or a mapping that is ``record`` (``network: sealed`` or
+    ``network: {allow: [...]}``)."""
+
+    __slots__ = ("record", "words")
+
+    def __init__(self, words: OneOf, record: type[Record]) -> None:
+        self.words = words
+        self.record = Nested(record)
+
+    def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        if isinstance(value, dict):
+            return self.record.check(value, loc, issues)
+        return self.words.check(value, loc, issues)
+
+    def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [self.words.json_schema(defs), self.record.json_schema(defs)]}
+
+
 class Key:
     """A record field's spec and the other spellings it is accepted under (RunLedger's).
 

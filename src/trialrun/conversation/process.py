@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trialrun.base import leftovers
 from trialrun.base.linesredact import LineRedactor
@@ -46,6 +46,9 @@ from trialrun.conversation.lines import (
 )
 from trialrun.conversation.protocol import encode
 from trialrun.errors import TrialrunError
+
+if TYPE_CHECKING:
+    from trialrun.conversation.seal import AgentSeal
 
 __all__ = [
     "CHANNEL_FD_ENV",
@@ -227,11 +230,14 @@ class AgentProcess:
         env: Mapping[str, str] | None = None,
         max_message_bytes: int,
         channel: Channel = "stdio",
+        seal: AgentSeal | None = None,
     ) -> AgentProcess:
         """Spawn ``argv`` (no shell) in a new process group, talking over ``channel``.
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
+        ``seal``: the agent starts through its shim, which seals its network and execs it
+        (conversation/seal.py).
         Raises ``AgentStartError`` with a message a user can act on.
         """
         child_env = dict(os.environ if env is None else env)
@@ -263,6 +269,12 @@ class AgentProcess:
                 "stderr": subprocess.STDOUT,
                 "pass_fds": (theirs.fileno(),),
             }
+        if seal is not None:
+            # The shim execs the agent: find it first, so a missing command is the same start
+            # error as without the seal (the shim could only exit 127).
+            _check_executable(command[0], child_env.get("PATH"), cwd)
+            command = seal.command(command)
+            pipes["pass_fds"] = (*pipes.get("pass_fds", ()), *seal.pass_fds)
         # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
         tail_fd = 2 if channel == "stdio" else 1
         try:
@@ -290,6 +302,8 @@ class AgentProcess:
                 theirs.close()
             if stdout_w >= 0:
                 os.close(stdout_w)
+            if seal is not None:
+                seal.spawned()
         process = asyncio.subprocess.Process(transport, protocol, loop)
         leftovers.note_group(process.pid)
         if ours is None:
@@ -506,6 +520,20 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
         if python3 is not None:
             command[0] = "python3"
     return command
+
+
+def _check_executable(program: str, path: str | None, cwd: str | Path | None) -> None:
+    """Raise ``AgentStartError`` as a failed spawn of ``program`` would (PATH as execvp)."""
+    if "/" in program:
+        candidates = [Path(cwd or ".", program)]
+    else:
+        directories = (path if path is not None else os.defpath).split(os.pathsep)
+        candidates = [Path(cwd or ".", directory or ".", program) for directory in directories]
+    found = [candidate for candidate in candidates if candidate.is_file()]
+    if not found:
+        raise AgentStartError(_start_problem(program, FileNotFoundError(program)))
+    if not any(os.access(candidate, os.X_OK) for candidate in found):
+        raise AgentStartError(_start_problem(program, PermissionError(program)))
 
 
 def _start_problem(program: str, exc: OSError) -> str:

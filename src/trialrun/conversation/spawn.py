@@ -12,8 +12,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trialrun.conversation.process import AgentProcess, AgentStartError, Channel
+
+if TYPE_CHECKING:
+    from trialrun.conversation.seal import AgentSeal
 
 __all__ = ["Spawn", "StartedAgent", "start_agent"]
 
@@ -31,6 +35,8 @@ class Spawn:
     env: Mapping[str, str] | None = None
     extra_env: Mapping[str, str] | None = None
     channel: Channel = "stdio"
+    seal: AgentSeal | None = None
+    """Replay's network seal for this agent's process tree (None: not sealed)."""
 
 
 @dataclass(slots=True)
@@ -68,6 +74,7 @@ async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
             env=env,
             max_message_bytes=max_message_bytes,
             channel=spawn.channel,
+            seal=spawn.seal,
         )
     except AgentStartError as exc:
         return StartedAgent(None, str(exc), spawned_at)

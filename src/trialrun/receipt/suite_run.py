@@ -88,6 +88,7 @@ class SuiteReceipt:
         repository: Path,
         signer: Ed25519Signer | None = None,
         agent_env: Mapping[str, Sequence[str]] | None = None,
+        network: dict[str, Any] | None = None,
     ) -> None:
         """``agent_env``: the names of the variables trialrun sets for the agents (``set``,
         ``placeholders``), never their values; run_start carries it as ``agentEnv``."""
@@ -104,6 +105,8 @@ class SuiteReceipt:
         }
         if agent_env is not None:
             start["agentEnv"] = {part: list(names) for part, names in agent_env.items()}
+        if network is not None:
+            start["network"] = network
         self._writer.emit("run_start", start)
 
     def _emit_usage(

@@ -98,6 +98,7 @@ def summary_from_case_docs(
             "interrupted": run.interrupted,
             "started_at": iso_utc(run.started_at),
             "finished_at": iso_utc(run.finished_at),
+            **({} if run.network is None else {"network": run.network}),
         },
         "suite": {
             "name": run.suite_name,

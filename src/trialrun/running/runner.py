@@ -32,10 +32,12 @@ from trialrun.conversation.session import Limits, run_agent
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
+from trialrun.running.network import RunSeal, judge_seal, network_seal
 from trialrun.running.replay_env import agent_env
 from trialrun.tools.base import ToolBackend
 
 if TYPE_CHECKING:
+    from trialrun.conversation.seal import AgentSeal
     from trialrun.running.preflight import Preflight
     from trialrun.running.services import CaseServices, RunServices
 
@@ -51,6 +53,8 @@ class RunOptions:
     """What ``preflight.preflight`` read before the run (cassettes, tools): used, not re-read."""
     prestart: bool | None = None
     """Start the next case's agent while the running cases run; None: as ``prestarts`` says."""
+    seal: RunSeal | None = None
+    """The run's network seal (``running.network``); None: decided from the suite and mode."""
 
 
 @dataclass
@@ -87,6 +91,8 @@ async def run_suite(
     gate = asyncio.Semaphore(jobs)
     if options.prestart is None:
         options = dataclasses.replace(options, prestart=prestarts(suite, options.mode))
+    if options.seal is None:
+        options = dataclasses.replace(options, seal=network_seal(suite, options.mode))
     agents = asyncio.Semaphore(jobs + 1 if options.prestart else jobs)
     reported = 0
     done: dict[int, CaseResult] = {}
@@ -196,6 +202,7 @@ class _PreparedCase:
     backend: ToolBackend | None = None
     case_services: CaseServices | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    seal: AgentSeal | None = None
     agent: StartedAgent | None = None
     setup_failure: CaseResult | None = None
     taken: bool = False
@@ -211,6 +218,10 @@ class _PreparedCase:
         return _judge(self.case, run, self.options.mode, self.backend)
 
     async def discard(self) -> None:
+        if self.seal is not None:
+            # First, and not after an await a second Ctrl-C could cut short: its watch holds a
+            # thread and sockets. A connect of the agent being stopped then fails (ENOSYS).
+            self.seal.stop()
         if self.agent is not None:
             await self.agent.discard()  # nothing to do once its session claimed it
         if self.taken:
@@ -246,10 +257,19 @@ async def _prepare(
         await prepared.discard()
         prepared.setup_failure = _setup_failure(case, "cassette_error", str(exc))
         return prepared
+    seal = options.seal if options.seal is not None else network_seal(suite, options.mode)
+    ports = prepared.case_services.ports() if prepared.case_services is not None else []
+    prepared.seal = seal.for_case(ports)
     if options.prestart:
-        prepared.agent = await start_agent(
-            _spawn_of(suite, options, prepared.extra_env), suite.config.max_message_bytes
-        )
+        try:
+            prepared.agent = await start_agent(
+                _spawn_of(suite, options, prepared.extra_env, prepared.seal),
+                suite.config.max_message_bytes,
+            )
+        except BaseException:  # cancelled: no one will discard a case never handed out
+            if prepared.seal is not None:
+                prepared.seal.stop()
+            raise
     return prepared
 
 
@@ -289,12 +309,15 @@ def _agent_extra_env(
     return extra_env
 
 
-def _spawn_of(suite: Suite, options: RunOptions, extra_env: dict[str, str]) -> Spawn:
+def _spawn_of(
+    suite: Suite, options: RunOptions, extra_env: dict[str, str], seal: AgentSeal | None
+) -> Spawn:
     return Spawn(
         suite.agent_command,
         env=options.env,
         extra_env=extra_env or None,
         channel=suite.config.agent_channel,
+        seal=seal,
     )
 
 
@@ -309,7 +332,7 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
     clean = False
     try:
         run = await run_agent(
-            _spawn_of(suite, prepared.options, prepared.extra_env),
+            _spawn_of(suite, prepared.options, prepared.extra_env, prepared.seal),
             case_id=case.config.id,
             task_input=case.config.input,
             tools=backend,
@@ -318,6 +341,7 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
             teardowns=teardowns,
             prestarted=prepared.agent,
         )
+        judge_seal(run, prepared.seal)
         if case_services is not None:
             services_of_case, case_services = case_services, None
             await _close_services(services_of_case, run)

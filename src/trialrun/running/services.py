@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from trialrun.base import leftovers
 from trialrun.base.accesskey import new_key, with_key
@@ -265,6 +266,15 @@ class CaseServices:
     def waits_for_exit(self) -> bool:
         """Record mode needs the agent's stdio proxies to have exited (and saved) first."""
         return self._mode == "record" and any(server.http is None for server in self._servers)
+
+    def ports(self) -> list[int]:
+        """The loopback ports of the services this case's agent reaches (the HTTP MCP proxies,
+        the gateway): what replay's network seal lets it connect to. A service that listens
+        for the agent joins here."""
+        urls = [proxy.url for proxy in self._http.values()]
+        if self._gateway is not None:
+            urls.append(self._gateway.url)
+        return sorted({port for url in urls if (port := urlsplit(url).port) is not None})
 
     def open(self, agent_env: Mapping[str, str] | None) -> dict[str, str]:
         """Prepare the case; the environment to add to ``agent_env``. Raises ``CassetteError``."""
