@@ -298,8 +298,8 @@ def test_without_a_kernel_layer_the_run_warns_once_and_claims_no_seal(
     ("setting", "expected"),
     [
         ("network: closed\n", "7: 'network' must be one of sealed, open; found string 'closed'"),
-        ("network:\n  allow: [db]\n", "8: 'allow[0]': expected host:port (port 1-65535"),
-        ("network:\n  allow: ['db:70000']\n", "8: 'allow[0]': expected host:port"),
+        ("network:\n  allow: [db]\n", "8: 'allow[0]' must be host:port (a port from 1 to 65535"),
+        ("network:\n  allow: ['db:70000']\n", "8: 'allow[0]' must be host:port"),
         ("network:\n  allow: ['db:1']\n  deny: []\n", "9: unknown key 'deny' in network"),
         ("network: [open]\n", "7: 'network' must be one of sealed, open; found"),
     ],

@@ -35,6 +35,7 @@ _MUST_BE = {
     "list_type": "a list",
     "dict_type": "a mapping",
     "model_type": "a mapping",
+    "host_port": "host:port (a port from 1 to 65535; [address]:port for IPv6)",
 }
 _BOUNDS = {
     "greater_than_equal": (">=", "ge"),

@@ -346,9 +346,7 @@ class HostPort(Spec):
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
         if isinstance(value, str) and split_host_port(value) is not None:
             return value
-        shown = repr(value) if isinstance(value, str) else type(value).__name__
-        message = f"expected host:port (port 1-65535, [v6 address]:port), found {shown}"
-        issues.append({"type": "value_error", "loc": loc, "input": value, "msg": message})
+        _issue(issues, "host_port", loc, value)
         return _INVALID
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
@@ -482,8 +480,8 @@ def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | 
     """The record found at ``loc`` inside ``record`` (through lists, maps and optionals)."""
     spec: Spec = Nested(record)
     for element in loc:
-        while isinstance(spec, Optional):
-            spec = spec.inner
+        while isinstance(spec, Optional | WordOrRecord):
+            spec = spec.inner if isinstance(spec, Optional) else spec.record
         if isinstance(spec, ListOf) and isinstance(element, int):
             spec = spec.item
         elif isinstance(spec, MapOf):
@@ -495,8 +493,8 @@ def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | 
             spec = named.spec
         else:
             return None
-    while isinstance(spec, Optional):
-        spec = spec.inner
+    while isinstance(spec, Optional | WordOrRecord):
+        spec = spec.inner if isinstance(spec, Optional) else spec.record
     return spec.record if isinstance(spec, Nested) else None
 
 
