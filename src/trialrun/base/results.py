@@ -118,6 +118,8 @@ class AgentRun:
     tool name, in file order, then ``mcp:<server>/<tool>`` and ``model:<model>`` ones."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
+    http_exchanges: int = 0
+    """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
 

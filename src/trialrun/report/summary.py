@@ -234,6 +234,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "failure_kind": case.failure.kind if case.failure else None,
         "stderr_tail": _redacted_text(stderr_tail_of(case)) or None,
         "unused_recordings": case.run.unused_recordings,
+        "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
     }
 
