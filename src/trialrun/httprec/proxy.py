@@ -19,6 +19,7 @@ import binascii
 import contextlib
 import ssl
 import threading
+from typing import Any
 
 from trialrun.base.accesskey import key_matches
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
@@ -106,6 +107,9 @@ class _ProxyHandler(LocalHandler):
     _tunnel: tuple[str, int, CaseTraffic] | None = None
     _tls: ssl.SSLSocket | None = None
 
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: what passed through is in the case's recording, not on stderr."""
+
     # Every method goes the same way; BaseHTTPRequestHandler looks them up by name.
     def do_GET(self) -> None:
         self._serve()
@@ -138,6 +142,8 @@ class _ProxyHandler(LocalHandler):
         # The requests that follow arrive inside the tunnel; handle() reads them from here.
         self._tls = tls
         self._tunnel = (host, port, traffic)
+        # A CONNECT in HTTP/1.0 (urllib sends one) would end the connection after it.
+        self.close_connection = False
         self.connection = tls
         self.rfile = tls.makefile("rb")
         self.wfile = tls.makefile("wb")
