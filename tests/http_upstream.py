@@ -65,9 +65,7 @@ class UpstreamAuthority:
         self.cert_file.write_bytes(leaf.public_bytes(pem))
         self.key_file = directory / "upstream-key.pem"
         self.key_file.write_bytes(
-            key.private_bytes(
-                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
         )
 
 
@@ -118,7 +116,7 @@ class ScriptedApi:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for number in range(3):
-                    event = f"data: {{\"n\": {number}}}\n\n".encode()
+                    event = f'data: {{"n": {number}}}\n\n'.encode()
                     self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
                 self.wfile.write(b"0\r\n\r\n")
 

@@ -89,7 +89,10 @@ def scenario(get: Callable[[str, dict[str, Any]], tuple[int, bytes]], base: str)
             f"{base}/echo",
             {
                 "data": json.dumps({"q": "weather", "n": 3}).encode(),
-                "headers": {"Authorization": f"Bearer {SECRET}", "Content-Type": "application/json"},
+                "headers": {
+                    "Authorization": f"Bearer {SECRET}",
+                    "Content-Type": "application/json",
+                },
                 "method": "POST",
             },
         )
