@@ -258,7 +258,7 @@ def test_requests_and_httpx_go_through_the_proxy(
 def test_the_run_certificate_names_the_tunnel_host_and_offers_http_1_1(
     tmp_path: Path, recorder: HttpRecorder
 ) -> None:
-    proxy, _ = replay_case(recorder, tmp_path / "none.jsonl")
+    replay_case(recorder, tmp_path / "none.jsonl")
     host, port = recorder.address
     credentials = base64.b64encode(b"case-2:" + b"r" * 20).decode()
     context = ssl.create_default_context(cafile=str(agent_trust(recorder, tmp_path)))
