@@ -170,3 +170,19 @@ def test_a_case_that_no_longer_calls_http_apis_leaves_no_recording(
     assert (suite / "cassettes" / "t1.http.jsonl").is_file()
     record(suite, [], upstream_ca.ca_file)
     assert not (suite / "cassettes" / "t1.http.jsonl").exists()
+
+
+def test_a_corrupt_http_recording_stops_a_replay_before_any_agent_starts(suite: Path) -> None:
+    set_case(suite, [])
+    cassette = suite / "cassettes" / "t1.http.jsonl"
+    cassette.write_text('{"format": "trialrun-http-cassette", "schema_version": 1}\n{"url": 1}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "trialrun", "run", str(suite), "--no-baseline"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=suite.parent,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "t1.http.jsonl:2: missing required field 'method'" in done.stderr
+    assert not (suite.parent / "trialrun_out").exists()
