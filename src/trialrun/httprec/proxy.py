@@ -45,8 +45,12 @@ class HttpRecorder:
         self._lock = threading.Lock()
         self._server = _ProxyServer((host, 0), _ProxyHandler)
         self._server.recorder = self
+        # The loop notices stop() at its next poll: a run's end waits for one interval.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="http-recorder", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="http-recorder",
+            daemon=True,
         )
         self._thread.start()
 
