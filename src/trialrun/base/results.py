@@ -74,6 +74,7 @@ class Failure:
     ``kind`` is a stable machine name (``agent_error``, ``agent_crashed``, ``timeout``,
     ``idle_timeout``, ``stdout_noise``, ``protocol_error``, ``message_too_large``, ``task_error``,
     ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
+    ``network_sealed`` (replay: an HTTP request to an address with no recording),
     ``tool_registry_error``, ``assertion_failed``, ``budget_exceeded``, ``interrupted``);
     the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
     behaviour (``fail``) or as a fault (``error``).
