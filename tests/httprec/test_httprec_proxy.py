@@ -7,7 +7,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import shutil
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -273,3 +276,28 @@ def test_the_run_certificate_names_the_tunnel_host_and_offers_http_1_1(
     connection.close()
     assert answer.status == 502
     assert body["error"]["message"] == "network: sealed: agent tried api.example.com:443"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_follows_the_variables_through_the_proxy(
+    tmp_path: Path, recorder: HttpRecorder, test_ca: UpstreamAuthority
+) -> None:
+    api = ScriptedApi(test_ca)
+    proxy, traffic = record_case(recorder, tmp_path / "case.http.jsonl", test_ca.ca_file)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HTTPS_PROXY": proxy,
+        "https_proxy": proxy,
+        "CURL_CA_BUNDLE": str(agent_trust(recorder, tmp_path)),
+    }
+    done = subprocess.run(
+        ["curl", "-sS", "--max-time", "60", f"{api.url}/items?page=3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    api.stop()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"page": "3", "items": ["item-3"]}
+    assert [e.url for e in traffic.recorded_exchanges()] == [f"{api.url}/items?page=3"]

@@ -186,3 +186,22 @@ def test_a_corrupt_http_recording_stops_a_replay_before_any_agent_starts(suite: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "t1.http.jsonl:2: missing required field 'method'" in done.stderr
     assert not (suite.parent / "trialrun_out").exists()
+
+
+def test_an_unreadable_upstream_authority_is_one_error_line(suite: Path, tmp_path: Path) -> None:
+    set_case(suite, [])
+    missing = tmp_path / "no-such-ca.pem"
+    env = {**os.environ, "TRIALRUN_HTTP_UPSTREAM_CA": str(missing)}
+    done = subprocess.run(
+        [sys.executable, "-m", "trialrun", "run", str(suite), "--mode", "record", "--no-baseline"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(
+        f"error: {missing}: TRIALRUN_HTTP_UPSTREAM_CA must name a PEM file of certificate"
+    )
+    assert "Traceback" not in done.stderr
