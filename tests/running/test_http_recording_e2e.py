@@ -87,8 +87,8 @@ def run(suite: Path, *args: str, ca: Path | None = None) -> tuple[int, dict[str,
     summary = json.loads(summary_file.read_text())
     run_dir = summary_file.parent
     trace = [json.loads(line) for line in (run_dir / "run.jsonl").read_text().splitlines()]
-    [output] = [e["output"] for e in trace if e["type"] == "final_output"] or [None]
-    summary["output"] = output
+    outputs = [e["output"] for e in trace if e["type"] == "final_output"]
+    summary["output"] = outputs[0] if len(outputs) == 1 else outputs
     return done.returncode, summary, done.stdout + done.stderr
 
 
@@ -205,3 +205,31 @@ def test_an_unreadable_upstream_authority_is_one_error_line(suite: Path, tmp_pat
         f"error: {missing}: TRIALRUN_HTTP_UPSTREAM_CA must name a PEM file of certificate"
     )
     assert "Traceback" not in done.stderr
+
+
+def test_parallel_cases_each_replay_their_own_recording(
+    suite: Path, apis: tuple[ScriptedApi, ScriptedApi], upstream_ca: UpstreamAuthority
+) -> None:
+    plain, secure = apis
+    (suite / "cassettes" / "t2.jsonl").write_text("")
+    for case_id, page in (("t1", "1"), ("t2", "2")):
+        case = {
+            "id": case_id,
+            # The same URL for both: only the case's own recording may answer it.
+            "input": {"urls": [f"{secure.url}/items?page=1", f"{plain.url}/items?page={page}"]},
+            "cassette": f"cassettes/{case_id}.jsonl",
+        }
+        case["input"]["token"] = SECRET
+        (suite / "cases" / f"{case_id}.yaml").write_text(json.dumps(case))
+    code, recorded, text = run(suite, "--mode", "record", "-j", "2", ca=upstream_ca.ca_file)
+    assert code == 0, text
+    assert [c["http_exchanges"] for c in recorded["cases"]] == [2, 2]
+    for api in apis:
+        api.stop()
+    code, replayed, text = run(suite, "-j", "2")
+    assert code == 0, text
+    assert [c["http_exchanges"] for c in replayed["cases"]] == [2, 2]
+    assert [c["unused_recordings"] for c in replayed["cases"]] == [0, 0]
+    assert sorted(map(json.dumps, replayed["output"])) == sorted(
+        map(json.dumps, recorded["output"])
+    )

@@ -173,7 +173,7 @@ class _ProxyHandler(LocalHandler):
     def _serve(self) -> None:
         if self._tunnel is not None:
             host, port, traffic = self._tunnel
-            scheme, target = "https", self.path
+            scheme, target = "https", _origin_form(self.path)
         else:
             found = self._authorized()
             if found is None:
@@ -248,6 +248,15 @@ class _ProxyHandler(LocalHandler):
         if not head and response.body:
             self.wfile.write(response.body)
         self.wfile.flush()
+
+
+def _origin_form(target: str) -> str:
+    """``/path?query`` of a target inside a tunnel, which a client may send in absolute form."""
+    if not target.lower().startswith("https://"):
+        return target
+    rest = target[len("https://") :]
+    _authority, slash, path = rest.partition("/")
+    return slash + path if slash else "/"
 
 
 def _absolute(target: str) -> tuple[str, str, int, str] | None:
