@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from http_upstream import HOST, ScriptedApi, UpstreamAuthority
-from trialrun.httprec.authority import RunAuthority, bundle
+from trialrun.httprec.authority import RunAuthority, bundle, system_authorities
 from trialrun.httprec.cassette import load_cassette, write_cassette
 from trialrun.httprec.matching import Replay, RequestNormalizer
 from trialrun.httprec.proxy import HttpRecorder
@@ -301,3 +301,13 @@ def test_curl_follows_the_variables_through_the_proxy(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"page": "3", "items": ["item-3"]}
     assert [e.url for e in traffic.recorded_exchanges()] == [f"{api.url}/items?page=3"]
+
+
+def test_the_agent_bundle_holds_the_system_the_agent_own_and_the_run_authorities(
+    tmp_path: Path, recorder: HttpRecorder, test_ca: UpstreamAuthority
+) -> None:
+    text = bundle(recorder.authority, test_ca.ca_file)
+    assert text.startswith(system_authorities().rstrip(b"\n"))
+    assert test_ca.ca_file.read_bytes().strip() in text
+    assert text.rstrip().endswith(recorder.authority.pem().strip())
+    assert bundle(recorder.authority, tmp_path / "missing.pem") == bundle(recorder.authority)

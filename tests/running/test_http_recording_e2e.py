@@ -60,8 +60,11 @@ def set_case(suite: Path, urls: list[str]) -> None:
     (suite / "cases" / "t1.yaml").write_text(json.dumps(case))
 
 
-def run(suite: Path, *args: str, ca: Path | None = None) -> tuple[int, dict[str, Any], str]:
+def run(
+    suite: Path, *args: str, ca: Path | None = None, extra_env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env.update(extra_env or {})
     if ca is not None:
         env["TRIALRUN_HTTP_UPSTREAM_CA"] = str(ca)
     out = suite.parent / "out"
@@ -115,7 +118,10 @@ def test_plain_and_https_apis_recorded_replay_with_their_servers_gone(
     for api in apis:
         api.stop()
 
-    code, replayed, text = run(suite)
+    # Proxy settings of the user's own are replaced for the agent: replay must win.
+    theirs = {"HTTPS_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    theirs |= {"NO_PROXY": "*", "SSL_CERT_FILE": str(suite / "no-such-bundle.pem")}
+    code, replayed, text = run(suite, extra_env=theirs)
     assert code == 0, text
     assert replayed["output"] == recorded["output"]
     assert replayed["cases"][0]["http_exchanges"] == 3
