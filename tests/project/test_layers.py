@@ -43,6 +43,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Stored records: the trialrun home (compare runs, team caches) and Run Receipt v0.
     ("stores", ("trialrun.home", "trialrun.receipt")),
     # What an agent calls while it runs: recorded or live tools, the MCP proxy, the model gateway.
+    # The HTTP(S) recorder under every network boundary (the gateway builds on it).
+    ("recorder", ("trialrun.httprec",)),
     ("backends", ("trialrun.tools", "trialrun.mcp_proxy", "trialrun.gateway")),
     # The harness side of the agent conversation: protocol, agent process, session.
     ("conversation", ("trialrun.conversation",)),

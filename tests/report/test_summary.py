@@ -35,6 +35,7 @@ from trialrun.report.summary import (
 OUR_RUN_KEYS = {"interrupted", "started_at", "finished_at"}
 OUR_CASE_KEYS = {
     "failure_kind",
+    "http_exchanges",
     "stderr_tail",
     "startup_ms",
     "tool_sequence",

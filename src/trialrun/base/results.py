@@ -85,7 +85,8 @@ class Failure:
     ``kind`` is a stable machine name (``agent_error``, ``agent_crashed``, ``timeout``,
     ``idle_timeout``, ``stdout_noise``, ``protocol_error``, ``message_too_large``, ``task_error``,
     ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
-    ``tool_registry_error``, ``network_sealed``, ``assertion_failed``, ``budget_exceeded``,
+    ``tool_registry_error``, ``network_sealed`` (replay: a connection the seal refused, or an
+    HTTP request to an address with no recording), ``assertion_failed``, ``budget_exceeded``,
     ``interrupted``);
     the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
     behaviour (``fail``) or as a fault (``error``).
@@ -130,6 +131,8 @@ class AgentRun:
     tool name, in file order, then ``mcp:<server>/<tool>`` and ``model:<model>`` ones."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
+    http_exchanges: int = 0
+    """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
 

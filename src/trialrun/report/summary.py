@@ -16,7 +16,9 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
 * Per case, ours: ``failure_kind`` (a stable machine name), ``stderr_tail`` (the last lines,
   bounded), ``unused_recordings`` (cassette entries never consumed; they do not fail the case,
   RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool;
-  ``mcp:<server>/<tool>`` and ``model:<model>`` for the MCP and model recordings) and
+  ``mcp:<server>/<tool>``, ``model:<model>`` and ``http:<METHOD> <url>`` for the MCP, model and
+  HTTP recordings), ``http_exchanges`` (the HTTP exchanges the recorder forwarded and recorded,
+  or answered from its recording) and
   ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
   it, so report.html can align the tool sequence of a later run against it).
 * Redaction is applied only to text the agent produced (failure messages, stderr) and to the
@@ -237,6 +239,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "failure_kind": case.failure.kind if case.failure else None,
         "stderr_tail": _redacted_text(stderr_tail_of(case)) or None,
         "unused_recordings": case.run.unused_recordings,
+        "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
     }
 

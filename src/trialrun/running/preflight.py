@@ -65,6 +65,8 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
     mcp_calls: dict[Path, RecordedCalls] = {}
     tools: Mapping[str, Any] | None = None
     errors += recordings_outside(suite)
+    if mode != "live":
+        errors += http_recordings_outside(suite)
     if errors:  # replay would read them, record would write through them
         raise ConfigErrors(errors)
     if mode == "replay":
@@ -72,6 +74,7 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
         errors += problems
         mcp_calls, problems = read_service_recordings(suite)
         errors += problems
+        errors += read_http_recordings(suite)
     else:
         try:
             tools = select_suite_tools(suite)
@@ -147,6 +150,45 @@ def recordings_outside(suite: Suite) -> list[ConfigError]:
         for path in dict.fromkeys(service_recordings(suite))
         if os.path.lexists(path) and not paths.is_inside(path)
     ]
+
+
+def http_recordings(suite: Suite) -> Iterator[Path]:
+    """The HTTP recorder's recordings (``<stem>.http.jsonl``), existing or not."""
+    from trialrun.running.services import http_cassette_path
+
+    return iter(dict.fromkeys(http_cassette_path(case) for case in suite.cases))
+
+
+def http_recordings_outside(suite: Suite) -> list[ConfigError]:
+    """HTTP recordings that are symbolic links out of the suite's boundary."""
+    from trialrun.config.paths import SuitePaths
+
+    paths = SuitePaths.for_suite_dir(suite.suite_dir)
+    return [
+        ConfigError(
+            f"a symbolic link that resolves outside {paths.boundary} ({paths.root}); a suite "
+            "reads and writes no recording outside it",
+            file=display_path(path),
+        )
+        for path in http_recordings(suite)
+        if os.path.islink(path) and not paths.is_inside(path)
+    ]
+
+
+def read_http_recordings(suite: Suite) -> list[ConfigError]:
+    """The first problem of each existing HTTP recording (a case without one has none)."""
+    existing = [path for path in http_recordings(suite) if path.exists()]
+    if not existing:
+        return []
+    from trialrun.httprec.cassette import load_cassette
+
+    problems: list[CassetteError] = []
+    for path in existing:
+        try:
+            load_cassette(path)
+        except CassetteError as exc:
+            problems.append(exc)
+    return as_config_errors(problems)
 
 
 def service_recordings(suite: Suite) -> Iterator[Path]:

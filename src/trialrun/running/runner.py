@@ -435,8 +435,13 @@ class _ToolModuleCache:
 
 
 def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
-    """The run's MCP proxies and model gateway, when the suite declares any (imported lazily)."""
-    if not suite.config.mcp_servers and suite.config.model_gateway is None:
+    """The run's MCP proxies, model gateway and HTTP recorder (imported lazily); None in live
+    mode when the suite declares neither MCP servers nor a gateway."""
+    if (
+        options.mode == "live"
+        and not suite.config.mcp_servers
+        and suite.config.model_gateway is None
+    ):
         return None
     from trialrun.running.services import RunServices
 

@@ -20,6 +20,11 @@ which name the line that answered each call), ``model:<model>`` (or ``model:<pro
 for a model call. Like the tool cassette's, they are reported and never fail the case, with
 one exception: an agent that ended well without a single model call while its model recording
 holds some fails as ``no_model_call`` (it was answered by something other than the recording).
+
+In record and replay mode every agent also gets the run's HTTP recorder (``trialrun.httprec``)
+through the standard proxy and CA variables (``http_env``): its exchanges go to
+``<stem>.http.jsonl``; in replay a miss fails the case, a host with no recording as the network
+seal words it, and recordings no request used are reported as ``http:<METHOD> <url>``.
 """
 
 from __future__ import annotations
@@ -57,15 +62,26 @@ from trialrun.config.models import Mode, ModelGateway
 from trialrun.errors import CassetteError, TrialrunError
 
 if TYPE_CHECKING:
+    import ssl
+
     from trialrun.gateway import Gateway, Price, RunScope
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
+    from trialrun.httprec.proxy import HttpRecorder
+    from trialrun.httprec.traffic import CaseTraffic
     from trialrun.mcp_proxy import McpCassette
 
 _PROXY_SAVE_S = 5.0
 """How long a proxy may take, after its agent is gone, to write the recording it holds."""
 MCP_CONFIG_ENV = "TRIALRUN_MCP_CONFIG"
 MCP_SERVERS_ENV = "TRIALRUN_MCP_SERVERS"
+UPSTREAM_CA_ENV = "TRIALRUN_HTTP_UPSTREAM_CA"
+"""A PEM file of authorities the HTTP recorder trusts upstream, besides the system's."""
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
+CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+DIRECT = "127.0.0.1,localhost,::1"
+"""What agents reach without the recorder: trialrun's own services, which listen on loopback."""
 _MISMATCH = "cassette mismatch"
 
 RecordedCalls = tuple[tuple[int, str], ...]
@@ -82,6 +98,10 @@ def mcp_cassette_path(case: Case, server: str) -> Path:
 
 def model_cassette_path(case: Case) -> Path:
     return _beside(case.cassette_path, "model")
+
+
+def http_cassette_path(case: Case) -> Path:
+    return _beside(case.cassette_path, "http")
 
 
 def _beside(cassette: Path, part: str) -> Path:
@@ -110,8 +130,14 @@ class RunServices:
         self._gateway: Gateway | None = None
         self._http: dict[str, HttpMcpProxy] = {}
         self._workdir: Path | None = None
+        self._recorder: HttpRecorder | None = None
+        self._recorder_dir: Path | None = None
+        self._bundles: dict[str, Path] = {}
+        self._upstream_tls: ssl.SSLContext | None = None
 
     def start(self) -> None:
+        if self._mode != "live" and self._recorder is None:
+            self._start_recorder()
         settings = self._suite.config.model_gateway
         if settings is not None and self._gateway is None:
             self._gateway = _start_gateway(settings, self._suite.suite_dir, self._prices)
@@ -126,7 +152,53 @@ class RunServices:
                     name, command, self._mode, self._workdir / name, server.env
                 )
 
+    def _start_recorder(self) -> None:
+        from trialrun.httprec.authority import RunAuthority
+        from trialrun.httprec.proxy import HttpRecorder
+
+        directory = Path(tempfile.mkdtemp(prefix="trialrun-http-", dir=leftovers.scratch_root()))
+        self._recorder_dir = directory
+        self._recorder = HttpRecorder(RunAuthority(directory))
+        if self._mode == "record":
+            self._upstream_tls = _upstream_tls()
+
+    @property
+    def http_recorder(self) -> HttpRecorder | None:
+        return self._recorder
+
+    @property
+    def upstream_tls(self) -> ssl.SSLContext | None:
+        return self._upstream_tls
+
+    @property
+    def recorder_address(self) -> tuple[str, int] | None:
+        """Where the run's HTTP recorder listens (None: live mode, or not started): an address
+        a network seal lets agents reach."""
+        return None if self._recorder is None else self._recorder.address
+
+    def ca_bundle(self, agent_env: Mapping[str, str]) -> Path:
+        """The CA bundle for an agent whose environment is ``agent_env``: the system's
+        authorities, the file its ``SSL_CERT_FILE`` named (if any), the run's authority."""
+        from trialrun.httprec.authority import bundle
+
+        assert self._recorder is not None and self._recorder_dir is not None
+        extra = agent_env.get("SSL_CERT_FILE") or ""
+        path = self._bundles.get(extra)
+        if path is None:
+            path = self._recorder_dir / f"ca-bundle-{len(self._bundles)}.pem"
+            data = bundle(self._recorder.authority, Path(extra) if extra else None)
+            atomic_write_bytes(path, data)
+            self._bundles[extra] = path
+        return path
+
     def stop(self) -> None:
+        if self._recorder is not None:
+            self._recorder.stop()
+            self._recorder = None
+        if self._recorder_dir is not None:
+            shutil.rmtree(self._recorder_dir, ignore_errors=True)
+            self._recorder_dir = None
+            self._bundles.clear()
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
@@ -139,7 +211,7 @@ class RunServices:
 
     def for_case(self, case: Case) -> CaseServices:
         return CaseServices(
-            self._suite, case, self._mode, self._gateway, self._http, self._mcp_calls
+            self._suite, case, self._mode, self._gateway, self._http, self._mcp_calls, self
         )
 
 
@@ -250,9 +322,12 @@ class CaseServices:
         gateway: Gateway | None,
         http_proxies: Mapping[str, HttpMcpProxy],
         mcp_calls: Mapping[Path, RecordedCalls] | None = None,
+        run_services: RunServices | None = None,
     ) -> None:
         self._suite = suite
         self._case = case
+        self._run_services = run_services
+        self._traffic: CaseTraffic | None = None
         self._mode = mode
         self._gateway = gateway
         self._http = http_proxies
@@ -269,12 +344,16 @@ class CaseServices:
 
     def ports(self) -> list[int]:
         """The loopback ports of the services this case's agent reaches (the HTTP MCP proxies,
-        the gateway): what replay's network seal lets it connect to. A service that listens
-        for the agent joins here."""
+        the gateway, the HTTP recorder): what replay's network seal lets it connect to. A
+        service that listens for the agent joins here."""
         urls = [proxy.url for proxy in self._http.values()]
         if self._gateway is not None:
             urls.append(self._gateway.url)
-        return sorted({port for url in urls if (port := urlsplit(url).port) is not None})
+        ports = {port for url in urls if (port := urlsplit(url).port) is not None}
+        recorder = None if self._run_services is None else self._run_services.recorder_address
+        if recorder is not None:
+            ports.add(recorder[1])
+        return sorted(ports)
 
     def open(self, agent_env: Mapping[str, str] | None) -> dict[str, str]:
         """Prepare the case; the environment to add to ``agent_env``. Raises ``CassetteError``."""
@@ -288,7 +367,28 @@ class CaseServices:
             self._gateway_scope = scope
             # No agent_env: the credentials are the replay environment's (running.replay_env).
             env.update(scope.env())
+        env.update(self._open_http_recorder(os.environ if agent_env is None else agent_env))
         return env
+
+    def _open_http_recorder(self, agent_env: Mapping[str, str]) -> dict[str, str]:
+        services = self._run_services
+        recorder = None if services is None else services.http_recorder
+        if services is None or recorder is None:
+            return {}
+        from trialrun.httprec.cassette import load_cassette
+        from trialrun.httprec.matching import Replay, RequestNormalizer
+        from trialrun.httprec.traffic import CaseTraffic
+
+        path = http_cassette_path(self._case)
+        normalizer = RequestNormalizer(self._suite.config.normalization)
+        traffic = CaseTraffic(self._mode, path, normalizer, services.upstream_tls)
+        if self._mode == "replay":
+            # No file: nothing was recorded, and every request is refused as the seal would.
+            exchanges = load_cassette(path) if path.exists() else []
+            traffic.replay = Replay(exchanges, normalizer)
+        url = recorder.open_case(self._run_id, new_key(), traffic)
+        self._traffic = traffic
+        return http_env(url, services.ca_bundle(agent_env))
 
     def _open_mcp(self) -> dict[str, str]:
         self._workdir = Path(
@@ -351,6 +451,7 @@ class CaseServices:
                         server.http.end_run(self._run_id)
                 if self._gateway is not None and self._gateway_scope is not None:
                     self._gateway.close_run(self._run_id, clean=False)
+                self._close_traffic()
         finally:
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
@@ -381,11 +482,45 @@ class CaseServices:
                 _note_inside(run, [r.inside_tool for r in skipped], "replay")
                 if self._mode == "replay" and not calls and left and run.failure is None:
                     _fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
+            unused += self._finish_http(run, clean=clean and run.failure is None)
         finally:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _close_traffic(self) -> CaseTraffic | None:
+        traffic, self._traffic = self._traffic, None
+        services = self._run_services
+        recorder = None if services is None else services.http_recorder
+        if traffic is not None and recorder is not None:
+            recorder.close_case(self._run_id)
+        return traffic
+
+    def _finish_http(self, run: AgentRun, *, clean: bool) -> list[str]:
+        """Judge replay misses, write a clean recording; the unused recordings' names."""
+        traffic = self._close_traffic()
+        if traffic is None:
+            return []
+        run.http_exchanges += traffic.served
+        if traffic.misses:
+            first = traffic.misses[0]
+            more = len(traffic.misses) - 1
+            message = first.message + (f" (and {more} more refused request(s))" if more else "")
+            _fail_mismatch(run, message, kind=first.kind)
+        if self._mode == "record":
+            if clean:
+                exchanges = traffic.recorded_exchanges()
+                if exchanges:
+                    from trialrun.httprec.cassette import write_cassette
+
+                    write_cassette(traffic.cassette, exchanges)
+                else:  # the case no longer calls any HTTP API: no stale recording stays
+                    with contextlib.suppress(FileNotFoundError):
+                        traffic.cassette.unlink()
+            return []
+        assert traffic.replay is not None
+        return [f"http:{e.method} {e.url}" for e in traffic.replay.unused()]
 
     def _unused_mcp(self, server: _McpServerRun, events: list[dict[str, Any]]) -> list[str]:
         """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered."""
@@ -623,12 +758,12 @@ _CONSEQUENCES = frozenset({"agent_crashed", "task_error", "idle_timeout", "proto
 """Failures an agent shows after a replay miss it could not handle: the miss is the cause."""
 
 
-def _fail_mismatch(run: AgentRun, message: str) -> None:
+def _fail_mismatch(run: AgentRun, message: str, *, kind: str = "cassette_mismatch") -> None:
     if run.failure is not None:
         if run.failure.kind not in _CONSEQUENCES:
             return
         message = f"{message} (then: {run.failure.message})"
-    _fail(run, "cassette_mismatch", message, "fail")
+    _fail(run, kind, message, "fail")
 
 
 def _fail(run: AgentRun, kind: str, message: str, status: Status) -> None:
@@ -655,6 +790,39 @@ def _order_by_time(run: AgentRun) -> None:
         if event.get("type") == "tool_call"
     }
     run.tool_calls.sort(key=lambda call: position.get(call.call_id, len(position)))
+
+
+def http_env(proxy_url: str, ca_bundle: Path) -> dict[str, str]:
+    """The variables through which clients find the recorder and trust its authority.
+
+    They replace whatever the suite's or the user's environment set for the same names: an
+    agent that could go around the recorder would reach the network in replay.
+    """
+    env = dict.fromkeys(PROXY_VARIABLES, proxy_url)
+    env.update(dict.fromkeys(NO_PROXY_VARIABLES, DIRECT))
+    env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
+    return env
+
+
+def _upstream_tls() -> ssl.SSLContext:
+    """How record mode verifies upstreams: the system's authorities, plus the file named by
+    ``TRIALRUN_HTTP_UPSTREAM_CA`` (a private API's own authority)."""
+    import ssl
+
+    from trialrun.errors import ConfigError
+
+    context = ssl.create_default_context()
+    extra = os.environ.get(UPSTREAM_CA_ENV)
+    if extra:
+        try:
+            context.load_verify_locations(cafile=extra)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{UPSTREAM_CA_ENV} must name a PEM file of certificate authorities; "
+                f"cannot load it: {exc}",
+                file=Path(extra),
+            ) from None
+    return context
 
 
 def _safe(case_id: str) -> str:

@@ -1,0 +1,288 @@
+"""The recording proxy: one server per run, each case known by the credentials it presents.
+
+Agents reach it through the standard variables (``HTTP_PROXY``, ``HTTPS_PROXY``...), whose URL
+carries the case's run id and key as user and password: ``http://<run-id>:<key>@127.0.0.1:P``.
+requests, httpx, urllib, curl and Node's proxy agents send them as ``Proxy-Authorization:
+Basic ...`` with every request, and with the ``CONNECT`` that opens an HTTPS tunnel. A request
+without the right pair gets ``407`` and reaches nothing (docs/security.md: local servers admit
+only keyed requests); the key is compared in constant time.
+
+Plain HTTP comes as absolute-form requests (``GET http://host/path``). HTTPS comes as
+``CONNECT host:port``; the proxy answers 200, then speaks TLS as ``host`` with a certificate of
+the run's authority (``authority.RunAuthority``) and reads the requests inside the tunnel.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import ssl
+import threading
+from typing import Any
+
+from trialrun.base.accesskey import key_matches
+from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.httprec.authority import RunAuthority
+from trialrun.httprec.exchange import Request, Response
+from trialrun.httprec.traffic import CaseTraffic, refusal
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest request body the recorder reads (a larger one gets 413)."""
+REALM = 'Basic realm="trialrun"'
+NEEDS_CREDENTIALS = (
+    "this proxy needs the credentials trialrun gave the agent in HTTP_PROXY / HTTPS_PROXY "
+    "(http://<run-id>:<key>@HOST:PORT); expected a Proxy-Authorization header with them"
+)
+
+
+class HttpRecorder:
+    """The run's recording proxy: start, open a case, close it, stop."""
+
+    def __init__(self, authority: RunAuthority, host: str = "127.0.0.1") -> None:
+        self.authority = authority
+        self._cases: dict[str, tuple[str, CaseTraffic]] = {}
+        self._lock = threading.Lock()
+        self._server = _ProxyServer((host, 0), _ProxyHandler)
+        self._server.recorder = self
+        # The loop notices stop() at its next poll: a run's end waits for one interval.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="http-recorder",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where the proxy listens (what a network seal must let agents reach)."""
+        host, port = self._server.server_address[:2]
+        return (host.decode() if isinstance(host, bytes) else str(host)), int(port)
+
+    def proxy_url(self, run_id: str, key: str) -> str:
+        host, port = self.address
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{run_id}:{key}@{shown}:{port}"
+
+    def open_case(self, run_id: str, key: str, traffic: CaseTraffic) -> str:
+        """Serve ``run_id`` to whoever presents ``key``; the proxy URL to give its agent."""
+        with self._lock:
+            self._cases[run_id] = (key, traffic)
+        return self.proxy_url(run_id, key)
+
+    def close_case(self, run_id: str) -> CaseTraffic | None:
+        """Stop serving ``run_id``: its credentials open nothing from now on."""
+        with self._lock:
+            entry = self._cases.pop(run_id, None)
+        return None if entry is None else entry[1]
+
+    def traffic_for(self, authorization: str | None) -> CaseTraffic | None:
+        """The case whose credentials ``Proxy-Authorization`` carries, or None."""
+        if authorization is None:
+            return None
+        scheme, _, encoded = authorization.strip().partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            return None
+        run_id, _, key = decoded.partition(":")
+        with self._lock:
+            entry = self._cases.get(run_id)
+        if entry is None or not key_matches(key, entry[0]):
+            return None
+        return entry[1]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._server.server_close()
+        self._thread.join()
+
+
+class _ProxyServer(LocalServer):
+    recorder: HttpRecorder
+
+
+class _ProxyHandler(LocalHandler):
+    server: _ProxyServer
+    _tunnel: tuple[str, int, CaseTraffic] | None = None
+    _tls: ssl.SSLSocket | None = None
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: what passed through is in the case's recording, not on stderr."""
+
+    # Every method goes the same way; BaseHTTPRequestHandler looks them up by name.
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+
+    def do_CONNECT(self) -> None:
+        traffic = self._authorized()
+        if traffic is None:
+            return
+        host, port = _split_authority(self.path, 443)
+        if not host:
+            self._answer(
+                refusal(400, "bad_request", f"CONNECT needs host:port; found {self.path!r}")
+            )
+            return
+        if self._tunnel is not None:
+            self._answer(refusal(400, "bad_request", "CONNECT inside a tunnel"))
+            return
+        context = self.server.recorder.authority.context_for(host)
+        self.send_response(200, "Connection Established")
+        self.end_headers()
+        self.wfile.flush()
+        try:
+            tls = context.wrap_socket(self.connection, server_side=True)
+        except (ssl.SSLError, OSError):
+            # The client did not trust the run's authority (or hung up): nothing to serve.
+            self.close_connection = True
+            return
+        # The requests that follow arrive inside the tunnel; handle() reads them from here.
+        self._tls = tls
+        self._tunnel = (host, port, traffic)
+        # A CONNECT in HTTP/1.0 (urllib sends one) would end the connection after it.
+        self.close_connection = False
+        self.connection = tls
+        self.rfile = tls.makefile("rb")
+        self.wfile = tls.makefile("wb")
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self._tls is not None:
+                with contextlib.suppress(OSError):
+                    self._tls.close()
+
+    def _authorized(self) -> CaseTraffic | None:
+        traffic = self.server.recorder.traffic_for(self.headers.get("Proxy-Authorization"))
+        if traffic is None:
+            self._discard_body()
+            self._answer(
+                refusal(407, "proxy_authentication_required", NEEDS_CREDENTIALS),
+                extra=[("Proxy-Authenticate", REALM)],
+            )
+        return traffic
+
+    def _serve(self) -> None:
+        if self._tunnel is not None:
+            host, port, traffic = self._tunnel
+            scheme, target = "https", _origin_form(self.path)
+        else:
+            found = self._authorized()
+            if found is None:
+                return
+            traffic = found
+            parsed = _absolute(self.path)
+            if parsed is None:
+                self._answer(
+                    refusal(
+                        400,
+                        "bad_request",
+                        f"expected a proxy request (an absolute http:// URL); found {self.path!r}",
+                    )
+                )
+                return
+            scheme, host, port, target = parsed
+        try:
+            body = self._read_body()
+        except BadLength as exc:
+            self.close_connection = True
+            self._answer(refusal(exc.status, "bad_request", exc.message))
+            return
+        request = Request(
+            method=self.command,
+            scheme=scheme,
+            host=host,
+            port=port,
+            target=target,
+            headers=list(self.headers.items()),
+            body=body,
+        )
+        self._answer(traffic.serve(request), head=self.command == "HEAD")
+
+    def _read_body(self) -> bytes:
+        length = declared_length(self.headers, MAX_BODY_BYTES, service="HTTP recorder")
+        if length is not None:
+            return self.rfile.read(length)
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self._read_chunks()
+        return b""
+
+    def _read_chunks(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size_line = self.rfile.readline(1024)
+            try:
+                size = int(size_line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise BadLength(400, "a chunk of the request body has no valid size") from None
+            if size == 0:
+                while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers: not recorded
+                return b"".join(parts)
+            total += size
+            if total > MAX_BODY_BYTES:
+                raise BadLength(413, f"request body over the limit of {MAX_BODY_BYTES} bytes")
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(8)  # the CRLF after the chunk
+
+    def _discard_body(self) -> None:
+        with contextlib.suppress(BadLength, OSError):
+            self._read_body()
+
+    def _answer(
+        self, response: Response, *, extra: list[tuple[str, str]] | None = None, head: bool = False
+    ) -> None:
+        self.send_response(response.status, response.reason or None)
+        for name, value in [*response.headers, *(extra or [])]:
+            self.send_header(name, value)
+        self.end_headers()
+        if not head and response.body:
+            self.wfile.write(response.body)
+        self.wfile.flush()
+
+
+def _origin_form(target: str) -> str:
+    """``/path?query`` of a target inside a tunnel, which a client may send in absolute form."""
+    if not target.lower().startswith("https://"):
+        return target
+    rest = target[len("https://") :]
+    _authority, slash, path = rest.partition("/")
+    return slash + path if slash else "/"
+
+
+def _absolute(target: str) -> tuple[str, str, int, str] | None:
+    """``(scheme, host, port, path?query)`` of an absolute-form ``http://`` target."""
+    if not target.lower().startswith("http://"):
+        return None
+    rest = target[len("http://") :]
+    authority, slash, path = rest.partition("/")
+    authority = authority.rpartition("@")[2]
+    host, port = _split_authority(authority, 80)
+    if not host:
+        return None
+    return "http", host, port, slash + path if slash else "/"
+
+
+def _split_authority(text: str, default_port: int) -> tuple[str, int]:
+    """``host`` and ``port`` of ``host[:port]`` / ``[v6][:port]``; ``("", 0)`` when invalid."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    if not port_text:
+        return host.lower(), default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        return "", 0
+    return host.lower(), int(port_text)
