@@ -87,6 +87,8 @@ def similarity(recorded: Any, requested: Any) -> tuple[int, int]:
 
 def summarize_request(request: Any) -> str:
     """``model 'gpt-4o', 3 message(s), streamed``."""
+    if request == "":
+        return "no body"
     if not isinstance(request, dict):
         return "body is not a JSON object"
     parts = [f"model {request['model']!r}" if isinstance(request.get("model"), str) else "no model"]
