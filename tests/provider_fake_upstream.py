@@ -74,7 +74,8 @@ class _ProviderHandler(_Handler):
     def _dispatch(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         parts = urlsplit(self.path)
-        path, query = unquote(parts.path), parse_qs(parts.query)
+        # "/prefix": an upstream URL with a path prefix, as a corporate proxy might have.
+        path, query = unquote(parts.path).removeprefix("/prefix"), parse_qs(parts.query)
         headers = {**dict(self.headers.items()), ":method": self.command}
         try:
             body: Any = json.loads(raw) if raw else None

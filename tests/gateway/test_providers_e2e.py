@@ -353,8 +353,12 @@ def converse_body(text: str) -> dict[str, Any]:
 
 
 def test_bedrock_requests_signed_again_still_match(
-    tmp_path: Path, make_gateway: Make, upstream: ProviderUpstream
+    tmp_path: Path, make_gateway: Make, upstream: ProviderUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Without credentials of its own the gateway forwards the agent's signature to a stand-in.
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
     def scenario(scope: RunScope, date: str, token: str) -> list[Any]:
         # botocore sends the model id percent-encoded.
         base = f"{scope.provider_base_url('bedrock')}/model/{CLAUDE_ON_BEDROCK.replace(':', '%3A')}"

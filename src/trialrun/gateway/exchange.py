@@ -106,13 +106,22 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
     """Forward to the provider and pass the answer on as it arrives; in record mode keep it."""
     state, route = exchange.state, exchange.route
     slot = state.reserve(exchange.key) if state.mode == "record" else None
+    sent_path = exchange.provider.upstream_path(route.path)
+    headers = exchange.provider.upstream_headers(
+        forward_headers(handler.headers.items(), upstream),
+        upstream=upstream,
+        method=exchange.method,
+        path=upstream.base_path + sent_path,
+        query=route.query,
+        body=exchange.body,
+    )
     try:
         connection, response = open_upstream(
             upstream,
             exchange.method,
-            exchange.provider.upstream_path(route.path),
+            sent_path,
             route.query,
-            forward_headers(handler.headers.items(), upstream),
+            headers,
             exchange.body,
             timeout=timeout,
         )

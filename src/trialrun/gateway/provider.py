@@ -30,6 +30,7 @@ from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact
+from trialrun.gateway.upstream import Upstream
 from trialrun.gateway.usage import Usage
 
 # Response headers worth keeping for every provider: request ids for audit, retry hints the
@@ -96,6 +97,20 @@ class Provider:
         """The stored endpoint as the provider is sent it (the same path unless ``endpoint``
         canonicalized it)."""
         return path
+
+    def upstream_headers(
+        self,
+        headers: dict[str, str],
+        *,
+        upstream: Upstream,
+        method: str,
+        path: str,
+        query: str,
+        body: bytes,
+    ) -> dict[str, str]:
+        """The headers sent upstream (``path``: as sent, upstream prefix included). The agent's
+        own, unchanged, unless the provider must sign the request again (Bedrock)."""
+        return headers
 
     def not_served(self, path: str) -> RouteError:
         return RouteError(

@@ -27,13 +27,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import struct
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
 
 from trialrun.base.reported import as_count
-from trialrun.gateway.provider import COMMON_RECORDED_HEADERS, Provider
+from trialrun.gateway.provider import COMMON_RECORDED_HEADERS, Provider, RouteError
+from trialrun.gateway.sigv4 import Credentials, region_of, sign
+from trialrun.gateway.upstream import Upstream
 from trialrun.gateway.usage import Usage, extract_usage
 
 OPERATIONS: tuple[str, ...] = (
@@ -56,6 +60,11 @@ _SIGNATURE_QUERY = frozenset(
     }
 )
 _EVENTSTREAM = "application/vnd.amazon.eventstream"
+# What the agent's SDK signed for the gateway's address; replaced when signing again.
+_SIGNING_HEADERS = frozenset(
+    {"authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"}
+)
+SIGNING_NAME = "bedrock"
 
 
 class Bedrock(Provider):
@@ -94,6 +103,49 @@ class Bedrock(Provider):
     def requested_model(self, path: str, request: Any) -> str | None:
         segments = path.split("/")
         return segments[2] if len(segments) == 4 and segments[1] == "model" else None
+
+    def upstream_headers(
+        self,
+        headers: dict[str, str],
+        *,
+        upstream: Upstream,
+        method: str,
+        path: str,
+        query: str,
+        body: bytes,
+    ) -> dict[str, str]:
+        """Signed again with the gateway's own AWS credentials when its environment has them;
+        forwarded as they are to a stand-in that is not AWS; refused (502) for AWS itself."""
+        credentials = Credentials.from_env(os.environ)
+        region = region_of(upstream.host)
+        if credentials is None:
+            if region is None:
+                return headers
+            raise RouteError(
+                502,
+                "bedrock requests are signed for the gateway's address, which AWS refuses: give "
+                "the gateway AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) "
+                "in its environment so it signs them again for "
+                f"{upstream.host}",
+                provider=self.name,
+            )
+        kept = {k: v for k, v in headers.items() if k.lower() not in _SIGNING_HEADERS}
+        signed_part = {k: v for k, v in kept.items() if k.lower() == "content-type"}
+        signed = sign(
+            credentials,
+            method=method,
+            host=kept.pop("Host", upstream.host),
+            path=path,
+            query=query,
+            headers=signed_part,
+            body=body,
+            region=region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            service=SIGNING_NAME,
+            amz_date=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+        )
+        return {**kept, **signed}
 
     def is_stream(self, path: str, query: str, request: Any) -> bool:
         return path.endswith("-stream")
