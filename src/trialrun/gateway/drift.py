@@ -17,7 +17,18 @@ _PREVIEW = 80
 _ABSENT = object()
 _KEY_ORDER = {
     name: rank
-    for rank, name in enumerate(("model", "system", "instructions", "messages", "input", "tools"))
+    for rank, name in enumerate(
+        (
+            "model",
+            "system",
+            "systemInstruction",
+            "instructions",
+            "messages",
+            "contents",
+            "input",
+            "tools",
+        )
+    )
 }
 
 
@@ -102,7 +113,7 @@ def summarize_request(request: Any) -> str:
 
 def _conversation(request: Any) -> list[Any]:
     if isinstance(request, dict):
-        for name in ("messages", "input"):
+        for name in ("messages", "contents", "input"):
             items = request.get(name)
             if isinstance(items, list):
                 return items
