@@ -76,7 +76,9 @@ class McpServer(_Strict):
 
 
 class ModelGateway(_Strict):
-    upstreams: dict[Literal["openai", "anthropic"], StrictStr] = Field(default_factory=dict)
+    upstreams: dict[Literal["openai", "anthropic", "azure", "gemini", "bedrock"], StrictStr] = (
+        Field(default_factory=dict)
+    )
     normalization: Normalization | None = None
     prices: StrictStr | None = None
     lenient: StrictBool = False
