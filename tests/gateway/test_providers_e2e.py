@@ -411,3 +411,24 @@ def test_bedrock_requests_signed_again_still_match(
     assert (streamed.tokens_in, streamed.tokens_out, streamed.stream) == (6, 2, True)  # metadata
     assert (invoked.tokens_in, invoked.tokens_out) == (6, 2)  # from the token-count headers
     assert missed.status == 400
+
+
+def test_anthropic_other_endpoints_record_and_replay_with_the_official_client(
+    tmp_path: Path, make_gateway: Make, upstream: ProviderUpstream
+) -> None:
+    import anthropic
+
+    def scenario(scope: RunScope) -> list[str]:
+        client = anthropic.Anthropic(
+            api_key="sk-ant-api03-" + "x" * 40, base_url=scope.anthropic_base_url, max_retries=0
+        )
+        return [m.id for m in client.models.list()]
+
+    recorded, replayed, player, _ = record_then_replay(tmp_path, make_gateway, upstream, scenario)
+    assert replayed == recorded == ["gpt-4o-mini", "text-embedding-3-small"]
+    (call,) = player.close_run("case", clean=True)
+    assert (call.provider, call.path, call.status, call.replayed) == (
+        "anthropic", "/v1/models", 200, True
+    )  # fmt: skip
+    (line,) = cassette_text(tmp_path).splitlines()[1:]
+    assert json.loads(line)["method"] == "GET"
