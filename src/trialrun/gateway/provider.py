@@ -120,8 +120,11 @@ class Provider:
         )
 
     def wrong_method(self, method: str, path: str, allowed: str) -> RouteError:
+        # The path is the agent's (any path under a served prefix): shown escaped, like the method.
         return RouteError(
-            405, f"{self.name} {path} takes {allowed}; found {shown(method)}", provider=self.name
+            405,
+            f"{self.name} {shown(path)} takes {allowed}; found {shown(method)}",
+            provider=self.name,
         )
 
     # ---- matching --------------------------------------------------------------------------
