@@ -905,7 +905,7 @@ def test_offline_keys_are_checked_at_load_with_their_lines(repo: Path) -> None:
         "  docs: {command: []}\n"
         "  web: {command: [node, web.js], transprot: http}\n"
         "model_gateway:\n"
-        "  upstreams: {gemini: http://127.0.0.1:9}\n"
+        "  upstreams: {mistral: http://127.0.0.1:9}\n"
         "  prices: prices.yaml\n"
         "  normalization:\n"
         "    replace_text:\n"

@@ -137,7 +137,7 @@ def test_bad_prices_file_names_the_line(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--upstream", "gemini=http://x"], "expected PROVIDER=URL"),
+        (["--upstream", "mistral=http://x"], "expected PROVIDER=URL"),
         (["--upstream", "openai=ftp://x"], "must be an http:// or https:// URL"),
         (["--listen", "localhost"], "expected HOST:PORT"),
         (

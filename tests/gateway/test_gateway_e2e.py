@@ -391,10 +391,10 @@ def test_unknown_paths_providers_and_runs_are_404s_that_are_counted(
     gw = make_gateway()
     scope = gw.open_run("n", tmp_path / "n.jsonl", "live")
     oa = openai.OpenAI(api_key=OPENAI_KEY, base_url=scope.openai_base_url, max_retries=0)
-    with pytest.raises(openai.NotFoundError, match="served: /v1/chat/completions"):
-        oa.models.list()
-    with pytest.raises(openai.NotFoundError, match="unknown provider 'gemini'"):
-        oa.post(f"{scope.base_url}/gemini/v1/generate", cast_to=object, body={})
+    with pytest.raises(openai.NotFoundError, match="served: POST /v1/chat/completions"):
+        oa.post(f"{scope.base_url}/openai/v2/models", cast_to=object, body={})
+    with pytest.raises(openai.NotFoundError, match="unknown provider 'mistral'"):
+        oa.post(f"{scope.base_url}/mistral/v1/generate", cast_to=object, body={})
     with pytest.raises(openai.NotFoundError, match="run 'other' is not open"):
         openai.OpenAI(
             api_key="k", base_url=f"{gw.url}/run/other/openai/v1", max_retries=0
@@ -407,8 +407,8 @@ def test_unknown_paths_providers_and_runs_are_404s_that_are_counted(
         openai.OpenAI(api_key="k", base_url=f"{gw.url}/v1", max_retries=0).models.list()
     calls = gw.close_run("n", clean=True)
     assert [(c.provider, c.path, c.status) for c in calls] == [
-        ("openai", "/v1/models", 404),
-        ("gemini", "/v1/generate", 404),
+        ("openai", "/v2/models", 404),
+        ("mistral", "/v1/generate", 404),
     ]
     assert [u.status for u in gw.unserved()] == [404, 404, 404, 400, 404]
 

@@ -147,13 +147,18 @@ def test_routes_of_both_providers() -> None:
 @pytest.mark.parametrize(
     ("method", "target", "status", "message"),
     [
-        ("POST", "/v1/chat/completions", 404, "the gateway serves only /run/<run-id>/openai{"),
+        ("POST", "/v1/chat/completions", 404, "the gateway serves only /run/<run-id>/{openai,"),
         ("POST", "/run/a%2Fb/openai/v1/responses", 400, "run id must be"),
         ("POST", "/run/../openai/v1/responses", 400, "run id must be"),
         ("POST", "/run/" + "x" * 129 + "/openai/v1/responses", 400, "run id must be"),
         ("POST", "/run/r/mistral/v1/chat", 404, "unknown provider 'mistral'"),
-        ("POST", "/run/r/openai/v1/completions", 404, "served: /v1/chat/completions"),
+        ("POST", "/run/r/openai/v2/completions", 404, "served: POST /v1/chat/completions"),
         ("GET", "/run/r/openai/v1/responses", 405, "takes POST; found 'GET'"),
+        ("PATCH", "/run/r/openai/v1/files", 405, "takes GET, POST, DELETE; found 'PATCH'"),
+        ("GET", "/run/r/bedrock/model/m/converse", 405, "takes POST; found 'GET'"),
+        ("POST", "/run/r/bedrock/model/m/train", 404, "served: POST /model/<model-id>/{"),
+        ("POST", "/run/r/gemini/models/m:generateContent", 404, "served: POST /v1beta/models"),
+        ("POST", "/run/r/azure/deployments/d/chat/completions", 404, "/openai/deployments/"),
     ],
 )
 def test_route_errors_say_what_is_served(

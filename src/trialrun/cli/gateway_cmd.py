@@ -53,7 +53,10 @@ if TYPE_CHECKING:
     "upstreams",
     multiple=True,
     metavar="PROVIDER=URL",
-    help="Where a provider's calls go in record and live mode (openai=URL, anthropic=URL).",
+    help=(
+        "Where a provider's calls go in record and live mode (openai, anthropic, azure, gemini, "
+        "bedrock; azure=URL is required to record Azure)."
+    ),
 )
 @file_option(
     "--rules", "Extra normalization rules (YAML/JSON: strip_keys, strip_paths, replace_text...)."

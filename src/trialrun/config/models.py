@@ -29,7 +29,8 @@ from trialrun.config.spec import (
 
 Mode = Literal["replay", "record", "live"]
 AgentChannel = Literal["stdio", "fd"]
-ModelProvider = Literal["openai", "anthropic"]
+# The model gateway's built-in providers (gateway/providers/), in its order.
+ModelProvider = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]
 
 # MCP server names become file names and tool-name prefixes: keep them plain.
 SERVER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
@@ -115,12 +116,15 @@ class McpServer(Record):
 
 
 class ModelGateway(Record):
-    """Model calls go through trialrun's gateway (OpenAI- and Anthropic-compatible APIs)."""
+    """Model calls go through trialrun's gateway (OpenAI, Anthropic, Azure OpenAI, Gemini and
+    Bedrock APIs)."""
 
     upstreams: dict[ModelProvider, str] = keyed(
-        MapOf(Str(), key=OneOf("openai", "anthropic")), default_factory=dict
+        MapOf(Str(), key=OneOf("openai", "anthropic", "azure", "gemini", "bedrock")),
+        default_factory=dict,
     )
-    """Where record and live mode forward, per provider (default: the providers' public APIs)."""
+    """Where record and live mode forward, per provider (default: the providers' public APIs;
+    Azure has none: its endpoint is the user's resource)."""
     normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
     """Extra rules applied to requests before matching, on top of the built-in volatile parts."""
     prices: str | None = keyed(Optional(Str()), default=None)

@@ -1,6 +1,7 @@
-"""The model gateway: record and replay an agent's OpenAI and Anthropic calls over HTTP.
+"""The model gateway: record and replay an agent's model calls over HTTP (OpenAI, Anthropic,
+Azure OpenAI, Gemini, Bedrock: one recorder, a provider plugin per API, ``provider``).
 
-An agent reaches the gateway through ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``; in record mode
+An agent reaches the gateway through its SDK's base URL (``OPENAI_BASE_URL``...); in record mode
 the gateway forwards each call to the provider and keeps the answer (a stream as its exact SSE
 bytes), in replay mode it answers from the run's cassette without network. Stdlib only.
 
@@ -18,9 +19,10 @@ from __future__ import annotations
 
 from trialrun.gateway.cassette import ModelCassette, Recording
 from trialrun.gateway.normalize import RequestNormalizer, request_key
+from trialrun.gateway.providers import extract_usage
 from trialrun.gateway.runs import Mode, ModelCall, RunScope
 from trialrun.gateway.server import Gateway, UnservedRequest
-from trialrun.gateway.usage import Price, Usage, extract_usage, load_prices
+from trialrun.gateway.usage import Price, Usage, load_prices
 
 __all__ = [
     "Gateway",

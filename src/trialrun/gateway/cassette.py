@@ -41,7 +41,7 @@ from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
 from trialrun.gateway.drift import describe_drift, similarity, summarize_request
 from trialrun.gateway.normalize import RequestNormalizer, request_key
-from trialrun.gateway.routes import ENDPOINTS
+from trialrun.gateway.providers import get_provider, provider, provider_names
 from trialrun.gateway.usage import Usage
 
 FORMAT = "trialrun-model-cassette"
@@ -76,12 +76,16 @@ class Recording:
 
     @property
     def model(self) -> str | None:
-        model = self.request.get("model") if isinstance(self.request, dict) else None
-        return model if isinstance(model, str) else None
+        return provider(self.provider).requested_model(self.path, self.request)
 
     @property
     def stream(self) -> bool:
-        return isinstance(self.request, dict) and self.request.get("stream") is True
+        return provider(self.provider).is_stream(self.path, self.query, self.request)
+
+    @property
+    def endpoint_key(self) -> str:
+        """What the recording key holds besides the request body (``Provider.endpoint_key``)."""
+        return provider(self.provider).endpoint_key(self.method, self.path, self.query)
 
     def body_bytes(self) -> bytes:
         """The response body as the provider sent it."""
@@ -133,15 +137,15 @@ class ModelCassette:
         self.recordings: list[Recording] = list(recordings)
         self._normalizer = normalizer
         self._keys = [
-            request_key(r.provider, r.path, normalizer.normalize(r.request))
+            request_key(r.provider, r.endpoint_key, normalizer.normalize(r.request))
             for r in self.recordings
         ]
         # Cursors (consumed from the left) and, for explaining misses, every recording of a route.
         self._by_key: dict[str, deque[int]] = {}
-        self._by_route: dict[tuple[str, str], deque[int]] = {}
-        self._of_route: dict[tuple[str, str], list[int]] = {}
+        self._by_route: dict[tuple[str, str, str], deque[int]] = {}
+        self._of_route: dict[tuple[str, str, str], list[int]] = {}
         for index, (recording, key) in enumerate(zip(self.recordings, self._keys, strict=True)):
-            route = (recording.provider, recording.path)
+            route = (recording.provider, recording.method, recording.path)
             self._by_key.setdefault(key, deque()).append(index)
             self._by_route.setdefault(route, deque()).append(index)
             self._of_route.setdefault(route, []).append(index)
@@ -164,9 +168,9 @@ class ModelCassette:
         self._used_per_key[key] += 1
         return self._consume(index)
 
-    def take_next(self, provider: str, path: str) -> Recording | None:
+    def take_next(self, provider: str, method: str, path: str) -> Recording | None:
         """Consume the next unused recording of this endpoint, whatever its request was."""
-        index = _first_unused(self._by_route.get((provider, path)), self._used)
+        index = _first_unused(self._by_route.get((provider, method, path)), self._used)
         if index is None:
             return None
         self._used_per_key[self._keys[index]] += 1
@@ -180,7 +184,9 @@ class ModelCassette:
         """Recordings nothing consumed, in file order."""
         return [r for r, used in zip(self.recordings, self._used, strict=True) if not used]
 
-    def explain_miss(self, provider: str, method: str, path: str, request: Any, key: str) -> str:
+    def explain_miss(
+        self, provider: str, method: str, path: str, request: Any, key: str, *, query: str = ""
+    ) -> str:
         """One line: why no recording answers this request, and the nearest one."""
         parts = [
             f"cassette mismatch: {self.path.name} has no unused recording of {method} "
@@ -191,7 +197,7 @@ class ModelCassette:
                 f"{self._used_per_key[key]} identical recording(s) were already used by "
                 "earlier calls"
             )
-        nearest = self._nearest(provider, path, request)
+        nearest = self._nearest(provider, method, path, request)
         if nearest is None:
             others = len(self.recordings)
             parts.append(
@@ -202,10 +208,17 @@ class ModelCassette:
             recording = self.recordings[nearest]
             used = self._used[nearest]
             parts.append(describe_drift(recording.line, recording.request, request, used=used))
+            served_by = get_provider(provider)
+            if served_by is not None and served_by.endpoint_key(
+                method, path, recording.query
+            ) != served_by.endpoint_key(method, path, query):
+                parts.append(
+                    f"the query differs: recorded {recording.query!r}, requested {query!r}"
+                )
         return "; ".join(parts)
 
-    def _nearest(self, provider: str, path: str, request: Any) -> int | None:
-        indexes = self._of_route.get((provider, path))
+    def _nearest(self, provider: str, method: str, path: str, request: Any) -> int | None:
+        indexes = self._of_route.get((provider, method, path))
         if not indexes:
             return None
         unused = [i for i in indexes if not self._used[i]]
@@ -335,9 +348,10 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         if name not in data:
             raise fail(f"missing required field {name!r}")
     provider = data["provider"]
-    if provider not in ENDPOINTS:
+    if not isinstance(provider, str) or get_provider(provider) is None:
         raise fail(
-            f"field 'provider' must be one of {', '.join(ENDPOINTS)}; found {_kind(provider)}"
+            f"field 'provider' must be one of {', '.join(provider_names())}; "
+            f"found {_kind(provider)}"
         )
     for name in ("method", "path", "content_type", "body", "query", "key", "inside_tool"):
         if name in data and not isinstance(data[name], str):

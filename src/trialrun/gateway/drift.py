@@ -17,7 +17,18 @@ _PREVIEW = 80
 _ABSENT = object()
 _KEY_ORDER = {
     name: rank
-    for rank, name in enumerate(("model", "system", "instructions", "messages", "input", "tools"))
+    for rank, name in enumerate(
+        (
+            "model",
+            "system",
+            "systemInstruction",
+            "instructions",
+            "messages",
+            "contents",
+            "input",
+            "tools",
+        )
+    )
 }
 
 
@@ -87,6 +98,8 @@ def similarity(recorded: Any, requested: Any) -> tuple[int, int]:
 
 def summarize_request(request: Any) -> str:
     """``model 'gpt-4o', 3 message(s), streamed``."""
+    if request == "":
+        return "no body"
     if not isinstance(request, dict):
         return "body is not a JSON object"
     parts = [f"model {request['model']!r}" if isinstance(request.get("model"), str) else "no model"]
@@ -100,7 +113,7 @@ def summarize_request(request: Any) -> str:
 
 def _conversation(request: Any) -> list[Any]:
     if isinstance(request, dict):
-        for name in ("messages", "input"):
+        for name in ("messages", "contents", "input"):
             items = request.get(name)
             if isinstance(items, list):
                 return items

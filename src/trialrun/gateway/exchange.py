@@ -15,22 +15,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trialrun.base.jsonnumbers import loads_finite
-from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.redact import redact, redact_text
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.drift import describe_drift
-from trialrun.gateway.routes import Route
+from trialrun.gateway.provider import Provider, Route, parse_json
 from trialrun.gateway.runs import RunState
 from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
-from trialrun.gateway.usage import Usage, extract_usage
+from trialrun.gateway.usage import Usage
 from trialrun.gateway.wire import Handler, relay, send_error, send_whole
 
+__all__ = ["Exchange", "Outcome", "error_of", "forward", "parse_json", "replay"]
+
 LOG = logging.getLogger("trialrun.gateway")
-# Response headers worth keeping: request ids for audit, retry hints the SDKs act on.
-RECORDED_HEADERS = frozenset(
-    {"request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry"}
-)
 
 
 @dataclass(frozen=True)
@@ -39,6 +35,7 @@ class Exchange:
 
     state: RunState
     route: Route
+    provider: Provider
     method: str
     body: bytes
     request: Any
@@ -70,7 +67,7 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     with state.lock:
         recording = state.cassette.take(exchange.key)
         if recording is None and lenient:
-            recording = state.cassette.take_next(route.provider, route.path)
+            recording = state.cassette.take_next(route.provider, exchange.method, route.path)
             if recording is not None:
                 served = describe_drift(
                     recording.line,
@@ -82,7 +79,12 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
                 warning = f"drift: no recording of this request, lenient replay served {served}"
         if recording is None:
             miss = state.cassette.explain_miss(
-                route.provider, exchange.method, route.path, exchange.normalized, exchange.key
+                route.provider,
+                exchange.method,
+                route.path,
+                exchange.normalized,
+                exchange.key,
+                query=exchange.provider.stored_query(route.query),
             )
     if recording is None:
         assert miss is not None
@@ -93,10 +95,10 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
         LOG.warning("run %s: %s", state.run_id, warning)
     body = recording.body_bytes()
     send_whole(handler, recording.status, recording.content_type, recording.headers, body)
-    usage = recording.usage or extract_usage(
-        route.provider, route.path, recording.content_type, recording.body
+    usage = recording.usage or exchange.provider.usage(
+        exchange.method, route.path, recording.content_type, recording.body, recording.headers
     )
-    error = error_of(recording.status, recording.body)
+    error = error_of(recording.status, recording.body, exchange.provider)
     return Outcome(recording.status, usage, replayed=True, error=error, warning=warning)
 
 
@@ -104,13 +106,22 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
     """Forward to the provider and pass the answer on as it arrives; in record mode keep it."""
     state, route = exchange.state, exchange.route
     slot = state.reserve(exchange.key) if state.mode == "record" else None
+    sent_path = exchange.provider.upstream_path(route.path)
+    headers = exchange.provider.upstream_headers(
+        forward_headers(handler.headers.items(), upstream),
+        upstream=upstream,
+        method=exchange.method,
+        path=upstream.base_path + sent_path,
+        query=route.query,
+        body=exchange.body,
+    )
     try:
         connection, response = open_upstream(
             upstream,
             exchange.method,
-            route.path,
+            sent_path,
             route.query,
-            forward_headers(handler.headers.items(), upstream),
+            headers,
             exchange.body,
             timeout=timeout,
         )
@@ -125,27 +136,28 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
         connection.close()
     content_type = response.getheader("Content-Type") or ""
     text = received.decode("utf-8", "surrogateescape")
-    usage = extract_usage(route.provider, route.path, content_type, text)
+    provider = exchange.provider
+    headers = {
+        name.lower(): value
+        for name, value in response.getheaders()
+        if name.lower() in provider.recorded_headers
+    }
+    usage = provider.usage(exchange.method, route.path, content_type, text, headers)
     if not complete:
         # The agent saw a broken answer too; a replay must not serve it as a whole one.
         error = "the upstream response broke off before its end (not recorded)"
         return Outcome(response.status, usage, replayed=False, error=error)
     if slot is not None:
         index, occurrence = slot
-        headers = {
-            name.lower(): value
-            for name, value in response.getheaders()
-            if name.lower() in RECORDED_HEADERS
-        }
         recording = Recording(
             provider=route.provider,
             method=exchange.method,
             path=route.path,
-            query=redact(route.query),
+            query=provider.stored_query(route.query),
             request=exchange.normalized,
             status=response.status,
             content_type=content_type,
-            headers=headers,
+            headers={name: redact_text(value) for name, value in headers.items()},
             body=redact(text),
             key=exchange.key,
             occurrence=occurrence,
@@ -153,31 +165,19 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
             usage=usage,
         )
         state.fill(index, recording)
-    return Outcome(response.status, usage, replayed=False, error=error_of(response.status, text))
+    return Outcome(
+        response.status, usage, replayed=False, error=error_of(response.status, text, provider)
+    )
 
 
-def parse_json(body: bytes) -> Any:
-    """The body as JSON, or as text when it is not strict JSON (it is then matched as text), or
-    nests too deeply for the walks over it (``base.nesting``)."""
-    text = body.decode("utf-8", "surrogateescape")
-    try:
-        value = loads_finite(text)
-    except (ValueError, RecursionError):
-        return text
-    return text if nests_deeper_than(value, text=text) else value
-
-
-def error_of(status: int, body: str) -> str | None:
+def error_of(status: int, body: str, provider: Provider | None = None) -> str | None:
     """A failed call's error text, with the provider's own message when its body has one."""
     if status < 400:
         return None
-    message = None
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
         data = None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        found = data["error"].get("message")
-        message = found if isinstance(found, str) else None
+    message = (provider or Provider()).error_message(data)
     text = f"HTTP {status}" + (f": {message}" if message else "")
     return redact_text(text)[:300]

@@ -11,11 +11,11 @@ Default rules (``defaults=True``), applied first (after redaction):
   ``seed`` is kept: an agent that changes its seed asks for a different sample. ``stream`` is
   kept: a streamed and a non-streamed call are different recordings (different bodies).
 * Inside message text only (the ``messages``, ``input``, ``system``, ``instructions`` and
-  ``prompt`` fields, at any depth below them): the run's working directory becomes
-  ``<workdir>``, temporary paths ``<tmp>`` (the whole path), ISO date-times ``<datetime>``,
-  ISO dates ``<date>``, UUIDs ``<uuid>``, and Claude Code's ``x-anthropic-billing-header`` line
-  loses its value. Only message text, because model names carry dates too
-  (``gpt-4o-2024-08-06``) and must keep them.
+  ``prompt`` fields, Gemini's ``contents`` and ``systemInstruction``, at any depth below
+  them): the run's working directory becomes ``<workdir>``, temporary paths ``<tmp>`` (the
+  whole path), ISO date-times ``<datetime>``, ISO dates ``<date>``, UUIDs ``<uuid>``, and
+  Claude Code's ``x-anthropic-billing-header`` line loses its value. Only message text,
+  because model names carry dates too (``gpt-4o-2024-08-06``) and must keep them.
 
 The user's rules come last, in the suite's ``normalization:`` language
 (``trialrun.config.models.Normalization``: ``strip_keys``, ``strip_paths``, ``replace_paths``,
@@ -55,7 +55,18 @@ VOLATILE_KEYS: frozenset[str] = frozenset(
     }
 )
 CONTENT_FIELDS: frozenset[str] = frozenset(
-    {"messages", "input", "system", "instructions", "prompt"}
+    # Gemini's conversation is "contents", its system prompt "systemInstruction" (the REST API
+    # also takes the snake_case spelling).
+    {
+        "messages",
+        "input",
+        "system",
+        "instructions",
+        "prompt",
+        "contents",
+        "systemInstruction",
+        "system_instruction",
+    }
 )
 
 _PATH_CHAR = r"""[^\s"'`<>|;,:)\]}\\]"""

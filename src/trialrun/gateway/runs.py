@@ -107,6 +107,12 @@ class RunScope:
     def anthropic_base_url(self) -> str:
         return f"{self.base_url}/anthropic"
 
+    def provider_base_url(self, provider: str) -> str:
+        """``<base_url>/<provider>``: what an SDK of that provider takes as its base URL or
+        endpoint (``GOOGLE_GEMINI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``,
+        ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``; OpenAI's adds ``/v1``). Holds the run's key."""
+        return f"{self.base_url}/{provider}"
+
     def env(self, agent_env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Variables to add to the agent's environment.
 

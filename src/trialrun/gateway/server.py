@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING
 from trialrun.base.accesskey import REFUSED, key_matches, split_key, with_key
 from trialrun.errors import CassetteError, ConfigError
 from trialrun.gateway.cassette import ModelCassette, write_cassette
-from trialrun.gateway.exchange import Exchange, Outcome, forward, parse_json, replay
+from trialrun.gateway.exchange import Exchange, Outcome, forward, replay
 from trialrun.gateway.normalize import RequestNormalizer, request_key
-from trialrun.gateway.routes import ENDPOINTS, RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
+from trialrun.gateway.providers import provider, provider_names
+from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
-from trialrun.gateway.upstream import DEFAULT_TIMEOUT_S, DEFAULT_UPSTREAMS, Upstream
+from trialrun.gateway.upstream import DEFAULT_TIMEOUT_S, Upstream
 from trialrun.gateway.usage import Price, cost_usd, load_prices
 from trialrun.gateway.wire import Handler, Server, read_body, send_error
 
@@ -85,13 +86,17 @@ class Gateway:
         first request instead of answering 404 (the CLI uses it); ``workdir`` is the default of
         ``open_run``'s; ``token``, when given, is the key every request must present in its path
         (``/key/<token>/run/...``, see ``base.accesskey``)."""
-        unknown = sorted(set(upstreams or {}) - set(ENDPOINTS))
+        names = provider_names()
+        unknown = sorted(set(upstreams or {}) - set(names))
         if unknown:
             raise ConfigError(
-                f"unknown upstream provider {unknown[0]!r}; expected one of {', '.join(ENDPOINTS)}"
+                f"unknown upstream provider {unknown[0]!r}; expected one of {', '.join(names)}"
             )
-        merged = {**DEFAULT_UPSTREAMS, **(upstreams or {})}
-        self._upstreams = {p: Upstream.parse(url, provider=p) for p, url in merged.items()}
+        # The defaults are parsed when a provider is first forwarded to: a gateway that only
+        # sees OpenAI traffic never loads the other providers.
+        self._upstreams = {
+            p: Upstream.parse(url, provider=p) for p, url in (upstreams or {}).items()
+        }
         self._normalization = normalization
         self._default_rules = default_rules
         RequestNormalizer(normalization)  # a bad user regex fails here, not mid-run
@@ -307,24 +312,29 @@ class Gateway:
             self._refuse(handler, refused, started, timestamp)
             return
         try:
+            served_by = provider(route.provider)
             body = read_body(handler, route.provider)
-            request = parse_json(body)
+            request = served_by.request_body(handler.headers.get("Content-Type", ""), body)
             normalized = state.normalizer.normalize(request)
+            endpoint = served_by.endpoint_key(
+                handler.command, route.path, served_by.stored_query(route.query)
+            )
             exchange = Exchange(
                 state=state,
                 route=route,
+                provider=served_by,
                 method=handler.command,
                 body=body,
                 request=request,
                 normalized=normalized,
-                key=request_key(route.provider, route.path, normalized),
+                key=request_key(route.provider, endpoint, normalized),
                 started=started,
                 timestamp=timestamp,
             )
             if state.mode == "replay":
                 outcome = replay(handler, exchange, lenient=self.lenient)
             else:
-                upstream = self._upstreams[route.provider]
+                upstream = self._upstream(route.provider)
                 outcome = forward(handler, exchange, upstream, timeout=self._upstream_timeout)
             self._finish(exchange, outcome)
         except RouteError as exc:  # a body the gateway cannot take
@@ -332,6 +342,25 @@ class Gateway:
             self._refuse(handler, exc, started, timestamp)
         finally:
             state.end()
+
+    def _upstream(self, name: str) -> Upstream:
+        """Where ``name``'s requests go; ``RouteError`` 502 when it has no default and none was
+        given (Azure: the endpoint is the user's own resource)."""
+        with self._lock:
+            found = self._upstreams.get(name)
+        if found is not None:
+            return found
+        default = provider(name).default_upstream
+        if default is None:
+            raise RouteError(
+                502,
+                f"no upstream for {name}: start the gateway with --upstream {name}=URL "
+                f"(Gateway(upstreams={{{name!r}: URL}}))",
+                provider=name,
+            )
+        parsed = Upstream.parse(default, provider=name)
+        with self._lock:
+            return self._upstreams.setdefault(name, parsed)
 
     def _refuse(self, handler: Handler, exc: RouteError, started: float, timestamp: float) -> None:
         LOG.warning("not served: %s %r -> %d: %s", handler.command, handler.path, exc.status, exc)
@@ -366,14 +395,13 @@ class Gateway:
 
     def _finish(self, exchange: Exchange, outcome: Outcome) -> None:
         usage = outcome.usage
-        request, route = exchange.request, exchange.route
-        asked = request.get("model") if isinstance(request, dict) else None
-        model = asked if isinstance(asked, str) else usage.model
+        request, route, served_by = exchange.request, exchange.route, exchange.provider
+        model = served_by.requested_model(route.path, request) or usage.model
         call = ModelCall(
             provider=route.provider,
             path=route.path,
             model=model,
-            stream=isinstance(request, dict) and request.get("stream") is True,
+            stream=served_by.is_stream(route.path, route.query, request),
             status=outcome.status,
             tokens_in=usage.tokens_in,
             tokens_out=usage.tokens_out,

@@ -66,7 +66,9 @@ class Handler(LocalHandler):
                 )
 
     def _answer_internal_error(self, message: str) -> None:
-        provider = "anthropic" if "/anthropic/" in self.path else None  # else OpenAI's shape
+        # "/run/<id>/<provider>/...": that provider's error shape (OpenAI's for an unknown one).
+        segments = self.path.split("?")[0].split("/")
+        provider = segments[3] if len(segments) > 3 and segments[1] == "run" else None
         body = error_body(provider, 500, message, code="trialrun_gateway_error")
         with contextlib.suppress(OSError):
             self.send_response(500)
