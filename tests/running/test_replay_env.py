@@ -46,6 +46,9 @@ WATCHED = [
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_API_URL",
     "ANTHROPIC_API_BASE",
+    "AZURE_OPENAI_ENDPOINT",
+    "GOOGLE_GEMINI_BASE_URL",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
     "OUTER_ONLY",
 ]
 
@@ -61,7 +64,8 @@ sys.stdout.flush()
 """.replace("WATCHED", json.dumps(WATCHED))
 
 
-def make_suite(root: Path, *, extra: str = "", gateway: bool = False) -> Path:
+def make_suite(root: Path, *, extra: str = "", gateway: bool | str = False) -> Path:
+    """``gateway``: a ``model_gateway:`` section (True: an empty one) and a model recording."""
     suite = root / "suite"
     (suite / "cases").mkdir(parents=True)
     (suite / "cassettes").mkdir()
@@ -70,7 +74,7 @@ def make_suite(root: Path, *, extra: str = "", gateway: bool = False) -> Path:
         "suite_name: envsuite\n"
         f"agent_command: {json.dumps([sys.executable, 'agent.py'])}\n"
         "mode: replay\ncases_path: cases\ntool_registry: []\n"
-        + ("model_gateway: {}\n" if gateway else "")
+        + (f"model_gateway: {'{}' if gateway is True else gateway}\n" if gateway else "")
         + extra,
         encoding="utf-8",
     )
@@ -150,6 +154,20 @@ def test_replay_gives_placeholders_utc_a_seed_and_no_telemetry(tmp_path: Path) -
         == env["OPENAI_BASE_URL"]
         == base[: -len("anthropic")] + ("openai/v1")
     )
+
+
+def test_other_providers_are_pointed_at_the_gateway_only_where_the_agent_uses_them(
+    tmp_path: Path,
+) -> None:
+    suite = make_suite(tmp_path, gateway="{upstreams: {gemini: 'http://127.0.0.1:9'}}")
+    done = run(tmp_path, suite, AZURE_OPENAI_ENDPOINT="https://mine.openai.azure.com")
+    assert done.returncode == 0, done.stdout + done.stderr
+    env = seen(tmp_path)
+    base = env["ANTHROPIC_BASE_URL"][: -len("/anthropic")]
+    assert env["GOOGLE_GEMINI_BASE_URL"] == base + "/gemini"  # named by the suite
+    assert env["AZURE_OPENAI_ENDPOINT"] == base + "/azure"  # the agent's own, redirected
+    # Neither named nor set: an agent that picks its provider by what is set picks as before.
+    assert env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] is None
 
 
 def test_the_run_names_what_it_set_and_never_a_value(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,14 @@ Mode = Literal["record", "replay", "live"]
 MODES: tuple[Mode, ...] = ("record", "replay", "live")
 REPLAY_API_KEY = "sk-replay"
 API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+PROVIDER_URL_VARIABLES: Mapping[str, tuple[str, ...]] = {
+    "azure": ("AZURE_OPENAI_ENDPOINT",),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL",),
+    "bedrock": ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME",),
+}
+"""Where the Azure OpenAI, google-genai and boto3 clients read their endpoint. Set only for a
+provider the suite names or whose variable the agent's environment already has: an agent may
+choose its provider by which of these is set, and trialrun must not make that choice for it."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,14 @@ class RunScope:
         endpoint (``GOOGLE_GEMINI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``,
         ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``; OpenAI's adds ``/v1``). Holds the run's key."""
         return f"{self.base_url}/{provider}"
+
+    def provider_env(self, providers: Iterable[str]) -> dict[str, str]:
+        """The variables that point ``providers``' SDKs at this run (``PROVIDER_URL_VARIABLES``)."""
+        return {
+            name: self.provider_base_url(provider)
+            for provider in providers
+            for name in PROVIDER_URL_VARIABLES.get(provider, ())
+        }
 
     def env(self, agent_env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Variables to add to the agent's environment.

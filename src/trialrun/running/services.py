@@ -367,8 +367,23 @@ class CaseServices:
             self._gateway_scope = scope
             # No agent_env: the credentials are the replay environment's (running.replay_env).
             env.update(scope.env())
+            env.update(scope.provider_env(self._providers_in_use(agent_env)))
         env.update(self._open_http_recorder(os.environ if agent_env is None else agent_env))
         return env
+
+    def _providers_in_use(self, agent_env: Mapping[str, str] | None) -> list[str]:
+        """The providers beyond OpenAI and Anthropic whose endpoint variable the agent gets:
+        those the suite names in ``model_gateway.upstreams`` or whose variable it already has."""
+        from trialrun.gateway.runs import PROVIDER_URL_VARIABLES
+
+        seen = os.environ if agent_env is None else agent_env
+        gateway = self._suite.config.model_gateway
+        named = set() if gateway is None else set(gateway.upstreams)
+        return [
+            provider
+            for provider, names in PROVIDER_URL_VARIABLES.items()
+            if provider in named or any(name in seen for name in names)
+        ]
 
     def _open_http_recorder(self, agent_env: Mapping[str, str]) -> dict[str, str]:
         services = self._run_services
