@@ -1,6 +1,8 @@
-"""Replay is sealed for an agent built on a real SDK exactly as its docs show.
+"""Replay is sealed for agents built on real SDKs exactly as their docs show.
 
-The OpenAI Agents SDK sends traces to api.openai.com by default. Recorded against a loopback
+Each agent records through ``trialrun run`` against a loopback stand-in of the provider and
+replays with the stand-in gone. The OpenAI Agents SDK also sends traces to api.openai.com by
+default. Recorded against a loopback
 stand-in of the provider and replayed with that stand-in gone, the agent passes with nothing
 leaving the machine; with the replay environment's tracing switch taken away, the trace upload is
 caught and the case fails naming its destination.
@@ -71,6 +73,33 @@ def record(root: Path, *, flush_traces: bool, settings: str = "") -> Path:
     assert case["status"] == "pass", case
     assert [r.path for r in upstream.received] == ["/v1/responses"]
     return suite
+
+
+@pytest.mark.slow
+def test_a_pydantic_ai_agent_records_and_replays_with_the_provider_gone(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai")
+    upstream = FakeUpstream()
+    url = upstream.start()
+    try:
+        suite = write_suite(
+            tmp_path,
+            name="plain",
+            agent=[sys.executable, SDK_AGENTS_DIR / "pydantic_ai_agent_plain.py"],
+            tools=[],
+            cases={"ask": {"input": {"question": "hello"}, "cassette": "cassettes/ask.jsonl"}},
+            cassettes={"ask.jsonl": ""},
+            settings=f"model_gateway:\n  upstreams: {{openai: {url}}}\n",
+        )
+        recorded = run(suite, "recorded", "--mode", "record")
+    finally:
+        upstream.stop()
+    assert recorded["status"] == "pass", recorded
+    assert [r.path for r in upstream.received] == ["/v1/chat/completions"]
+    replayed = run(suite, "replayed")
+    assert replayed["status"] == "pass", replayed
+    # The recorded call answered it: its usage, and no recording left over.
+    assert (replayed["tokens_in"], replayed["tokens_out"]) == (14, 2)
+    assert replayed["unused_recordings"] == 0
 
 
 @pytest.mark.slow
