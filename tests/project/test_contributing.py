@@ -285,7 +285,11 @@ def test_the_row_rule_example_leaves_every_other_row_to_the_next_rules(
 def test_pre_commit_runs_the_makefile_checks_with_the_venv_tools_offline() -> None:
     config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
     assert [repo["repo"] for repo in config["repos"]] == ["local"]
-    hooks = {hook["id"]: hook for hook in config["repos"][0]["hooks"]}
+    hooks = {
+        hook["id"]: hook
+        for hook in config["repos"][0]["hooks"]
+        if hook.get("stages") != ["commit-msg"]
+    }
     assert set(hooks) == {"ruff-check", "ruff-format", "mypy"}
     for hook in hooks.values():
         assert hook["language"] == "system"
@@ -309,3 +313,39 @@ def test_pre_commit_runs_the_makefile_checks_with_the_venv_tools_offline() -> No
         "optional-dependencies"
     ]["dev"]
     assert any(requirement.startswith("pre-commit") for requirement in dev)
+
+
+def _message_hooks() -> dict[str, re.Pattern[bytes]]:
+    """The commit-msg hooks' patterns, compiled as pre-commit's pygrep does with --multiline."""
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    assert "commit-msg" in config["default_install_hook_types"]
+    found = {}
+    for hook in config["repos"][0]["hooks"]:
+        if hook.get("stages") == ["commit-msg"]:
+            assert (hook["language"], hook["args"]) == ("pygrep", ["--multiline"])
+            found[hook["id"]] = re.compile(hook["entry"].encode(), re.MULTILINE | re.DOTALL)
+    assert set(found) == {"commit-subject-length", "commit-body"}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("message", "refused_by"),
+    [
+        ("Redact a tail before cutting it\n\nCutting first kept half a key.\n", set()),
+        ("x" * 72 + "\n\nWhy.\n", set()),
+        ("x" * 73 + "\n\nWhy.\n", {"commit-subject-length"}),
+        ("Fix the thing\n", {"commit-body"}),
+        ("Fix the thing", {"commit-body"}),
+        ("Fix the thing\n\n# Please enter the commit message\n#\n", {"commit-body"}),
+        ("x" * 80 + "\n", {"commit-subject-length", "commit-body"}),
+        ("Merge branch 'topic'\n", set()),
+        ("Fix the thing\n\nBecause.\n# Please enter the commit message\n", set()),
+    ],
+)
+def test_commit_messages_are_held_to_the_contributing_form(
+    message: str, refused_by: set[str]
+) -> None:
+    refused = {
+        name for name, pattern in _message_hooks().items() if pattern.search(message.encode())
+    }
+    assert refused == refused_by
