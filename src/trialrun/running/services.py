@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from trialrun.gateway import Gateway, Price, RunScope
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
-    from trialrun.httprec.proxy import HttpRecorder
+    from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.front import HttpRecorderFront
     from trialrun.httprec.traffic import CaseTraffic
     from trialrun.mcp_proxy import McpCassette
 
@@ -130,7 +131,7 @@ class RunServices:
         self._gateway: Gateway | None = None
         self._http: dict[str, HttpMcpProxy] = {}
         self._workdir: Path | None = None
-        self._recorder: HttpRecorder | None = None
+        self._recorder: HttpRecorderFront | None = None
         self._recorder_dir: Path | None = None
         self._bundles: dict[str, Path] = {}
         self._upstream_tls: ssl.SSLContext | None = None
@@ -153,17 +154,24 @@ class RunServices:
                 )
 
     def _start_recorder(self) -> None:
-        from trialrun.httprec.authority import RunAuthority
-        from trialrun.httprec.proxy import HttpRecorder
+        from trialrun.httprec.front import HttpRecorderFront
 
-        directory = Path(tempfile.mkdtemp(prefix="trialrun-http-", dir=leftovers.scratch_root()))
-        self._recorder_dir = directory
-        self._recorder = HttpRecorder(RunAuthority(directory))
+        # The authority is made only when a case needs it (see CaseServices.needs_authority).
+        self._recorder = HttpRecorderFront(self._make_authority)
         if self._mode == "record":
             self._upstream_tls = _upstream_tls()
 
+    def _make_authority(self) -> RunAuthority:
+        """The run's certificate authority, and the private directory it and the CA bundles
+        use (made once, by the recorder, under its lock)."""
+        from trialrun.httprec.authority import RunAuthority
+
+        directory = Path(tempfile.mkdtemp(prefix="trialrun-http-", dir=leftovers.scratch_root()))
+        self._recorder_dir = directory
+        return RunAuthority(directory)
+
     @property
-    def http_recorder(self) -> HttpRecorder | None:
+    def http_recorder(self) -> HttpRecorderFront | None:
         return self._recorder
 
     @property
@@ -181,12 +189,14 @@ class RunServices:
         authorities, the file its ``SSL_CERT_FILE`` named (if any), the run's authority."""
         from trialrun.httprec.authority import bundle
 
-        assert self._recorder is not None and self._recorder_dir is not None
+        assert self._recorder is not None
+        authority = self._recorder.authority
+        assert self._recorder_dir is not None
         extra = agent_env.get("SSL_CERT_FILE") or ""
         path = self._bundles.get(extra)
         if path is None:
             path = self._recorder_dir / f"ca-bundle-{len(self._bundles)}.pem"
-            data = bundle(self._recorder.authority, Path(extra) if extra else None)
+            data = bundle(authority, Path(extra) if extra else None)
             atomic_write_bytes(path, data)
             self._bundles[extra] = path
         return path
@@ -327,7 +337,7 @@ class CaseServices:
         self._suite = suite
         self._case = case
         self._run_services = run_services
-        self._traffic: CaseTraffic | None = None
+        self._http_open = False
         self._mode = mode
         self._gateway = gateway
         self._http = http_proxies
@@ -375,20 +385,42 @@ class CaseServices:
         recorder = None if services is None else services.http_recorder
         if services is None or recorder is None:
             return {}
+        path = http_cassette_path(self._case)
+        if self._mode == "replay" and not path.exists():
+            # Nothing was recorded: every request is refused as the seal would, a CONNECT
+            # before any TLS. Nothing is loaded unless a request comes, and no authority made.
+            url = recorder.open_case(self._run_id, new_key(), self._refusing_traffic)
+            self._http_open = True
+            return http_env(url, None)
+        traffic = self._traffic_of(path)
+        url = recorder.open_case(self._run_id, new_key(), traffic)
+        self._http_open = True
+        return http_env(url, services.ca_bundle(agent_env) if traffic.tls else None)
+
+    def _traffic_of(self, path: Path) -> CaseTraffic:
+        """The case's traffic; in replay its recording, whose https exchanges (if any) are
+        why the agent is given the run's authority."""
         from trialrun.httprec.cassette import load_cassette
         from trialrun.httprec.matching import Replay, RequestNormalizer
         from trialrun.httprec.traffic import CaseTraffic
 
-        path = http_cassette_path(self._case)
+        assert self._run_services is not None
         normalizer = RequestNormalizer(self._suite.config.normalization)
-        traffic = CaseTraffic(self._mode, path, normalizer, services.upstream_tls)
+        traffic = CaseTraffic(self._mode, path, normalizer, self._run_services.upstream_tls)
         if self._mode == "replay":
-            # No file: nothing was recorded, and every request is refused as the seal would.
-            exchanges = load_cassette(path) if path.exists() else []
+            exchanges = load_cassette(path)
             traffic.replay = Replay(exchanges, normalizer)
-        url = recorder.open_case(self._run_id, new_key(), traffic)
-        self._traffic = traffic
-        return http_env(url, services.ca_bundle(agent_env))
+            traffic.tls = any(e.url.lower().startswith("https:") for e in exchanges)
+        return traffic
+
+    def _refusing_traffic(self) -> CaseTraffic:
+        """A replay with no recording: made by the recorder when a first request comes."""
+        from trialrun.httprec.matching import Replay, RequestNormalizer
+        from trialrun.httprec.traffic import CaseTraffic
+
+        normalizer = RequestNormalizer(self._suite.config.normalization)
+        path = http_cassette_path(self._case)
+        return CaseTraffic(self._mode, path, normalizer, replay=Replay([], normalizer), tls=False)
 
     def _open_mcp(self) -> dict[str, str]:
         self._workdir = Path(
@@ -490,12 +522,13 @@ class CaseServices:
                 shutil.rmtree(self._workdir, ignore_errors=True)
 
     def _close_traffic(self) -> CaseTraffic | None:
-        traffic, self._traffic = self._traffic, None
+        """The case's traffic, its credentials closed; None: no request ever needed it."""
+        opened, self._http_open = self._http_open, False
         services = self._run_services
         recorder = None if services is None else services.http_recorder
-        if traffic is not None and recorder is not None:
-            recorder.close_case(self._run_id)
-        return traffic
+        if not opened or recorder is None:
+            return None
+        return recorder.close_case(self._run_id)
 
     def _finish_http(self, run: AgentRun, *, clean: bool) -> list[str]:
         """Judge replay misses, write a clean recording; the unused recordings' names."""
@@ -792,15 +825,17 @@ def _order_by_time(run: AgentRun) -> None:
     run.tool_calls.sort(key=lambda call: position.get(call.call_id, len(position)))
 
 
-def http_env(proxy_url: str, ca_bundle: Path) -> dict[str, str]:
+def http_env(proxy_url: str, ca_bundle: Path | None) -> dict[str, str]:
     """The variables through which clients find the recorder and trust its authority.
 
     They replace whatever the suite's or the user's environment set for the same names: an
-    agent that could go around the recorder would reach the network in replay.
+    agent that could go around the recorder would reach the network in replay. ``ca_bundle``
+    None (a replay with no https recording): no CA variables, the agent's TLS settings stay.
     """
     env = dict.fromkeys(PROXY_VARIABLES, proxy_url)
     env.update(dict.fromkeys(NO_PROXY_VARIABLES, DIRECT))
-    env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
+    if ca_bundle is not None:
+        env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
     return env
 
 
