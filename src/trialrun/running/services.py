@@ -34,9 +34,7 @@ import bisect
 import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -145,9 +143,7 @@ class RunServices:
         for name, server in self._suite.config.mcp_servers.items():
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
-                    self._workdir = Path(
-                        tempfile.mkdtemp(prefix="trialrun-mcp-", dir=leftovers.scratch_root())
-                    )
+                    self._workdir = _scratch_dir("trialrun-mcp-")
                 command = _server_command(self._suite, server.command)
                 self._http[name] = HttpMcpProxy(
                     name, command, self._mode, self._workdir / name, server.env
@@ -166,7 +162,7 @@ class RunServices:
         use (made once, by the recorder, under its lock)."""
         from trialrun.httprec.authority import RunAuthority
 
-        directory = Path(tempfile.mkdtemp(prefix="trialrun-http-", dir=leftovers.scratch_root()))
+        directory = _scratch_dir("trialrun-http-")
         self._recorder_dir = directory
         return RunAuthority(directory)
 
@@ -206,7 +202,7 @@ class RunServices:
             self._recorder.stop()
             self._recorder = None
         if self._recorder_dir is not None:
-            shutil.rmtree(self._recorder_dir, ignore_errors=True)
+            _remove_tree(self._recorder_dir)
             self._recorder_dir = None
             self._bundles.clear()
         if self._gateway is not None:
@@ -216,7 +212,7 @@ class RunServices:
             proxy.stop()
         self._http.clear()
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            _remove_tree(self._workdir)
             self._workdir = None
 
     def for_case(self, case: Case) -> CaseServices:
@@ -423,9 +419,7 @@ class CaseServices:
         return CaseTraffic(self._mode, path, normalizer, replay=Replay([], normalizer), tls=False)
 
     def _open_mcp(self) -> dict[str, str]:
-        self._workdir = Path(
-            tempfile.mkdtemp(prefix="trialrun-case-", dir=leftovers.scratch_root())
-        )
+        self._workdir = _scratch_dir("trialrun-case-")
         entries: dict[str, Any] = {}
         for name, server in self._suite.config.mcp_servers.items():
             cassette = mcp_cassette_path(self._case, name)
@@ -468,6 +462,8 @@ class CaseServices:
     def _open_http(self, proxy: HttpMcpProxy, cassette: Path) -> dict[str, Any]:
         writing = proxy.cassettes / f"{self._run_id}.jsonl"
         if self._mode == "replay":
+            import shutil
+
             shutil.copyfile(cassette, writing)
         events = proxy.events / f"{self._run_id}.jsonl"
         self._servers.append(_McpServerRun(proxy.name, cassette, writing, events, proxy))
@@ -486,7 +482,7 @@ class CaseServices:
                 self._close_traffic()
         finally:
             if self._workdir is not None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
+                _remove_tree(self._workdir)
 
     async def close(self, run: AgentRun, *, clean: bool) -> None:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
@@ -519,7 +515,7 @@ class CaseServices:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
             if self._workdir is not None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
+                _remove_tree(self._workdir)
 
     def _close_traffic(self) -> CaseTraffic | None:
         """The case's traffic, its credentials closed; None: no request ever needed it."""
@@ -858,6 +854,19 @@ def _upstream_tls() -> ssl.SSLContext:
                 file=Path(extra),
             ) from None
     return context
+
+
+def _scratch_dir(prefix: str) -> Path:
+    """A fresh private directory under trialrun's scratch root."""
+    import tempfile  # with shutil under it, only for a suite whose services need a directory
+
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=leftovers.scratch_root()))
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _safe(case_id: str) -> str:
