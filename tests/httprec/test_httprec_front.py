@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trialrun.httprec.authority import RunAuthority
-from trialrun.httprec.front import HttpRecorderFront
+from trialrun.httprec.front import HttpRecorder
 from trialrun.httprec.matching import Replay, RequestNormalizer
 from trialrun.httprec.traffic import CaseTraffic
 
@@ -45,15 +45,13 @@ def made(tmp_path: Path) -> Made:
 
 
 @pytest.fixture
-def front(made: Made) -> Iterator[HttpRecorderFront]:
-    recorder = HttpRecorderFront(made.authority)
+def front(made: Made) -> Iterator[HttpRecorder]:
+    recorder = HttpRecorder(made.authority)
     yield recorder
     recorder.stop()
 
 
-def exchange(
-    front: HttpRecorderFront, head: str, run_id: str = "case-1", key: str = "k" * 20
-) -> str:
+def exchange(front: HttpRecorder, head: str, run_id: str = "case-1", key: str = "k" * 20) -> str:
     """Send one request head with the case's credentials; the whole answer's text."""
     token = base64.b64encode(f"{run_id}:{key}".encode()).decode()
     with socket.create_connection(front.address, timeout=60) as conn:
@@ -72,7 +70,7 @@ def body_of(answer: str) -> dict[str, object]:
 
 
 def test_a_front_nobody_connects_to_makes_nothing_and_stops(made: Made) -> None:
-    front = HttpRecorderFront(made.authority)
+    front = HttpRecorder(made.authority)
     front.open_case("case-1", "k" * 20, made.refusing)
     assert front.close_case("case-1") is None
     front.stop()
@@ -83,7 +81,7 @@ def test_a_front_nobody_connects_to_makes_nothing_and_stops(made: Made) -> None:
 
 
 def test_a_connect_without_the_authority_is_refused_before_tls_naming_host_port(
-    front: HttpRecorderFront, made: Made
+    front: HttpRecorder, made: Made
 ) -> None:
     front.open_case("case-1", "k" * 20, made.refusing)
     answer = exchange(front, "CONNECT api.example.com:8443 HTTP/1.1\r\nHost: api.example.com:8443")
@@ -101,14 +99,14 @@ def test_a_connect_without_the_authority_is_refused_before_tls_naming_host_port(
     assert made.authorities == 0 and not front.has_authority
 
 
-def test_an_ipv6_host_is_named_in_brackets(front: HttpRecorderFront, made: Made) -> None:
+def test_an_ipv6_host_is_named_in_brackets(front: HttpRecorder, made: Made) -> None:
     front.open_case("case-1", "k" * 20, made.refusing)
     answer = exchange(front, "CONNECT [2001:db8::1]:443 HTTP/1.1\r\nHost: [2001:db8::1]:443")
     assert "network: sealed: agent tried [2001:db8::1]:443" in answer
 
 
 def test_a_plain_request_makes_the_traffic_once_and_never_the_authority(
-    front: HttpRecorderFront, made: Made
+    front: HttpRecorder, made: Made
 ) -> None:
     front.open_case("case-1", "k" * 20, made.refusing)
     for _ in range(2):
@@ -121,14 +119,14 @@ def test_a_plain_request_makes_the_traffic_once_and_never_the_authority(
     assert made.authorities == 0
 
 
-def test_wrong_credentials_make_nothing(front: HttpRecorderFront, made: Made) -> None:
+def test_wrong_credentials_make_nothing(front: HttpRecorder, made: Made) -> None:
     front.open_case("case-1", "k" * 20, made.refusing)
     answer = exchange(front, "CONNECT api.example.com:443 HTTP/1.1", key="x" * 20)
     assert answer.startswith("HTTP/1.1 407 ")
     assert made.traffics == 0
 
 
-def test_a_case_with_the_authority_gets_a_tunnel(front: HttpRecorderFront, made: Made) -> None:
+def test_a_case_with_the_authority_gets_a_tunnel(front: HttpRecorder, made: Made) -> None:
     normalizer = RequestNormalizer()
     traffic = CaseTraffic("replay", made.scratch / "c.jsonl", normalizer)
     traffic.replay = Replay([], normalizer)
@@ -150,6 +148,6 @@ def test_a_case_with_the_authority_gets_a_tunnel(front: HttpRecorderFront, made:
     assert traffic.misses == []
 
 
-def test_the_authority_is_made_once(front: HttpRecorderFront, made: Made) -> None:
+def test_the_authority_is_made_once(front: HttpRecorder, made: Made) -> None:
     assert front.authority is front.authority
     assert made.authorities == 1

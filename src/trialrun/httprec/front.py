@@ -11,6 +11,8 @@ holds its connection in the listen queue.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import select
 import socket
 import threading
@@ -24,6 +26,21 @@ if TYPE_CHECKING:
 
 LISTEN_BACKLOG = 1024
 """The same listen queue as ``base.localserver.LocalServer`` keeps."""
+
+
+def credentials(authorization: str | None) -> tuple[str, str] | None:
+    """``(run_id, key)`` of a ``Proxy-Authorization: Basic ...`` header, or None."""
+    if authorization is None:
+        return None
+    scheme, _, encoded = authorization.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    run_id, _, key = decoded.partition(":")
+    return run_id, key
 
 
 class _Case:
@@ -41,7 +58,7 @@ class _Case:
         return self.traffic
 
 
-class HttpRecorderFront:
+class HttpRecorder:
     """The run's recording proxy: start, open a case, close it, stop."""
 
     def __init__(
@@ -111,8 +128,6 @@ class HttpRecorderFront:
 
     def traffic_for(self, authorization: str | None) -> CaseTraffic | None:
         """The case whose credentials ``Proxy-Authorization`` carries, or None."""
-        from trialrun.httprec.proxy import credentials
-
         found = credentials(authorization)
         if found is None:
             return None

@@ -14,17 +14,17 @@ the run's authority (``authority.RunAuthority``) and reads the requests inside t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import socket
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
 from trialrun.httprec.exchange import Request, Response
-from trialrun.httprec.front import HttpRecorderFront
 from trialrun.httprec.traffic import CaseTraffic, refusal
+
+if TYPE_CHECKING:
+    from trialrun.httprec.front import HttpRecorder
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest request body the recorder reads (a larger one gets 413)."""
@@ -35,34 +35,15 @@ NEEDS_CREDENTIALS = (
 )
 
 
-class HttpRecorder(HttpRecorderFront):
-    """The run's recording proxy (``front.HttpRecorderFront``), its HTTP machinery loaded."""
-
-
-def recorder_server(front: HttpRecorderFront, listening: socket.socket) -> LocalServer:
+def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServer:
     """The HTTP server of ``front``, on its listening socket."""
     server = _ProxyServer(("", 0), _ProxyHandler, listening=listening)
     server.recorder = front
     return server
 
 
-def credentials(authorization: str | None) -> tuple[str, str] | None:
-    """``(run_id, key)`` of a ``Proxy-Authorization: Basic ...`` header, or None."""
-    if authorization is None:
-        return None
-    scheme, _, encoded = authorization.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):
-        return None
-    run_id, _, key = decoded.partition(":")
-    return run_id, key
-
-
 class _ProxyServer(LocalServer):
-    recorder: HttpRecorderFront
+    recorder: HttpRecorder
 
 
 class _ProxyHandler(LocalHandler):

@@ -22,7 +22,8 @@ one exception: an agent that ended well without a single model call while its mo
 holds some fails as ``no_model_call`` (it was answered by something other than the recording).
 
 In record and replay mode every agent also gets the run's HTTP recorder (``trialrun.httprec``)
-through the standard proxy and CA variables (``http_env``): its exchanges go to
+through the standard proxy variables, and the CA variables where its case needs the run's
+authority (record mode, or a replay of https exchanges; ``http_env``): its exchanges go to
 ``<stem>.http.jsonl``; in replay a miss fails the case, a host with no recording as the network
 seal words it, and recordings no request used are reported as ``http:<METHOD> <url>``.
 """
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
     from trialrun.httprec.authority import RunAuthority
-    from trialrun.httprec.front import HttpRecorderFront
+    from trialrun.httprec.front import HttpRecorder
     from trialrun.httprec.traffic import CaseTraffic
     from trialrun.mcp_proxy import McpCassette
 
@@ -129,7 +130,7 @@ class RunServices:
         self._gateway: Gateway | None = None
         self._http: dict[str, HttpMcpProxy] = {}
         self._workdir: Path | None = None
-        self._recorder: HttpRecorderFront | None = None
+        self._recorder: HttpRecorder | None = None
         self._recorder_dir: Path | None = None
         self._bundles: dict[str, Path] = {}
         self._upstream_tls: ssl.SSLContext | None = None
@@ -150,10 +151,10 @@ class RunServices:
                 )
 
     def _start_recorder(self) -> None:
-        from trialrun.httprec.front import HttpRecorderFront
+        from trialrun.httprec.front import HttpRecorder
 
         # The authority is made only when a case needs it (see CaseServices.needs_authority).
-        self._recorder = HttpRecorderFront(self._make_authority)
+        self._recorder = HttpRecorder(self._make_authority)
         if self._mode == "record":
             self._upstream_tls = _upstream_tls()
 
@@ -167,7 +168,7 @@ class RunServices:
         return RunAuthority(directory)
 
     @property
-    def http_recorder(self) -> HttpRecorderFront | None:
+    def http_recorder(self) -> HttpRecorder | None:
         return self._recorder
 
     @property
