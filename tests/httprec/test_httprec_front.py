@@ -151,3 +151,28 @@ def test_a_case_with_the_authority_gets_a_tunnel(front: HttpRecorder, made: Made
 def test_the_authority_is_made_once(front: HttpRecorder, made: Made) -> None:
     assert front.authority is front.authority
     assert made.authorities == 1
+
+
+def test_a_server_that_cannot_be_made_refuses_clients_instead_of_leaving_them_waiting(
+    made: Made, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import trialrun.httprec.proxy as proxy
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("no server here")
+
+    failures: list[BaseException | None] = []
+    monkeypatch.setattr(proxy, "recorder_server", broken)
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    front = HttpRecorder(made.authority)
+    try:
+        front.open_case("case-1", "k" * 20, made.refusing)
+        with pytest.raises(OSError) as refused:
+            exchange(front, "GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com")
+        assert not isinstance(refused.value, TimeoutError)  # reset or refused, never left waiting
+    finally:
+        front.stop()
+    assert [str(failure) for failure in failures] == ["no server here"]
+    assert made.traffics == 0

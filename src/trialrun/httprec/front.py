@@ -146,9 +146,14 @@ class HttpRecorder:
         with self._lock:
             if self._stopping or self._socket not in ready:
                 return
-            from trialrun.httprec.proxy import recorder_server
+            try:
+                from trialrun.httprec.proxy import recorder_server
 
-            self._server = recorder_server(self, self._socket)
+                self._server = recorder_server(self, self._socket)
+            except BaseException:
+                # No server will ever accept: clients are refused rather than left waiting.
+                self._socket.close()
+                raise
         self._server.serve_forever(poll_interval=0.05)
 
     def stop(self) -> None:
