@@ -22,8 +22,8 @@ import pytest
 from http_upstream import HOST, ScriptedApi, UpstreamAuthority
 from trialrun.httprec.authority import RunAuthority, bundle, system_authorities
 from trialrun.httprec.cassette import load_cassette, write_cassette
+from trialrun.httprec.front import HttpRecorder
 from trialrun.httprec.matching import Replay, RequestNormalizer
-from trialrun.httprec.proxy import HttpRecorder
 from trialrun.httprec.traffic import CaseTraffic
 
 SECRET = "sk-proj-" + "Q7w8E9r0T1y2U3i4O5p6" * 2

@@ -54,9 +54,11 @@ class LocalServer(QuietServerMixin, ThreadingHTTPServer):
         *,
         max_connections: int | None = None,
         idle_timeout: float | None = None,
+        listening: socket.socket | None = None,
     ) -> None:
         """``max_connections`` and ``idle_timeout`` default to the module's constants, read
-        when the server is made."""
+        when the server is made. ``listening``: a socket already bound and listening (its
+        address is the server's), taken over instead of binding ``address``."""
         max_connections = MAX_CONNECTIONS if max_connections is None else max_connections
         idle_timeout = IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout
         if max_connections < 1:
@@ -69,7 +71,14 @@ class LocalServer(QuietServerMixin, ThreadingHTTPServer):
         self._open: dict[socket.socket, float | None] = {}
         self._reclaimed: set[socket.socket] = set()
         self._stopping = False
-        super().__init__(address, handler)
+        if listening is None:
+            super().__init__(address, handler)
+            return
+        super().__init__(address, handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listening
+        self.server_address = listening.getsockname()
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
     # ---- admission (the accepting thread) ----------------------------------------------
 

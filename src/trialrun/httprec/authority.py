@@ -1,4 +1,4 @@
-"""The run's certificate authority: made when the run starts, gone when it ends.
+"""The run's certificate authority: made when a case first needs it, gone when the run ends.
 
 The recorder answers ``CONNECT host:port`` by speaking TLS as ``host`` with a leaf certificate
 this authority signs; the agent trusts it through the CA bundle it is given (the system's

@@ -14,18 +14,17 @@ the run's authority (``authority.RunAuthority``) and reads the requests inside t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
+import socket
 import ssl
-import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trialrun.base.accesskey import key_matches
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
-from trialrun.httprec.authority import RunAuthority
 from trialrun.httprec.exchange import Request, Response
 from trialrun.httprec.traffic import CaseTraffic, refusal
+
+if TYPE_CHECKING:
+    from trialrun.httprec.front import HttpRecorder
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest request body the recorder reads (a larger one gets 413)."""
@@ -36,70 +35,11 @@ NEEDS_CREDENTIALS = (
 )
 
 
-class HttpRecorder:
-    """The run's recording proxy: start, open a case, close it, stop."""
-
-    def __init__(self, authority: RunAuthority, host: str = "127.0.0.1") -> None:
-        self.authority = authority
-        self._cases: dict[str, tuple[str, CaseTraffic]] = {}
-        self._lock = threading.Lock()
-        self._server = _ProxyServer((host, 0), _ProxyHandler)
-        self._server.recorder = self
-        # The loop notices stop() at its next poll: a run's end waits for one interval.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="http-recorder",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def address(self) -> tuple[str, int]:
-        """Where the proxy listens (what a network seal must let agents reach)."""
-        host, port = self._server.server_address[:2]
-        return (host.decode() if isinstance(host, bytes) else str(host)), int(port)
-
-    def proxy_url(self, run_id: str, key: str) -> str:
-        host, port = self.address
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{run_id}:{key}@{shown}:{port}"
-
-    def open_case(self, run_id: str, key: str, traffic: CaseTraffic) -> str:
-        """Serve ``run_id`` to whoever presents ``key``; the proxy URL to give its agent."""
-        with self._lock:
-            self._cases[run_id] = (key, traffic)
-        return self.proxy_url(run_id, key)
-
-    def close_case(self, run_id: str) -> CaseTraffic | None:
-        """Stop serving ``run_id``: its credentials open nothing from now on."""
-        with self._lock:
-            entry = self._cases.pop(run_id, None)
-        return None if entry is None else entry[1]
-
-    def traffic_for(self, authorization: str | None) -> CaseTraffic | None:
-        """The case whose credentials ``Proxy-Authorization`` carries, or None."""
-        if authorization is None:
-            return None
-        scheme, _, encoded = authorization.strip().partition(" ")
-        if scheme.lower() != "basic":
-            return None
-        try:
-            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            return None
-        run_id, _, key = decoded.partition(":")
-        with self._lock:
-            entry = self._cases.get(run_id)
-        if entry is None or not key_matches(key, entry[0]):
-            return None
-        return entry[1]
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.drop_connections()
-        self._server.server_close()
-        self._thread.join()
+def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServer:
+    """The HTTP server of ``front``, on its listening socket."""
+    server = _ProxyServer(("", 0), _ProxyHandler, listening=listening)
+    server.recorder = front
+    return server
 
 
 class _ProxyServer(LocalServer):
@@ -132,6 +72,10 @@ class _ProxyHandler(LocalHandler):
             return
         if self._tunnel is not None:
             self._answer(refusal(400, "bad_request", "CONNECT inside a tunnel"))
+            return
+        refused = traffic.refuse_tunnel(host, port)
+        if refused is not None:
+            self._answer(refused)
             return
         context = self.server.recorder.authority.context_for(host)
         self.send_response(200, "Connection Established")

@@ -49,6 +49,9 @@ class CaseTraffic:
     normalizer: RequestNormalizer
     upstream_tls: ssl.SSLContext | None = None
     replay: Replay | None = None
+    tls: bool = True
+    """Whether the agent was given the run's authority. Without it (a replay whose recording
+    holds no https exchange) every CONNECT is refused before any TLS."""
     exchanges: list[Exchange] = field(default_factory=list)
     """Record mode: the redacted exchanges, in the order their requests arrived."""
     served: int = 0
@@ -59,6 +62,16 @@ class CaseTraffic:
         if self.mode == "record":
             return self._record(request)
         return self._replay(request)
+
+    def refuse_tunnel(self, host: str, port: int) -> Response | None:
+        """The answer to ``CONNECT host:port`` when no tunnel may open, else None."""
+        if self.tls:
+            return None
+        shown = f"[{host}]" if ":" in host else host
+        miss = Miss("network_sealed", sealed_message(f"{shown}:{port}"))
+        with self._lock:
+            self.misses.append(miss)
+        return refusal(502, miss.kind, miss.message)
 
     def _replay(self, request: Request) -> Response:
         assert self.replay is not None

@@ -22,7 +22,8 @@ one exception: an agent that ended well without a single model call while its mo
 holds some fails as ``no_model_call`` (it was answered by something other than the recording).
 
 In record and replay mode every agent also gets the run's HTTP recorder (``trialrun.httprec``)
-through the standard proxy and CA variables (``http_env``): its exchanges go to
+through the standard proxy variables, and the CA variables where its case needs the run's
+authority (record mode, or a replay of https exchanges; ``http_env``): its exchanges go to
 ``<stem>.http.jsonl``; in replay a miss fails the case, a host with no recording as the network
 seal words it, and recordings no request used are reported as ``http:<METHOD> <url>``.
 """
@@ -34,9 +35,7 @@ import bisect
 import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -67,7 +66,8 @@ if TYPE_CHECKING:
     from trialrun.gateway import Gateway, Price, RunScope
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
-    from trialrun.httprec.proxy import HttpRecorder
+    from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.front import HttpRecorder
     from trialrun.httprec.traffic import CaseTraffic
     from trialrun.mcp_proxy import McpCassette
 
@@ -144,23 +144,28 @@ class RunServices:
         for name, server in self._suite.config.mcp_servers.items():
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:
-                    self._workdir = Path(
-                        tempfile.mkdtemp(prefix="trialrun-mcp-", dir=leftovers.scratch_root())
-                    )
+                    self._workdir = _scratch_dir("trialrun-mcp-")
                 command = _server_command(self._suite, server.command)
                 self._http[name] = HttpMcpProxy(
                     name, command, self._mode, self._workdir / name, server.env
                 )
 
     def _start_recorder(self) -> None:
-        from trialrun.httprec.authority import RunAuthority
-        from trialrun.httprec.proxy import HttpRecorder
+        from trialrun.httprec.front import HttpRecorder
 
-        directory = Path(tempfile.mkdtemp(prefix="trialrun-http-", dir=leftovers.scratch_root()))
-        self._recorder_dir = directory
-        self._recorder = HttpRecorder(RunAuthority(directory))
+        # The authority is made only when a case needs it (see CaseServices.needs_authority).
+        self._recorder = HttpRecorder(self._make_authority)
         if self._mode == "record":
             self._upstream_tls = _upstream_tls()
+
+    def _make_authority(self) -> RunAuthority:
+        """The run's certificate authority, and the private directory it and the CA bundles
+        use (made once, by the recorder, under its lock)."""
+        from trialrun.httprec.authority import RunAuthority
+
+        directory = _scratch_dir("trialrun-http-")
+        self._recorder_dir = directory
+        return RunAuthority(directory)
 
     @property
     def http_recorder(self) -> HttpRecorder | None:
@@ -181,12 +186,14 @@ class RunServices:
         authorities, the file its ``SSL_CERT_FILE`` named (if any), the run's authority."""
         from trialrun.httprec.authority import bundle
 
-        assert self._recorder is not None and self._recorder_dir is not None
+        assert self._recorder is not None
+        authority = self._recorder.authority
+        assert self._recorder_dir is not None
         extra = agent_env.get("SSL_CERT_FILE") or ""
         path = self._bundles.get(extra)
         if path is None:
             path = self._recorder_dir / f"ca-bundle-{len(self._bundles)}.pem"
-            data = bundle(self._recorder.authority, Path(extra) if extra else None)
+            data = bundle(authority, Path(extra) if extra else None)
             atomic_write_bytes(path, data)
             self._bundles[extra] = path
         return path
@@ -196,7 +203,7 @@ class RunServices:
             self._recorder.stop()
             self._recorder = None
         if self._recorder_dir is not None:
-            shutil.rmtree(self._recorder_dir, ignore_errors=True)
+            _remove_tree(self._recorder_dir)
             self._recorder_dir = None
             self._bundles.clear()
         if self._gateway is not None:
@@ -206,7 +213,7 @@ class RunServices:
             proxy.stop()
         self._http.clear()
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            _remove_tree(self._workdir)
             self._workdir = None
 
     def for_case(self, case: Case) -> CaseServices:
@@ -327,7 +334,7 @@ class CaseServices:
         self._suite = suite
         self._case = case
         self._run_services = run_services
-        self._traffic: CaseTraffic | None = None
+        self._http_open = False
         self._mode = mode
         self._gateway = gateway
         self._http = http_proxies
@@ -390,25 +397,45 @@ class CaseServices:
         recorder = None if services is None else services.http_recorder
         if services is None or recorder is None:
             return {}
+        path = http_cassette_path(self._case)
+        if self._mode == "replay" and not path.exists():
+            # Nothing was recorded: every request is refused as the seal would, a CONNECT
+            # before any TLS. Nothing is loaded unless a request comes, and no authority made.
+            url = recorder.open_case(self._run_id, new_key(), self._refusing_traffic)
+            self._http_open = True
+            return http_env(url, None)
+        traffic = self._traffic_of(path)
+        url = recorder.open_case(self._run_id, new_key(), traffic)
+        self._http_open = True
+        return http_env(url, services.ca_bundle(agent_env) if traffic.tls else None)
+
+    def _traffic_of(self, path: Path) -> CaseTraffic:
+        """The case's traffic; in replay its recording, whose https exchanges (if any) are
+        why the agent is given the run's authority."""
         from trialrun.httprec.cassette import load_cassette
         from trialrun.httprec.matching import Replay, RequestNormalizer
         from trialrun.httprec.traffic import CaseTraffic
 
-        path = http_cassette_path(self._case)
+        assert self._run_services is not None
         normalizer = RequestNormalizer(self._suite.config.normalization)
-        traffic = CaseTraffic(self._mode, path, normalizer, services.upstream_tls)
+        traffic = CaseTraffic(self._mode, path, normalizer, self._run_services.upstream_tls)
         if self._mode == "replay":
-            # No file: nothing was recorded, and every request is refused as the seal would.
-            exchanges = load_cassette(path) if path.exists() else []
+            exchanges = load_cassette(path)
             traffic.replay = Replay(exchanges, normalizer)
-        url = recorder.open_case(self._run_id, new_key(), traffic)
-        self._traffic = traffic
-        return http_env(url, services.ca_bundle(agent_env))
+            traffic.tls = any(e.url.lower().startswith("https:") for e in exchanges)
+        return traffic
+
+    def _refusing_traffic(self) -> CaseTraffic:
+        """A replay with no recording: made by the recorder when a first request comes."""
+        from trialrun.httprec.matching import Replay, RequestNormalizer
+        from trialrun.httprec.traffic import CaseTraffic
+
+        normalizer = RequestNormalizer(self._suite.config.normalization)
+        path = http_cassette_path(self._case)
+        return CaseTraffic(self._mode, path, normalizer, replay=Replay([], normalizer), tls=False)
 
     def _open_mcp(self) -> dict[str, str]:
-        self._workdir = Path(
-            tempfile.mkdtemp(prefix="trialrun-case-", dir=leftovers.scratch_root())
-        )
+        self._workdir = _scratch_dir("trialrun-case-")
         entries: dict[str, Any] = {}
         for name, server in self._suite.config.mcp_servers.items():
             cassette = mcp_cassette_path(self._case, name)
@@ -451,6 +478,8 @@ class CaseServices:
     def _open_http(self, proxy: HttpMcpProxy, cassette: Path) -> dict[str, Any]:
         writing = proxy.cassettes / f"{self._run_id}.jsonl"
         if self._mode == "replay":
+            import shutil
+
             shutil.copyfile(cassette, writing)
         events = proxy.events / f"{self._run_id}.jsonl"
         self._servers.append(_McpServerRun(proxy.name, cassette, writing, events, proxy))
@@ -469,7 +498,7 @@ class CaseServices:
                 self._close_traffic()
         finally:
             if self._workdir is not None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
+                _remove_tree(self._workdir)
 
     async def close(self, run: AgentRun, *, clean: bool) -> None:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
@@ -502,15 +531,16 @@ class CaseServices:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
             if self._workdir is not None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
+                _remove_tree(self._workdir)
 
     def _close_traffic(self) -> CaseTraffic | None:
-        traffic, self._traffic = self._traffic, None
+        """The case's traffic, its credentials closed; None: no request ever needed it."""
+        opened, self._http_open = self._http_open, False
         services = self._run_services
         recorder = None if services is None else services.http_recorder
-        if traffic is not None and recorder is not None:
-            recorder.close_case(self._run_id)
-        return traffic
+        if not opened or recorder is None:
+            return None
+        return recorder.close_case(self._run_id)
 
     def _finish_http(self, run: AgentRun, *, clean: bool) -> list[str]:
         """Judge replay misses, write a clean recording; the unused recordings' names."""
@@ -807,15 +837,17 @@ def _order_by_time(run: AgentRun) -> None:
     run.tool_calls.sort(key=lambda call: position.get(call.call_id, len(position)))
 
 
-def http_env(proxy_url: str, ca_bundle: Path) -> dict[str, str]:
+def http_env(proxy_url: str, ca_bundle: Path | None) -> dict[str, str]:
     """The variables through which clients find the recorder and trust its authority.
 
     They replace whatever the suite's or the user's environment set for the same names: an
-    agent that could go around the recorder would reach the network in replay.
+    agent that could go around the recorder would reach the network in replay. ``ca_bundle``
+    None (a replay with no https recording): no CA variables, the agent's TLS settings stay.
     """
     env = dict.fromkeys(PROXY_VARIABLES, proxy_url)
     env.update(dict.fromkeys(NO_PROXY_VARIABLES, DIRECT))
-    env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
+    if ca_bundle is not None:
+        env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
     return env
 
 
@@ -838,6 +870,19 @@ def _upstream_tls() -> ssl.SSLContext:
                 file=Path(extra),
             ) from None
     return context
+
+
+def _scratch_dir(prefix: str) -> Path:
+    """A fresh private directory under trialrun's scratch root."""
+    import tempfile  # with shutil under it, only for a suite whose services need a directory
+
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=leftovers.scratch_root()))
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _safe(case_id: str) -> str:
