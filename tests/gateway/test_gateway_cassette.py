@@ -21,9 +21,9 @@ from trialrun.gateway.cassette import (
     parse_cassette,
     write_cassette,
 )
-from trialrun.gateway.drift import first_difference
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.usage import Usage
+from trialrun.httprec.difference import first_difference
 
 HEADER = '{"format": "trialrun-model-cassette", "schema_version": 1}'
 NORMALIZER = RequestNormalizer()

@@ -25,7 +25,6 @@ place the requests differ (``messages[2].content``).
 
 from __future__ import annotations
 
-from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +32,14 @@ from typing import Any
 
 from trialrun.base.quoting import excerpt
 from trialrun.errors import CassetteError
-from trialrun.gateway.drift import describe_drift, similarity, summarize_request
+from trialrun.gateway.drift import similarity, summarize_request
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import get_provider, provider, provider_names
 from trialrun.gateway.usage import Usage
 from trialrun.httprec import jsonl
+from trialrun.httprec.difference import describe, first_difference, miss_message
 from trialrun.httprec.jsonl import Fail, kind
+from trialrun.httprec.matching import Recordings
 
 FORMAT = "trialrun-model-cassette"
 SCHEMA_VERSION = 1
@@ -129,110 +130,66 @@ def write_cassette(path: Path, recordings: Sequence[Recording]) -> None:
 
 
 class ModelCassette:
-    """A loaded cassette and what replay has consumed of it (not thread-safe: lock outside)."""
+    """A loaded cassette and what replay has consumed of it (``matching.Recordings``)."""
 
     def __init__(
         self, path: Path, recordings: Sequence[Recording], normalizer: RequestNormalizer
     ) -> None:
         self.path = path
         self.recordings: list[Recording] = list(recordings)
-        self._normalizer = normalizer
-        self._keys = [
+        keys = [
             request_key(r.provider, r.endpoint_key, normalizer.normalize(r.request))
             for r in self.recordings
         ]
-        # Cursors (consumed from the left) and, for explaining misses, every recording of a route.
-        self._by_key: dict[str, deque[int]] = {}
-        self._by_route: dict[tuple[str, str, str], deque[int]] = {}
-        self._of_route: dict[tuple[str, str, str], list[int]] = {}
-        for index, (recording, key) in enumerate(zip(self.recordings, self._keys, strict=True)):
-            route = (recording.provider, recording.method, recording.path)
-            self._by_key.setdefault(key, deque()).append(index)
-            self._by_route.setdefault(route, deque()).append(index)
-            self._of_route.setdefault(route, []).append(index)
-        self._used = [False] * len(self.recordings)
-        self._used_per_key: Counter[str] = Counter()
+        routes = [(r.provider, r.method, r.path) for r in self.recordings]
+        self._replay = Recordings(self.recordings, keys, routes)
 
     @classmethod
     def load(cls, path: Path, normalizer: RequestNormalizer) -> ModelCassette:
         """Parse ``path``; a missing or corrupt file raises ``CassetteError`` with file and line."""
-        recordings, problems = check_cassette_file(path)
-        if problems:
-            raise problems[0]
-        return cls(path, recordings, normalizer)
+        return cls(path, jsonl.first(check_cassette_file(path)), normalizer)
 
     def take(self, key: str) -> Recording | None:
         """Consume the first unused recording with this key."""
-        index = _first_unused(self._by_key.get(key), self._used)
-        if index is None:
-            return None
-        self._used_per_key[key] += 1
-        return self._consume(index)
+        return self._replay.take(key)
 
     def take_next(self, provider: str, method: str, path: str) -> Recording | None:
         """Consume the next unused recording of this endpoint, whatever its request was."""
-        index = _first_unused(self._by_route.get((provider, method, path)), self._used)
-        if index is None:
-            return None
-        self._used_per_key[self._keys[index]] += 1
-        return self._consume(index)
-
-    def _consume(self, index: int) -> Recording:
-        self._used[index] = True
-        return self.recordings[index]
+        return self._replay.take_next((provider, method, path))
 
     def unused(self) -> list[Recording]:
         """Recordings nothing consumed, in file order."""
-        return [r for r, used in zip(self.recordings, self._used, strict=True) if not used]
+        return self._replay.unused()
 
     def explain_miss(
         self, provider: str, method: str, path: str, request: Any, key: str, *, query: str = ""
     ) -> str:
         """One line: why no recording answers this request, and the nearest one."""
-        parts = [
-            f"cassette mismatch: {self.path.name} has no unused recording of {method} "
-            f"{provider} {path} for this request ({summarize_request(request)})"
-        ]
-        if self._used_per_key[key]:
-            parts.append(
-                f"{self._used_per_key[key]} identical recording(s) were already used by "
-                "earlier calls"
-            )
-        nearest = self._nearest(provider, method, path, request)
-        if nearest is None:
+        found = self._replay.nearest(
+            (provider, method, path),
+            lambda i: similarity(self.recordings[i].request, request),
+            limit=MAX_COMPARED,
+        )
+        if found is None:
             others = len(self.recordings)
-            parts.append(
-                f"the cassette holds no recording of {provider} {path}"
-                + (f" ({others} of other endpoints)" if others else " (it is empty)")
+            nearest = f"the cassette holds no recording of {provider} {path}" + (
+                f" ({others} of other endpoints)" if others else " (it is empty)"
             )
         else:
-            recording = self.recordings[nearest]
-            used = self._used[nearest]
-            parts.append(describe_drift(recording.line, recording.request, request, used=used))
+            recording = self.recordings[found[0]]
+            difference = first_difference(recording.request, request)
+            nearest = describe(recording.line, difference, used=found[1])
             served_by = get_provider(provider)
             if served_by is not None and served_by.endpoint_key(
                 method, path, recording.query
             ) != served_by.endpoint_key(method, path, query):
-                parts.append(
-                    f"the query differs: recorded {recording.query!r}, requested {query!r}"
-                )
-        return "; ".join(parts)
-
-    def _nearest(self, provider: str, method: str, path: str, request: Any) -> int | None:
-        indexes = self._of_route.get((provider, method, path))
-        if not indexes:
-            return None
-        unused = [i for i in indexes if not self._used[i]]
-        pool = (unused or indexes)[:MAX_COMPARED]
-        return max(pool, key=lambda i: similarity(self.recordings[i].request, request))
-
-
-def _first_unused(indexes: deque[int] | None, used: list[bool]) -> int | None:
-    while indexes:
-        if not used[indexes[0]]:
-            return indexes.popleft()
-        indexes.popleft()  # consumed through the other index
-    return None
+                nearest += f"; the query differs: recorded {recording.query!r}, requested {query!r}"
+        return miss_message(
+            f"{self.path.name} has no unused recording of {method} {provider} {path} for this "
+            f"request ({summarize_request(request)})",
+            used_identical=self._replay.used_of(key),
+            nearest=nearest,
+        )
 
 
 # ---- parsing -----------------------------------------------------------------------------
