@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from trialrun.base import canonjson
 from trialrun.base.quoting import shortened
-from trialrun.config.normalize import normalize
+from trialrun.config.normalize import compile_text_rules, normalize
 from trialrun.httprec.difference import Difference, describe, first_difference, miss_message
 from trialrun.httprec.exchange import Exchange, address_of, redact_body, redact_url
 
@@ -50,8 +50,20 @@ class Normalized:
 
 
 class RequestNormalizer:
+    """The suite's ``normalization:`` rules over a request; the gateway's adds its defaults
+    (``normalize`` is the seam)."""
+
     def __init__(self, rules: Normalization | None = None) -> None:
-        self._rules = rules if rules is not None and not rules.is_empty else None
+        self.rules = rules if rules is not None and not rules.is_empty else None
+        if self.rules is not None:
+            # Refuse a bad user regex now (ConfigError), not on the first request mid-run.
+            compile_text_rules(
+                tuple((r.pattern, r.flags, r.replacement) for r in self.rules.replace_text)
+            )
+
+    def normalize(self, value: Any) -> Any:
+        """A body's JSON value, a body's text or a URL under the rules."""
+        return value if self.rules is None else normalize(value, self.rules)
 
     def normalized(self, method: str, url: str, body: bytes) -> Normalized:
         """``url`` and ``body`` as they were sent; they are redacted here first."""
@@ -59,7 +71,7 @@ class RequestNormalizer:
 
     def of_recorded(self, method: str, url: str, body: bytes) -> Normalized:
         """A stored (already redacted) request, normalized again under the current rules."""
-        return Normalized(method.upper(), self._apply(url), self._body(body))
+        return Normalized(method.upper(), self.normalize(url), self._body(body))
 
     def _body(self, body: bytes) -> str:
         try:
@@ -69,14 +81,11 @@ class RequestNormalizer:
         try:
             value = json.loads(text)
         except ValueError:
-            return str(self._apply(text))
+            return str(self.normalize(text))
         try:
-            return "json:" + canonjson.dumps(self._apply(value))
+            return "json:" + canonjson.dumps(self.normalize(value))
         except (TypeError, ValueError):  # a float canonical JSON cannot write (nan)
-            return str(self._apply(text))
-
-    def _apply(self, value: Any) -> Any:
-        return value if self._rules is None else normalize(value, self._rules)
+            return str(self.normalize(text))
 
 
 class Recordings(Generic[T]):
