@@ -31,6 +31,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 """Headers about one connection (RFC 9110 7.6.1): never forwarded, never recorded."""
+NOT_FORWARDED = HOP_BY_HOP | {"accept-encoding", "host", "content-length"}
+"""The agent's headers a forwarder sets itself (identity encoding: text is stored and redacted,
+compressed bytes would be neither) or leaves out."""
 _NOT_REPLAYED = HOP_BY_HOP | {"content-length", "date"}
 """Response headers a replay computes again (the length) or that only say when (the date)."""
 KEPT_REQUEST_HEADERS = ("content-type", "accept")
