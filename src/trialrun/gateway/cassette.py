@@ -32,12 +32,11 @@ from typing import Any
 
 from trialrun.base.quoting import excerpt
 from trialrun.errors import CassetteError
-from trialrun.gateway.drift import similarity, summarize_request
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import get_provider, provider, provider_names
 from trialrun.gateway.usage import Usage
 from trialrun.httprec import jsonl
-from trialrun.httprec.difference import describe, first_difference, miss_message
+from trialrun.httprec.difference import canonical, describe, first_difference, miss_message
 from trialrun.httprec.jsonl import Fail, kind
 from trialrun.httprec.matching import Recordings
 
@@ -129,43 +128,31 @@ def write_cassette(path: Path, recordings: Sequence[Recording]) -> None:
     CASSETTE.write(path, (r.to_json() for r in recordings))
 
 
-class ModelCassette:
-    """A loaded cassette and what replay has consumed of it (``matching.Recordings``)."""
+class ModelCassette(Recordings[Recording]):
+    """A loaded cassette and what replay has consumed of it: keyed by ``request_key``, grouped
+    by endpoint ``(provider, method, path)`` (``take_next`` for ``--lenient``)."""
 
     def __init__(
         self, path: Path, recordings: Sequence[Recording], normalizer: RequestNormalizer
     ) -> None:
         self.path = path
-        self.recordings: list[Recording] = list(recordings)
         keys = [
             request_key(r.provider, r.endpoint_key, normalizer.normalize(r.request))
-            for r in self.recordings
+            for r in recordings
         ]
-        routes = [(r.provider, r.method, r.path) for r in self.recordings]
-        self._replay = Recordings(self.recordings, keys, routes)
+        super().__init__(recordings, keys, [(r.provider, r.method, r.path) for r in recordings])
+        self.recordings = self.items
 
     @classmethod
     def load(cls, path: Path, normalizer: RequestNormalizer) -> ModelCassette:
         """Parse ``path``; a missing or corrupt file raises ``CassetteError`` with file and line."""
         return cls(path, jsonl.first(check_cassette_file(path)), normalizer)
 
-    def take(self, key: str) -> Recording | None:
-        """Consume the first unused recording with this key."""
-        return self._replay.take(key)
-
-    def take_next(self, provider: str, method: str, path: str) -> Recording | None:
-        """Consume the next unused recording of this endpoint, whatever its request was."""
-        return self._replay.take_next((provider, method, path))
-
-    def unused(self) -> list[Recording]:
-        """Recordings nothing consumed, in file order."""
-        return self._replay.unused()
-
     def explain_miss(
         self, provider: str, method: str, path: str, request: Any, key: str, *, query: str = ""
     ) -> str:
         """One line: why no recording answers this request, and the nearest one."""
-        found = self._replay.nearest(
+        found = self.nearest(
             (provider, method, path),
             lambda i: similarity(self.recordings[i].request, request),
             limit=MAX_COMPARED,
@@ -187,9 +174,50 @@ class ModelCassette:
         return miss_message(
             f"{self.path.name} has no unused recording of {method} {provider} {path} for this "
             f"request ({summarize_request(request)})",
-            used_identical=self._replay.used_of(key),
+            used_identical=self.used_of(key),
             nearest=nearest,
         )
+
+
+def similarity(recorded: Any, requested: Any) -> tuple[int, int]:
+    """(equal leading conversation items, equal top-level fields): larger is nearer."""
+    prefix = 0
+    for old, new in zip(_conversation(recorded), _conversation(requested), strict=False):
+        if canonical(old) != canonical(new):
+            break
+        prefix += 1
+    same = 0
+    if isinstance(recorded, dict) and isinstance(requested, dict):
+        same = sum(
+            1
+            for k in recorded.keys() & requested.keys()
+            if canonical(recorded[k]) == canonical(requested[k])
+        )
+    return prefix, same
+
+
+def summarize_request(request: Any) -> str:
+    """``model 'gpt-4o', 3 message(s), streamed``."""
+    if request == "":
+        return "no body"
+    if not isinstance(request, dict):
+        return "body is not a JSON object"
+    parts = [f"model {request['model']!r}" if isinstance(request.get("model"), str) else "no model"]
+    conversation = _conversation(request)
+    if conversation:
+        parts.append(f"{len(conversation)} message(s)")
+    if request.get("stream") is True:
+        parts.append("streamed")
+    return ", ".join(parts)
+
+
+def _conversation(request: Any) -> list[Any]:
+    if isinstance(request, dict):
+        for name in ("messages", "contents", "input"):
+            items = request.get(name)
+            if isinstance(items, list):
+                return items
+    return []
 
 
 # ---- parsing -----------------------------------------------------------------------------

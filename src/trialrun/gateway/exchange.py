@@ -67,7 +67,7 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     with state.lock:
         recording = state.cassette.take(exchange.key)
         if recording is None and lenient:
-            recording = state.cassette.take_next(route.provider, exchange.method, route.path)
+            recording = state.cassette.take_next((route.provider, exchange.method, route.path))
             if recording is not None:
                 difference = first_difference(recording.request, exchange.normalized)
                 served = describe(recording.line, difference, used=False, label="the recording")

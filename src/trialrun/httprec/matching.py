@@ -38,15 +38,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Normalized:
-    """A request as matching sees it."""
+    """A request as matching sees it (and its key: equal when the three parts are)."""
 
     method: str
     url: str
     body: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.method} {self.url}\n{self.body}"
 
 
 class RequestNormalizer:
@@ -91,16 +87,18 @@ class RequestNormalizer:
 class Recordings(Generic[T]):
     """Recordings that each answer once (thread-safe), the core of every replay.
 
-    ``keys[i]`` is what recording ``i`` answers; a key's recordings answer in file order.
+    ``keys[i]`` is the request recording ``i`` answers; a key's recordings answer in file order.
     ``groups[i]`` is the recording's place (an address, a provider's endpoint): ``take_next``
     serves the next unused one of a group whatever its key, and a miss looks for the nearest
     recording among its group's unused ones (all of them once every one was used).
     """
 
-    def __init__(self, items: Sequence[T], keys: Sequence[str], groups: Sequence[Hashable]) -> None:
+    def __init__(
+        self, items: Sequence[T], keys: Sequence[Hashable], groups: Sequence[Hashable]
+    ) -> None:
         self.items = list(items)
         self.keys = list(keys)
-        self._by_key: dict[str, deque[int]] = {}
+        self._by_key: dict[Hashable, deque[int]] = {}
         self._by_group: dict[Hashable, deque[int]] = {}
         self._of_group: dict[Hashable, list[int]] = {}
         for index, (key, group) in enumerate(zip(self.keys, groups, strict=True)):
@@ -108,13 +106,13 @@ class Recordings(Generic[T]):
             self._by_group.setdefault(group, deque()).append(index)
             self._of_group.setdefault(group, []).append(index)
         self._used = [False] * len(self.items)
-        self._used_per_key: Counter[str] = Counter()
+        self._used_per_key: Counter[Hashable] = Counter()
         self._lock = threading.Lock()
 
     def knows(self, group: Hashable) -> bool:
         return group in self._of_group
 
-    def take(self, key: str) -> T | None:
+    def take(self, key: Hashable) -> T | None:
         """Consume the first unused recording with this key."""
         return self._take(self._by_key.get(key))
 
@@ -137,7 +135,7 @@ class Recordings(Generic[T]):
         with self._lock:
             return [item for item, used in zip(self.items, self._used, strict=True) if not used]
 
-    def used_of(self, key: str) -> int:
+    def used_of(self, key: Hashable) -> int:
         """How many recordings with this key were consumed."""
         with self._lock:
             return self._used_per_key[key]
@@ -156,33 +154,20 @@ class Recordings(Generic[T]):
             return index, self._used[index]
 
 
-class Replay:
-    """A case's recordings and what replay consumed of them (thread-safe)."""
+class Replay(Recordings[Exchange]):
+    """A case's recordings, keyed by their ``Normalized`` request and grouped by address."""
 
     def __init__(self, exchanges: Sequence[Exchange], normalizer: RequestNormalizer) -> None:
-        self.exchanges = list(exchanges)
         self._requests = [
-            normalizer.of_recorded(e.method, e.url, e.request_body) for e in self.exchanges
+            normalizer.of_recorded(e.method, e.url, e.request_body) for e in exchanges
         ]
-        self._recordings = Recordings(
-            self.exchanges, [r.key for r in self._requests], [e.address for e in self.exchanges]
-        )
-
-    def knows(self, address: str) -> bool:
-        """Whether anything was recorded for ``host:port``."""
-        return self._recordings.knows(address)
-
-    def take(self, request: Normalized) -> Exchange | None:
-        """Consume the first unused recording of this request."""
-        return self._recordings.take(request.key)
-
-    def unused(self) -> list[Exchange]:
-        return self._recordings.unused()
+        super().__init__(exchanges, self._requests, [e.address for e in exchanges])
+        self.exchanges = self.items
 
     def explain_miss(self, request: Normalized) -> str:
         """Why no unused recording answers this request; the nearest one and how it differs."""
         address = address_of(request.url)
-        found = self._recordings.nearest(address, lambda i: _likeness(self._requests[i], request))
+        found = self.nearest(address, lambda i: _likeness(self._requests[i], request))
         if found is None:
             nearest = f"nothing was recorded for {address}"
         else:
@@ -191,7 +176,7 @@ class Replay:
             nearest = describe(self.exchanges[index].line, difference, used=used)
         return miss_message(
             f"no unused recording of {request.method} {shortened(request.url, _PREVIEW)}",
-            used_identical=self._recordings.used_of(request.key),
+            used_identical=self.used_of(request),
             nearest=nearest,
         )
 
