@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from trialrun.errors import ConfigError
-from trialrun.httprec.exchange import NOT_FORWARDED
+from trialrun.httprec.exchange import NOT_FORWARDED, default_port, host_header
 
 DEFAULT_UPSTREAMS: dict[str, str] = {
     "openai": "https://api.openai.com",
@@ -60,12 +60,11 @@ class Upstream:
             port = parts.port
         except ValueError:
             raise ConfigError(f"upstream for {provider} has an invalid port: {shown!r}") from None
-        default_port = 443 if parts.scheme == "https" else 80
         return cls(
             url=shown,
             scheme=parts.scheme,
             host=parts.hostname,
-            port=port if port is not None else default_port,
+            port=port if port is not None else default_port(parts.scheme),
             base_path=parts.path.rstrip("/"),
         )
 
@@ -92,10 +91,7 @@ def forward_headers(headers: Iterable[tuple[str, str]], upstream: Upstream) -> d
     for name, value in headers:
         if name.lower() not in NOT_FORWARDED:
             out[name] = value
-    default_port = 443 if upstream.scheme == "https" else 80
-    out["Host"] = (
-        upstream.host if upstream.port == default_port else f"{upstream.host}:{upstream.port}"
-    )
+    out["Host"] = host_header(upstream.scheme, upstream.host, upstream.port)
     out["Accept-Encoding"] = "identity"
     return out
 

@@ -120,7 +120,7 @@ def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
         connection.putrequest(
             request.method, request.target, skip_host=True, skip_accept_encoding=True
         )
-        connection.putheader("Host", request.header("host") or _host_header(request))
+        connection.putheader("Host", request.header("host") or request.authority)
         for name, value in request.headers:
             if name.lower() not in NOT_FORWARDED:
                 connection.putheader(name, value)
@@ -140,12 +140,6 @@ def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
         return Response(answer.status, headers, body, answer.reason)
     finally:
         connection.close()
-
-
-def _host_header(request: Request) -> str:
-    default = 443 if request.scheme == "https" else 80
-    host = f"[{request.host}]" if ":" in request.host else request.host
-    return host if request.port == default else f"{host}:{request.port}"
 
 
 def refusal(status: int, code: str, message: str) -> Response:
