@@ -42,13 +42,7 @@ from trialrun.httprec.matching import Recordings
 
 FORMAT = "trialrun-model-cassette"
 SCHEMA_VERSION = 1
-
-
-def _hint(data: Any) -> str:
-    return " (this looks like a tool cassette)" if isinstance(data, dict) and "tool" in data else ""
-
-
-CASSETTE = jsonl.Format(FORMAT, SCHEMA_VERSION, "the recording", _hint)
+CASSETTE = jsonl.Format(FORMAT, SCHEMA_VERSION, "the recording")
 HEADER = CASSETTE.header
 # How many recordings of one endpoint a miss is compared with (the unused ones first).
 MAX_COMPARED = 200
@@ -95,13 +89,7 @@ class Recording:
         return self.body.encode("utf-8", "surrogateescape")
 
     def to_json(self) -> dict[str, Any]:
-        data = self._fields_json()
-        if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
-            data["inside_tool"] = self.inside_tool
-        return data
-
-    def _fields_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "body": self.body,
             "content_type": self.content_type,
             "elapsed_ms": round(self.elapsed_ms, 3),
@@ -116,6 +104,9 @@ class Recording:
             "status": self.status,
             "usage": self.usage.to_json() if self.usage is not None else None,
         }
+        if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
+            data["inside_tool"] = self.inside_tool
+        return data
 
 
 def dump_cassette(recordings: Sequence[Recording]) -> bytes:

@@ -29,7 +29,7 @@ from trialrun.httprec.jsonl import Fail, kind
 
 FORMAT = "trialrun-http-cassette"
 SCHEMA_VERSION = 1
-CASSETTE = jsonl.Format(FORMAT, SCHEMA_VERSION, "the exchange", lambda _: "")
+CASSETTE = jsonl.Format(FORMAT, SCHEMA_VERSION, "the exchange")
 HEADER = CASSETTE.header
 _FIELDS = (
     "method",

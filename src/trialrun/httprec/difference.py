@@ -16,21 +16,8 @@ from trialrun.base.quoting import shortened
 
 _PREVIEW = 80
 _ABSENT = object()
-KEY_ORDER = {
-    name: rank
-    for rank, name in enumerate(
-        (
-            "model",
-            "system",
-            "systemInstruction",
-            "instructions",
-            "messages",
-            "contents",
-            "input",
-            "tools",
-        )
-    )
-}
+_READ_FIRST = "model system systemInstruction instructions messages contents input tools"
+KEY_ORDER = {name: rank for rank, name in enumerate(_READ_FIRST.split(" "))}
 Difference = tuple[str, Any, Any]
 """Where two requests differ, the recorded part and the requested part."""
 

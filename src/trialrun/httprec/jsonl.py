@@ -42,13 +42,11 @@ Parse = Callable[[Any, Fail], T]
 
 
 class Format:
-    """A cassette format: its header line, and how the header of another file is explained."""
+    """A cassette format: its header line, and what one line holds (``the exchange``)."""
 
-    def __init__(self, name: str, version: int, record: str, hint: Callable[[Any], str]) -> None:
+    def __init__(self, name: str, version: int, record: str) -> None:
         self.header: dict[str, Any] = {"format": name, "schema_version": version}
         self.record = record
-        """What one line holds, for messages (``the exchange``)."""
-        self._hint = hint
 
     def dump(self, records: Iterable[dict[str, Any]]) -> bytes:
         """The file's bytes: the header line, then one sorted-key line per record."""
@@ -126,7 +124,11 @@ class Format:
                 file=path,
                 line=1,
             )
-        hint = self._hint(data)
+        hint = ""
+        if isinstance(data, dict) and isinstance(data.get("format"), str):
+            hint = f" (this is a {excerpt(data['format'])} file)"
+        elif isinstance(data, dict) and "tool" in data:
+            hint = " (this looks like a tool cassette)"
         raise CassetteError(f"expected the header line {expected}{hint}", file=path, line=1)
 
 
