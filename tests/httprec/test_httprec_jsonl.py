@@ -66,3 +66,10 @@ def test_any_lines_give_records_or_errors_at_their_own_lines(lines: list[Any]) -
     assert len(records) + len(problems) == len(texts)
     assert all(2 <= p.line <= len(texts) + 1 for p in problems if p.line is not None)
     assert records == [v * 100 + n for n, v in enumerate(lines, start=2) if isinstance(v, int)]
+
+
+def test_a_foreign_format_gets_no_hint() -> None:
+    problems = TOY.check('{"format": "other", "schema_version": 1}', PATH, parse)[1]
+    assert problems[0].message == (
+        'expected the header line {"format": "toy-cassette", "schema_version": 3}'
+    )

@@ -125,8 +125,9 @@ class Format:
                 line=1,
             )
         hint = ""
-        if isinstance(data, dict) and isinstance(data.get("format"), str):
-            hint = f" (this is a {excerpt(data['format'])} file)"
+        other = data.get("format") if isinstance(data, dict) else None
+        if isinstance(other, str) and other.startswith("trialrun-"):  # another trialrun file
+            hint = f" (this is a {excerpt(other)} file)"
         elif isinstance(data, dict) and "tool" in data:
             hint = " (this looks like a tool cassette)"
         raise CassetteError(f"expected the header line {expected}{hint}", file=path, line=1)
