@@ -21,9 +21,9 @@ from trialrun.gateway.cassette import (
     parse_cassette,
     write_cassette,
 )
-from trialrun.gateway.drift import first_difference
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.usage import Usage
+from trialrun.httprec.difference import first_difference
 
 HEADER = '{"format": "trialrun-model-cassette", "schema_version": 1}'
 NORMALIZER = RequestNormalizer()
@@ -78,8 +78,8 @@ def test_lenient_take_next_serves_the_endpoints_recordings_in_file_order(tmp_pat
         recording(chat("b"), body="2"),
     )
     assert cassette.take(key_of(chat("b"))).body == "2"  # type: ignore[union-attr]
-    assert cassette.take_next("openai", "POST", "/v1/chat/completions").body == "1"  # type: ignore[union-attr]
-    assert cassette.take_next("openai", "POST", "/v1/chat/completions") is None
+    assert cassette.take_next(("openai", "POST", "/v1/chat/completions")).body == "1"  # type: ignore[union-attr]
+    assert cassette.take_next(("openai", "POST", "/v1/chat/completions")) is None
     assert cassette.take(key_of(chat("a"))) is None  # consumed through the other index
 
 
@@ -119,7 +119,7 @@ def test_a_miss_after_the_identical_recordings_were_used_counts_them(tmp_path: P
     assert "line 2 (already used) has the same request" in message
     # Also when the endpoint's cursor was used up by lenient replay.
     cassette = loaded(tmp_path, recording(chat("a")))
-    assert cassette.take_next("openai", "POST", "/v1/chat/completions") is not None
+    assert cassette.take_next(("openai", "POST", "/v1/chat/completions")) is not None
     message = cassette.explain_miss("openai", "POST", "/v1/chat/completions", chat("b"), "k")
     assert "nearest recording: line 2 (already used); first difference at messages[0]" in message
 

@@ -107,7 +107,7 @@ def test_the_header_is_required_and_versioned(tmp_path: Path) -> None:
         load_cassette(tmp_path / "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(HEAD.encode() + b"\n\xff\n")
-    with pytest.raises(CassetteError, match=r":2: not valid UTF-8 \(byte 0xff\)"):
+    with pytest.raises(CassetteError, match=r":2: not valid UTF-8 \(byte 0xff at offset 58\)"):
         load_cassette(bad)
 
 

@@ -83,8 +83,9 @@ def test_a_miss_names_the_nearest_recording_and_where_it_differs() -> None:
     assert replay.take(request) is None
     message = replay.explain_miss(request)
     assert message.startswith(f"cassette mismatch: no unused recording of POST {BASE}/search")
-    assert "nearest recording: line 0; it differs in the body" in message
-    assert '{"q":"sun"}' in message and '{"q":"sunny"}' in message
+    assert message.endswith(
+        'nearest recording: line 0; first difference at body.q: recorded "sun", requested "sunny"'
+    )
     assert replay.knows("api.example.com:443") and not replay.knows("api.example.com:80")
 
 
@@ -92,7 +93,10 @@ def test_a_repeated_request_past_its_recordings_says_they_were_used() -> None:
     replay = Replay([exchange(f"{BASE}/once")], RequestNormalizer())
     assert ask(replay, f"{BASE}/once") is not None
     request = RequestNormalizer().normalized("GET", f"{BASE}/once", b"")
-    assert "(already used); it has the same request" in replay.explain_miss(request)
+    assert replay.explain_miss(request).endswith(
+        "; 1 identical recording(s) were already used by earlier calls"
+        "; nearest recording: line 0 (already used) has the same request"
+    )
 
 
 @given(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), st.randoms())

@@ -222,7 +222,7 @@ def test_a_changed_request_is_refused_naming_the_nearest_recording(
     assert status == 502
     message = json.loads(body)["error"]["message"]
     assert message.startswith("cassette mismatch: no unused recording of GET ")
-    assert "nearest recording: line 3; it differs in the url" in message
+    assert "nearest recording: line 3; first difference at url: recorded " in message
     assert "page=2" in message and "page=7" in message
     assert [m.kind for m in traffic.misses] == ["cassette_mismatch"]
     assert traffic.replay is not None

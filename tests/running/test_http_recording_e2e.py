@@ -165,7 +165,7 @@ def test_a_changed_request_fails_naming_the_nearest_recording_and_unused_ones_ar
     assert reason.startswith(
         f"cassette mismatch: no unused recording of GET {plain.url}/items?page=9"
     )
-    assert "nearest recording: line 2; it differs in the url" in reason
+    assert "nearest recording: line 2; first difference at url: recorded " in reason
 
 
 def test_a_case_that_no_longer_calls_http_apis_leaves_no_recording(

@@ -42,8 +42,8 @@ from trialrun.compare.evaluate import evaluate_checks
 from trialrun.compare.requires import probe_requirement
 from trialrun.conversation import protocol
 from trialrun.conversation.process import StderrRing
-from trialrun.gateway import cassette as gateway_cassette
 from trialrun.gateway.exchange import error_of
+from trialrun.httprec import jsonl
 from trialrun.incident import model as incident_model
 from trialrun.receipt import verify
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
@@ -276,7 +276,7 @@ _QUOTERS: dict[str, Callable[[str], str]] = {
     "quoting.shortened": lambda text: shortened(text, 100),
     "protocol preview": protocol._preview,
     "gateway error": lambda text: error_of(401, json.dumps({"error": {"message": text}})) or "",
-    "gateway value kind": gateway_cassette._kind,
+    "cassette value kind": jsonl.kind,
     "assertion value": describe_value,
     "incident field": lambda text: str(incident_model._invalid(("calls", 0), "an object", text)),
     "receipt verify value": verify._js_text,

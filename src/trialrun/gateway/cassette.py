@@ -25,28 +25,25 @@ place the requests differ (``messages[2].content``).
 
 from __future__ import annotations
 
-import json
-import math
-from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from trialrun.base.fsutil import atomic_write_bytes, dumps_json
-from trialrun.base.jsonnumbers import loads_finite
-from trialrun.base.nesting import nests_deeper_than, too_deep, unreadable_json
 from trialrun.base.quoting import excerpt
-from trialrun.base.suggest import did_you_mean
 from trialrun.errors import CassetteError
-from trialrun.gateway.drift import describe_drift, similarity, summarize_request
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import get_provider, provider, provider_names
 from trialrun.gateway.usage import Usage
+from trialrun.httprec import jsonl
+from trialrun.httprec.difference import canonical, describe, first_difference, miss_message
+from trialrun.httprec.jsonl import Fail, kind
+from trialrun.httprec.matching import Recordings
 
 FORMAT = "trialrun-model-cassette"
 SCHEMA_VERSION = 1
-HEADER: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION}
+CASSETTE = jsonl.Format(FORMAT, SCHEMA_VERSION, "the recording")
+HEADER = CASSETTE.header
 # How many recordings of one endpoint a miss is compared with (the unused ones first).
 MAX_COMPARED = 200
 
@@ -92,13 +89,7 @@ class Recording:
         return self.body.encode("utf-8", "surrogateescape")
 
     def to_json(self) -> dict[str, Any]:
-        data = self._fields_json()
-        if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
-            data["inside_tool"] = self.inside_tool
-        return data
-
-    def _fields_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "body": self.body,
             "content_type": self.content_type,
             "elapsed_ms": round(self.elapsed_ms, 3),
@@ -113,260 +104,158 @@ class Recording:
             "status": self.status,
             "usage": self.usage.to_json() if self.usage is not None else None,
         }
+        if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
+            data["inside_tool"] = self.inside_tool
+        return data
 
 
 def dump_cassette(recordings: Sequence[Recording]) -> bytes:
     """The file's bytes: the header line, then one sorted-key line per recording."""
-    lines = [dumps_json(HEADER, indent=None)]
-    lines.extend(dumps_json(r.to_json(), indent=None) for r in recordings)
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    return CASSETTE.dump(r.to_json() for r in recordings)
 
 
 def write_cassette(path: Path, recordings: Sequence[Recording]) -> None:
     """Replace ``path`` atomically (a temporary file renamed over it)."""
-    atomic_write_bytes(path, dump_cassette(recordings))
+    CASSETTE.write(path, (r.to_json() for r in recordings))
 
 
-class ModelCassette:
-    """A loaded cassette and what replay has consumed of it (not thread-safe: lock outside)."""
+class ModelCassette(Recordings[Recording]):
+    """A loaded cassette and what replay has consumed of it: keyed by ``request_key``, grouped
+    by endpoint ``(provider, method, path)`` (``take_next`` for ``--lenient``)."""
 
     def __init__(
         self, path: Path, recordings: Sequence[Recording], normalizer: RequestNormalizer
     ) -> None:
         self.path = path
-        self.recordings: list[Recording] = list(recordings)
-        self._normalizer = normalizer
-        self._keys = [
+        keys = [
             request_key(r.provider, r.endpoint_key, normalizer.normalize(r.request))
-            for r in self.recordings
+            for r in recordings
         ]
-        # Cursors (consumed from the left) and, for explaining misses, every recording of a route.
-        self._by_key: dict[str, deque[int]] = {}
-        self._by_route: dict[tuple[str, str, str], deque[int]] = {}
-        self._of_route: dict[tuple[str, str, str], list[int]] = {}
-        for index, (recording, key) in enumerate(zip(self.recordings, self._keys, strict=True)):
-            route = (recording.provider, recording.method, recording.path)
-            self._by_key.setdefault(key, deque()).append(index)
-            self._by_route.setdefault(route, deque()).append(index)
-            self._of_route.setdefault(route, []).append(index)
-        self._used = [False] * len(self.recordings)
-        self._used_per_key: Counter[str] = Counter()
+        super().__init__(recordings, keys, [(r.provider, r.method, r.path) for r in recordings])
+        self.recordings = self.items
 
     @classmethod
     def load(cls, path: Path, normalizer: RequestNormalizer) -> ModelCassette:
         """Parse ``path``; a missing or corrupt file raises ``CassetteError`` with file and line."""
-        recordings, problems = check_cassette_file(path)
-        if problems:
-            raise problems[0]
-        return cls(path, recordings, normalizer)
-
-    def take(self, key: str) -> Recording | None:
-        """Consume the first unused recording with this key."""
-        index = _first_unused(self._by_key.get(key), self._used)
-        if index is None:
-            return None
-        self._used_per_key[key] += 1
-        return self._consume(index)
-
-    def take_next(self, provider: str, method: str, path: str) -> Recording | None:
-        """Consume the next unused recording of this endpoint, whatever its request was."""
-        index = _first_unused(self._by_route.get((provider, method, path)), self._used)
-        if index is None:
-            return None
-        self._used_per_key[self._keys[index]] += 1
-        return self._consume(index)
-
-    def _consume(self, index: int) -> Recording:
-        self._used[index] = True
-        return self.recordings[index]
-
-    def unused(self) -> list[Recording]:
-        """Recordings nothing consumed, in file order."""
-        return [r for r, used in zip(self.recordings, self._used, strict=True) if not used]
+        return cls(path, jsonl.first(check_cassette_file(path)), normalizer)
 
     def explain_miss(
         self, provider: str, method: str, path: str, request: Any, key: str, *, query: str = ""
     ) -> str:
         """One line: why no recording answers this request, and the nearest one."""
-        parts = [
-            f"cassette mismatch: {self.path.name} has no unused recording of {method} "
-            f"{provider} {path} for this request ({summarize_request(request)})"
-        ]
-        if self._used_per_key[key]:
-            parts.append(
-                f"{self._used_per_key[key]} identical recording(s) were already used by "
-                "earlier calls"
-            )
-        nearest = self._nearest(provider, method, path, request)
-        if nearest is None:
+        found = self.nearest(
+            (provider, method, path),
+            lambda i: similarity(self.recordings[i].request, request),
+            limit=MAX_COMPARED,
+        )
+        if found is None:
             others = len(self.recordings)
-            parts.append(
-                f"the cassette holds no recording of {provider} {path}"
-                + (f" ({others} of other endpoints)" if others else " (it is empty)")
+            nearest = f"the cassette holds no recording of {provider} {path}" + (
+                f" ({others} of other endpoints)" if others else " (it is empty)"
             )
         else:
-            recording = self.recordings[nearest]
-            used = self._used[nearest]
-            parts.append(describe_drift(recording.line, recording.request, request, used=used))
+            recording = self.recordings[found[0]]
+            difference = first_difference(recording.request, request)
+            nearest = describe(recording.line, difference, used=found[1])
             served_by = get_provider(provider)
             if served_by is not None and served_by.endpoint_key(
                 method, path, recording.query
             ) != served_by.endpoint_key(method, path, query):
-                parts.append(
-                    f"the query differs: recorded {recording.query!r}, requested {query!r}"
-                )
-        return "; ".join(parts)
-
-    def _nearest(self, provider: str, method: str, path: str, request: Any) -> int | None:
-        indexes = self._of_route.get((provider, method, path))
-        if not indexes:
-            return None
-        unused = [i for i in indexes if not self._used[i]]
-        pool = (unused or indexes)[:MAX_COMPARED]
-        return max(pool, key=lambda i: similarity(self.recordings[i].request, request))
+                nearest += f"; the query differs: recorded {recording.query!r}, requested {query!r}"
+        return miss_message(
+            f"{self.path.name} has no unused recording of {method} {provider} {path} for this "
+            f"request ({summarize_request(request)})",
+            used_identical=self.used_of(key),
+            nearest=nearest,
+        )
 
 
-def _first_unused(indexes: deque[int] | None, used: list[bool]) -> int | None:
-    while indexes:
-        if not used[indexes[0]]:
-            return indexes.popleft()
-        indexes.popleft()  # consumed through the other index
-    return None
+def similarity(recorded: Any, requested: Any) -> tuple[int, int]:
+    """(equal leading conversation items, equal top-level fields): larger is nearer."""
+    prefix = 0
+    for old, new in zip(_conversation(recorded), _conversation(requested), strict=False):
+        if canonical(old) != canonical(new):
+            break
+        prefix += 1
+    same = 0
+    if isinstance(recorded, dict) and isinstance(requested, dict):
+        same = sum(
+            1
+            for k in recorded.keys() & requested.keys()
+            if canonical(recorded[k]) == canonical(requested[k])
+        )
+    return prefix, same
+
+
+def summarize_request(request: Any) -> str:
+    """``model 'gpt-4o', 3 message(s), streamed``."""
+    if request == "":
+        return "no body"
+    if not isinstance(request, dict):
+        return "body is not a JSON object"
+    parts = [f"model {request['model']!r}" if isinstance(request.get("model"), str) else "no model"]
+    conversation = _conversation(request)
+    if conversation:
+        parts.append(f"{len(conversation)} message(s)")
+    if request.get("stream") is True:
+        parts.append("streamed")
+    return ", ".join(parts)
+
+
+def _conversation(request: Any) -> list[Any]:
+    if isinstance(request, dict):
+        for name in ("messages", "contents", "input"):
+            items = request.get(name)
+            if isinstance(items, list):
+                return items
+    return []
 
 
 # ---- parsing -----------------------------------------------------------------------------
 
 
 def check_cassette_file(path: Path) -> tuple[list[Recording], list[CassetteError]]:
-    """``check_cassette`` of a file, read one line at a time: a large cassette holds its
-    recordings, not its bytes, its text and its lines beside them. ``CassetteError`` when the
-    file cannot be read or is not UTF-8 throughout."""
-    try:
-        with open(path, "rb") as stream:
-            return _check_lines(_decoded_lines(stream, path), path)
-    except FileNotFoundError:
-        raise CassetteError("cassette file not found", file=path) from None
-    except IsADirectoryError:
-        raise CassetteError("expected a cassette file, found a directory", file=path) from None
-    except OSError as exc:
-        raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", file=path) from None
-
-
-def _decoded_lines(stream: BinaryIO, path: Path) -> Iterator[str]:
-    offset = 0
-    for number, raw in enumerate(stream, start=1):
-        try:
-            yield raw.removesuffix(b"\n").decode("utf-8")
-        except UnicodeDecodeError as exc:
-            where = f"byte 0x{raw[exc.start]:02x} at offset {offset + exc.start}"
-            raise CassetteError(f"not valid UTF-8 ({where})", file=path, line=number) from None
-        offset += len(raw)
+    """``check_cassette`` of a file, read one line at a time. ``CassetteError`` when the file
+    cannot be read or is not UTF-8 throughout."""
+    return CASSETTE.read(path, _parse_recording)
 
 
 def parse_cassette(text: str, path: Path) -> list[Recording]:
     """The recordings of a cassette's text; ``CassetteError`` at the first bad line."""
-    recordings, problems = check_cassette(text, path)
-    if problems:
-        raise problems[0]
-    return recordings
+    return jsonl.first(check_cassette(text, path))
 
 
 def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[CassetteError]]:
     """The recordings of a cassette's text and every problem in it (a suite load shows all)."""
-    return _check_lines(iter(text.split("\n")), path)
-
-
-def _check_lines(lines: Iterator[str], path: Path) -> tuple[list[Recording], list[CassetteError]]:
-    problems: list[CassetteError] = []
-    header = next(lines, "")  # outside the try: an unreadable file is not a line's problem
-    try:
-        _check_header(header, path)
-    except CassetteError as exc:
-        problems.append(exc)
-    recordings: list[Recording] = []
-    for number, line in enumerate(lines, start=2):
-        if not line.strip():
-            continue
-        try:
-            recordings.append(_parse_recording(line, path, number))
-        except CassetteError as exc:
-            problems.append(exc)
-    return recordings, problems
-
-
-def _load_line(line: str, path: Path, number: int) -> Any:
-    try:
-        value = loads_finite(line)
-    except (ValueError, RecursionError) as exc:
-        raise CassetteError(
-            f"not valid JSON: {unreadable_json(exc)}", file=path, line=number
-        ) from None
-    if nests_deeper_than(value, text=line):
-        raise CassetteError(too_deep("the recording"), file=path, line=number)
-    return value
-
-
-def _check_header(line: str, path: Path) -> None:
-    expected = json.dumps(HEADER, sort_keys=True)
-    if not line.strip():
-        raise CassetteError(
-            f"expected the header line {expected}; found an empty line", file=path, line=1
-        )
-    data = _load_line(line, path, 1)
-    if isinstance(data, dict) and data.get("format") == FORMAT:
-        version = data.get("schema_version")
-        if version == SCHEMA_VERSION:
-            return
-        raise CassetteError(
-            f"schema_version {excerpt(repr(version))} is not supported (this trialrun reads "
-            f"{SCHEMA_VERSION}); was it written by a newer trialrun?",
-            file=path,
-            line=1,
-        )
-    hint = " (this looks like a tool cassette)" if isinstance(data, dict) and "tool" in data else ""
-    raise CassetteError(f"expected the header line {expected}{hint}", file=path, line=1)
+    return CASSETTE.check(text, path, _parse_recording)
 
 
 _REQUIRED = ("provider", "method", "path", "request", "status", "content_type", "body")
 _OPTIONAL = ("query", "headers", "key", "occurrence", "elapsed_ms", "usage", "inside_tool")
 
 
-def _parse_recording(line: str, path: Path, number: int) -> Recording:
-    data = _load_line(line, path, number)
-
-    def fail(message: str) -> CassetteError:
-        return CassetteError(message, file=path, line=number)
-
+def _parse_recording(data: Any, fail: Fail) -> Recording:
     if not isinstance(data, dict):
-        raise fail(f"expected a recorded call (a JSON object); found {_kind(data)}")
-    for name in data:
-        if name not in _REQUIRED and name not in _OPTIONAL:
-            raise fail(
-                f"unknown field {excerpt(repr(name))}{did_you_mean(name, (*_REQUIRED, *_OPTIONAL))}"
-            )
+        raise fail(f"expected a recorded call (a JSON object); found {kind(data)}")
+    jsonl.known_fields(data, (*_REQUIRED, *_OPTIONAL), fail)
     for name in _REQUIRED:
         if name not in data:
             raise fail(f"missing required field {name!r}")
     provider = data["provider"]
     if not isinstance(provider, str) or get_provider(provider) is None:
         raise fail(
-            f"field 'provider' must be one of {', '.join(provider_names())}; "
-            f"found {_kind(provider)}"
+            f"field 'provider' must be one of {', '.join(provider_names())}; found {kind(provider)}"
         )
     for name in ("method", "path", "content_type", "body", "query", "key", "inside_tool"):
         if name in data and not isinstance(data[name], str):
-            raise fail(f"field {name!r} must be a string; found {_kind(data[name])}")
+            raise fail(f"field {name!r} must be a string; found {kind(data[name])}")
     if not data["path"].startswith("/"):
         raise fail(f"field 'path' must start with '/'; found {excerpt(data['path'])!r}")
-    status = data["status"]
-    if not _is_int(status) or not 100 <= status <= 599:
-        raise fail(f"field 'status' must be an HTTP status (100-599); found {_kind(status)}")
+    status = jsonl.status_of(data, fail)
     occurrence = data.get("occurrence", 0)
-    if not _is_int(occurrence) or occurrence < 0:
-        raise fail(f"field 'occurrence' must be an integer >= 0; found {_kind(occurrence)}")
-    elapsed = data.get("elapsed_ms", 0.0)
-    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float) or not elapsed >= 0:
-        raise fail(f"field 'elapsed_ms' must be a number >= 0; found {_kind(elapsed)}")
+    if not jsonl.is_int(occurrence) or occurrence < 0:
+        raise fail(f"field 'occurrence' must be an integer >= 0; found {kind(occurrence)}")
+    elapsed = jsonl.elapsed_of(data, fail)
     headers = data.get("headers", {})
     if not isinstance(headers, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
@@ -374,7 +263,7 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         raise fail("field 'headers' must be a mapping of header names to strings")
     usage = data.get("usage")
     if usage is not None and not isinstance(usage, dict):
-        raise fail(f"field 'usage' must be a mapping or null; found {_kind(usage)}")
+        raise fail(f"field 'usage' must be a mapping or null; found {kind(usage)}")
     try:
         data["body"].encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
@@ -393,24 +282,8 @@ def _parse_recording(line: str, path: Path, number: int) -> Recording:
         headers=dict(headers),
         key=data.get("key", ""),
         occurrence=occurrence,
-        elapsed_ms=float(elapsed) if math.isfinite(elapsed) else 0.0,
+        elapsed_ms=elapsed,
         usage=Usage.from_json(usage) if usage is not None else None,
-        line=number,
+        line=fail.line,
         inside_tool=data.get("inside_tool"),
     )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"number {value}"
-    if isinstance(value, str):
-        return f"string {excerpt(value)!r}"
-    return "a list" if isinstance(value, list) else "an object"

@@ -17,12 +17,12 @@ from typing import Any
 
 from trialrun.base.redact import redact, redact_text
 from trialrun.gateway.cassette import Recording
-from trialrun.gateway.drift import describe_drift
 from trialrun.gateway.provider import Provider, Route, parse_json
 from trialrun.gateway.runs import RunState
 from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
 from trialrun.gateway.usage import Usage
 from trialrun.gateway.wire import Handler, relay, send_error, send_whole
+from trialrun.httprec.difference import describe, first_difference
 
 __all__ = ["Exchange", "Outcome", "error_of", "forward", "parse_json", "replay"]
 
@@ -67,15 +67,10 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     with state.lock:
         recording = state.cassette.take(exchange.key)
         if recording is None and lenient:
-            recording = state.cassette.take_next(route.provider, exchange.method, route.path)
+            recording = state.cassette.take_next((route.provider, exchange.method, route.path))
             if recording is not None:
-                served = describe_drift(
-                    recording.line,
-                    recording.request,
-                    exchange.normalized,
-                    used=False,
-                    label="the recording",
-                )
+                difference = first_difference(recording.request, exchange.normalized)
+                served = describe(recording.line, difference, used=False, label="the recording")
                 warning = f"drift: no recording of this request, lenient replay served {served}"
         if recording is None:
             miss = state.cassette.explain_miss(

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
 from trialrun.base.redact import redact
-from trialrun.config.normalize import compile_text_rules, normalize, normalize_text
+from trialrun.config.normalize import compile_text_rules, normalize_text
+from trialrun.httprec import matching
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -111,7 +112,7 @@ _MAY_BE_VOLATILE = re.compile(
 MAX_PASSES = 4
 
 
-class RequestNormalizer:
+class RequestNormalizer(matching.RequestNormalizer):
     """Normalizes request bodies under one rule set (defaults + user rules + workdir)."""
 
     def __init__(
@@ -121,7 +122,7 @@ class RequestNormalizer:
         defaults: bool = True,
         workdir: str | Path | None = None,
     ) -> None:
-        self.rules = rules if rules is not None and not rules.is_empty else None
+        super().__init__(rules)
         self.defaults = defaults
         self.workdir = str(workdir) if workdir is not None else None
         text_rules: list[tuple[str, str, str]] = []
@@ -133,11 +134,6 @@ class RequestNormalizer:
             text_rules.extend(DEFAULT_TEXT_RULES)
         self._text_rules = compile_text_rules(tuple(text_rules))
         self._workdirs = _workdir_spellings(workdir) if defaults else []
-        if self.rules is not None:
-            # Refuse a bad user regex now (ConfigError), not on the first request mid-run.
-            compile_text_rules(
-                tuple((r.pattern, r.flags, r.replacement) for r in self.rules.replace_text)
-            )
 
     def normalize(self, body: Any) -> Any:
         """The normalized, redacted copy of a JSON request body (or of a non-JSON body's text)."""
@@ -158,9 +154,7 @@ class RequestNormalizer:
                 for key, item in value.items()
                 if key not in VOLATILE_KEYS
             }
-        if self.rules is not None:
-            value = normalize(value, self.rules)
-        return value
+        return super().normalize(value)
 
     def _content(self, value: Any) -> Any:
         return _map_strings(value, self._text)

@@ -5,9 +5,8 @@ URLs ``RunScope.env()`` gives it. Every request of the run becomes a ``ModelCall
 forwarded, successful or not (a cassette mismatch, an unreachable upstream and a path the gateway
 does not serve are failed calls too), so the run's events show all model traffic.
 
-In record mode each request reserves its place in the cassette when it *arrives*: the file keeps
-the order the agent asked in, not the order answers came back, which is the order replay serves
-identical requests in.
+In record mode each request reserves its place in the cassette when it *arrives*
+(``httprec.arrivals``).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from typing import Any, Literal
 
 from trialrun.gateway.cassette import ModelCassette, Recording
 from trialrun.gateway.normalize import RequestNormalizer
+from trialrun.httprec.arrivals import Arrivals
 
 Mode = Literal["record", "replay", "live"]
 MODES: tuple[Mode, ...] = ("record", "replay", "live")
@@ -185,8 +185,7 @@ class RunState:
         self._idle = threading.Condition(self.lock)
         self._inflight = 0
         self._calls: list[ModelCall] = []
-        self._slots: list[Recording | None] = []
-        self._arrivals: list[float] = []
+        self._recorded: Arrivals[Recording] = Arrivals()
         self._occurrences: Counter[str] = Counter()
 
     # -- requests in flight: close_run waits for them --------------------------------------
@@ -218,24 +217,18 @@ class RunState:
         with self.lock:
             occurrence = self._occurrences[key]
             self._occurrences[key] += 1
-            self._slots.append(None)
-            self._arrivals.append(time.time())
-            return len(self._slots) - 1, occurrence
+            return self._recorded.reserve(), occurrence
 
     def fill(self, slot: int, recording: Recording) -> None:
-        with self.lock:
-            self._slots[slot] = recording
+        self._recorded.fill(slot, recording)
 
     def recordings(self) -> list[Recording]:
         """Complete recordings in arrival order (a request that got no answer leaves none)."""
-        with self.lock:
-            return [r for r in self._slots if r is not None]
+        return self._recorded.filled()
 
     def recordings_arrived(self) -> list[tuple[float, Recording]]:
         """``recordings()`` with when each request arrived (seconds since the epoch)."""
-        with self.lock:
-            arrived = zip(self._arrivals, self._slots, strict=True)
-            return [(t, r) for t, r in arrived if r is not None]
+        return self._recorded.arrived()
 
     # -- replay mode -----------------------------------------------------------------------
 

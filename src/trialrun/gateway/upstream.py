@@ -20,30 +20,13 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from trialrun.errors import ConfigError
+from trialrun.httprec.exchange import NOT_FORWARDED, default_port, host_header
 
 DEFAULT_UPSTREAMS: dict[str, str] = {
     "openai": "https://api.openai.com",
     "anthropic": "https://api.anthropic.com",
 }
 DEFAULT_TIMEOUT_S = 600.0
-
-# RFC 9110 7.6.1 hop-by-hop headers, plus what the gateway sets itself.
-HOP_BY_HOP: frozenset[str] = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
-_NOT_FORWARDED = HOP_BY_HOP | {"accept-encoding"}
 
 
 @dataclass(frozen=True)
@@ -77,12 +60,11 @@ class Upstream:
             port = parts.port
         except ValueError:
             raise ConfigError(f"upstream for {provider} has an invalid port: {shown!r}") from None
-        default_port = 443 if parts.scheme == "https" else 80
         return cls(
             url=shown,
             scheme=parts.scheme,
             host=parts.hostname,
-            port=port if port is not None else default_port,
+            port=port if port is not None else default_port(parts.scheme),
             base_path=parts.path.rstrip("/"),
         )
 
@@ -107,12 +89,9 @@ def forward_headers(headers: Iterable[tuple[str, str]], upstream: Upstream) -> d
     """The agent's headers as sent upstream (end-to-end ones only, identity encoding)."""
     out: dict[str, str] = {}
     for name, value in headers:
-        if name.lower() not in _NOT_FORWARDED:
+        if name.lower() not in NOT_FORWARDED:
             out[name] = value
-    default_port = 443 if upstream.scheme == "https" else 80
-    out["Host"] = (
-        upstream.host if upstream.port == default_port else f"{upstream.host}:{upstream.port}"
-    )
+    out["Host"] = host_header(upstream.scheme, upstream.host, upstream.port)
     out["Accept-Encoding"] = "identity"
     return out
 

@@ -17,12 +17,15 @@ from typing import Any
 from trialrun.base.hangups import HANG_UPS, describe
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
 from trialrun.gateway.routes import RouteError, error_body
-from trialrun.gateway.upstream import HOP_BY_HOP
+from trialrun.httprec.exchange import HOP_BY_HOP
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 64 * 1024
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+# Connection headers, and the length and encoding the gateway sets again for its own framing.
+_NOT_PASSED_ON = HOP_BY_HOP | {"host", "content-length", "content-encoding"}
 
 
 class Server(LocalServer):
@@ -172,7 +175,7 @@ def _send_head(
     """The status line and headers; False when the client already hung up."""
     handler.send_response(response.status, response.reason)
     for name, value in response.getheaders():
-        if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding":
+        if name.lower() not in _NOT_PASSED_ON:
             handler.send_header(name, value)
     if chunked:
         handler.send_header("Transfer-Encoding", "chunked")

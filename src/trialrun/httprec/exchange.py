@@ -31,6 +31,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 """Headers about one connection (RFC 9110 7.6.1): never forwarded, never recorded."""
+NOT_FORWARDED = HOP_BY_HOP | {"accept-encoding", "host", "content-length"}
+"""The agent's headers a forwarder sets itself (identity encoding: text is stored and redacted,
+compressed bytes would be neither) or leaves out."""
 _NOT_REPLAYED = HOP_BY_HOP | {"content-length", "date"}
 """Response headers a replay computes again (the length) or that only say when (the date)."""
 KEPT_REQUEST_HEADERS = ("content-type", "accept")
@@ -53,15 +56,16 @@ class Request:
     @property
     def address(self) -> str:
         """``host:port`` (an IPv6 host in brackets), as the seal's messages name it."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return f"{bracketed(self.host)}:{self.port}"
+
+    @property
+    def authority(self) -> str:
+        """What a ``Host`` header names: the default port left out."""
+        return host_header(self.scheme, self.host, self.port)
 
     @property
     def url(self) -> str:
-        default = 443 if self.scheme == "https" else 80
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        netloc = host if self.port == default else f"{host}:{self.port}"
-        return f"{self.scheme}://{netloc.lower()}{self.target}"
+        return f"{self.scheme}://{self.authority.lower()}{self.target}"
 
     def header(self, name: str) -> str | None:
         wanted = name.lower()
@@ -104,9 +108,21 @@ class Exchange:
 
 def address_of(url: str) -> str:
     parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    host = parts.hostname or ""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"{bracketed(parts.hostname or '')}:{parts.port or default_port(parts.scheme)}"
+
+
+def bracketed(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def host_header(scheme: str, host: str, port: int) -> str:
+    """The ``Host`` header (and a URL's authority): the scheme's default port left out."""
+    return bracketed(host) if port == default_port(scheme) else f"{bracketed(host)}:{port}"
 
 
 def recorded(request: Request, response: Response, elapsed_ms: float) -> Exchange:
@@ -131,8 +147,7 @@ def recorded(request: Request, response: Response, elapsed_ms: float) -> Exchang
 def redact_url(url: str) -> str:
     """``url`` without user info, with secret query values and secret shapes redacted."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
+    netloc = bracketed(parts.hostname or "")
     if parts.port is not None:
         netloc = f"{netloc}:{parts.port}"
     query = parts.query

@@ -18,12 +18,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trialrun.httprec.exchange import HOP_BY_HOP, Exchange, Request, Response, recorded
+from trialrun.httprec.arrivals import Arrivals
+from trialrun.httprec.exchange import (
+    HOP_BY_HOP,
+    NOT_FORWARDED,
+    Exchange,
+    Request,
+    Response,
+    recorded,
+)
 from trialrun.httprec.matching import Replay, RequestNormalizer
 
 UPSTREAM_TIMEOUT_S = 600.0
 """How long an upstream may stay silent in record mode before the agent gets a 502."""
-_NOT_FORWARDED = HOP_BY_HOP | {"accept-encoding", "host", "content-length"}
 
 
 def sealed_message(address: str) -> str:
@@ -52,7 +59,7 @@ class CaseTraffic:
     tls: bool = True
     """Whether the agent was given the run's authority. Without it (a replay whose recording
     holds no https exchange) every CONNECT is refused before any TLS."""
-    exchanges: list[Exchange] = field(default_factory=list)
+    exchanges: Arrivals[Exchange] = field(default_factory=Arrivals)
     """Record mode: the redacted exchanges, in the order their requests arrived."""
     served: int = 0
     misses: list[Miss] = field(default_factory=list)
@@ -90,31 +97,24 @@ class CaseTraffic:
         return refusal(502, miss.kind, miss.message)
 
     def _record(self, request: Request) -> Response:
-        # Reserve the place now: the order of the requests, not of the answers, is the order.
-        with self._lock:
-            slot = len(self.exchanges)
-            self.exchanges.append(Exchange(request.method, request.url, 0))
+        slot = self.exchanges.reserve()
         started = time.monotonic()
         try:
             response = forward(request, self.upstream_tls)
         except (OSError, http.client.HTTPException) as exc:
-            with self._lock:
-                self.exchanges[slot] = Exchange("", "", 0)  # nothing came back to record
             return refusal(
                 502,
                 "upstream_error",
                 f"the recorder could not reach {request.address}: {exc}",
             )
-        exchange = recorded(request, response, (time.monotonic() - started) * 1000)
+        self.exchanges.fill(slot, recorded(request, response, (time.monotonic() - started) * 1000))
         with self._lock:
-            self.exchanges[slot] = exchange
             self.served += 1
         return response
 
     def recorded_exchanges(self) -> list[Exchange]:
         """Record mode: what is written to the cassette (failed forwards left out)."""
-        with self._lock:
-            return [e for e in self.exchanges if e.method and e.status]
+        return self.exchanges.filled()
 
 
 def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
@@ -133,9 +133,9 @@ def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
         connection.putrequest(
             request.method, request.target, skip_host=True, skip_accept_encoding=True
         )
-        connection.putheader("Host", request.header("host") or _host_header(request))
+        connection.putheader("Host", request.header("host") or request.authority)
         for name, value in request.headers:
-            if name.lower() not in _NOT_FORWARDED:
+            if name.lower() not in NOT_FORWARDED:
                 connection.putheader(name, value)
         # Identity: the recorder stores and redacts text; compressed bytes would be neither.
         connection.putheader("Accept-Encoding", "identity")
@@ -153,12 +153,6 @@ def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
         return Response(answer.status, headers, body, answer.reason)
     finally:
         connection.close()
-
-
-def _host_header(request: Request) -> str:
-    default = 443 if request.scheme == "https" else 80
-    host = f"[{request.host}]" if ":" in request.host else request.host
-    return host if request.port == default else f"{host}:{request.port}"
 
 
 def refusal(status: int, code: str, message: str) -> Response:
