@@ -8,6 +8,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import cryptography.hazmat.primitives.asymmetric.ec  # noqa: F401  (see below)
+import cryptography.x509  # noqa: F401  (see below)
 import pytest
 
 import trialrun.running.runner  # noqa: F401  (see below)
@@ -22,6 +24,9 @@ pytest_plugins = ["pytester"]
 # pytester puts sys.modules back as it was when each test started. asyncio first imported inside
 # a test would be dropped and imported again next time, beside its cached C half, and agents then
 # never answer (the next run times out). Importing the runner here keeps asyncio loaded once.
+# cryptography likewise: its compiled half keeps the classes of its first import, so a second
+# import's curve objects fail its isinstance checks ("curve must be an EllipticCurve instance")
+# when the HTTP recorder makes the run's certificate authority.
 
 ARTIFACTS = {"summary.json", "junit.xml", "report.html", "run.jsonl", "receipt.jsonl"}
 
