@@ -482,9 +482,14 @@ def _team_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotAppl
             lambda a: Call(call(a), _put(a.subject() / "evals" / "compare.yaml", ""))
         ),
         "binary_file": Cell(config(BINARY, ":2: file is not valid UTF-8: byte 0x80")),
-        "wrong_yaml_type": Cell(config("team = 5\n", ":1: 'team' must be a non-empty string")),
+        "wrong_yaml_type": Cell(
+            config("team = 5\n", ":1: 'team' must be a string, found integer 5")
+        ),
         "misspelled_key": Cell(
-            config('# the team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)")
+            config(
+                '# the team\ntaem = "x"\n',
+                ":2: unknown key 'taem' in config.toml (did you mean 'team'?)",
+            )
         ),
         "nonexistent_path": Cell(
             lambda a: Call([*call(a), "--team", str(a.blocker() / "team")], a.blocker())
