@@ -848,14 +848,15 @@ def _rules_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotApp
     return {
         "misspelled_key:--rules": rules(
             RULES.replace("at_most", "at_mots"),
-            ":4: rule 'one-refund': unknown key 'at_mots' (did you mean 'at_most'?)",
+            ":4: unknown key 'at_mots' in rule 'one-refund' (did you mean 'at_most'?)",
         ),
         "misspelled_key:--rules-top": rules(
-            "# the rules\nrulse:\n" + RULES, ":2: unknown key 'rulse' (did you mean 'rules'?)"
+            "# the rules\nrulse:\n" + RULES,
+            ":2: unknown key 'rulse' in the rules file (did you mean 'rules'?)",
         ),
         "wrong_yaml_type:--rules": rules("\njust text\n", ":2: expected a list of rules"),
         "wrong_yaml_type:--rules-entry": rules(
-            RULES + "- just text\n", ":5: rule #2: expected a mapping, found the string"
+            RULES + "- just text\n", ":5: 'rule #2' must be a mapping, found string"
         ),
         "binary_file:--rules": rules(BINARY),
         "empty_file:--rules": rules("# none yet\n", ": the file is empty; expected a list"),

@@ -123,17 +123,21 @@ def spec_errors(
             continue
         line_path = tuple(e for e in loc if e != "[key]")
         entry = owner(loc)
-        message = f"{entry}: {_message(detail, loc)}" if entry else _message(detail, loc)
+        if entry and isinstance(loc[-1], int) and detail["type"] != "invalid_key":
+            # The entry itself: named by the owner, not by its index.
+            message = _message(detail, loc, entry)
+        else:
+            message = f"{entry}: {_message(detail, loc)}" if entry else _message(detail, loc)
         errors.append(doc.error(message, line_path, _key(loc)))
     errors.sort(key=lambda e: e.line or 0)
     return errors
 
 
-def _message(detail: Detail, loc: tuple[PathElement, ...]) -> str:
+def _message(detail: Detail, loc: tuple[PathElement, ...], name: str | None = None) -> str:
     kind = detail["type"]
     value = detail.get("input")
     ctx = detail.get("ctx") or {}
-    name = _name(loc)
+    name = name or _name(loc)
     if loc and loc[-1] == "[key]":
         owner = f"'{_name(loc[:-2])}'" if loc[:-2] else "the file"
         if kind == "string_pattern_mismatch":
