@@ -550,14 +550,14 @@ def _scenario_verify_entry() -> Entry:
         lambda a: Call(
             call(a, a.pack()),
             _edit(a.pack() / scenario, '"faults"', '"fualts"'),
-            says=":6: unknown key 'fualts' (did you mean 'faults'?)",
+            says=":6: unknown key 'fualts' in the scenario (did you mean 'faults'?)",
         )
     )
     cells["wrong_yaml_type:scenario"] = Cell(
         lambda a: Call(
             call(a, a.pack()),
             _edit(a.pack() / scenario, '"call": 1', '"call": "first"'),
-            says=":6: faults[0].call: expected an integer >= 1, found 'first'",
+            says=":6: faults[0]: 'call' must be an integer, found string 'first'",
         )
     )
     cells["nonexistent_path"] = Cell(

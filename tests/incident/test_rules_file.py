@@ -39,7 +39,7 @@ def test_every_problem_of_every_rule_is_reported_at_once(tmp_path: Path) -> None
         "2: rule 'a': 'at_most' must be an integer, found string 'many'",
         "4: rule 'b': 'tool' must not be empty",
         "5: rule 'b': 'forbid_when_arg' must be a mapping, found a list",
-        "6: 'rule #3' must be a mapping, found string 'just a rule'",
+        "6: rule #3: 'rules[2]' must be a mapping, found string 'just a rule'",
     ]
 
 

@@ -123,8 +123,8 @@ def spec_errors(
             continue
         line_path = tuple(e for e in loc if e != "[key]")
         entry = owner(loc)
-        if entry and isinstance(loc[-1], int) and detail["type"] != "invalid_key":
-            # The entry itself: named by the owner, not by its index.
+        if entry and _name(loc).startswith("[") and detail["type"] != "invalid_key":
+            # An entry of a top-level list itself: named by the owner, not by its index.
             message = _message(detail, loc, entry)
         else:
             message = f"{entry}: {_message(detail, loc)}" if entry else _message(detail, loc)
