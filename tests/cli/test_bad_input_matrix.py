@@ -482,9 +482,14 @@ def _team_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotAppl
             lambda a: Call(call(a), _put(a.subject() / "evals" / "compare.yaml", ""))
         ),
         "binary_file": Cell(config(BINARY, ":2: file is not valid UTF-8: byte 0x80")),
-        "wrong_yaml_type": Cell(config("team = 5\n", ":1: 'team' must be a non-empty string")),
+        "wrong_yaml_type": Cell(
+            config("team = 5\n", ":1: 'team' must be a string, found integer 5")
+        ),
         "misspelled_key": Cell(
-            config('# the team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)")
+            config(
+                '# the team\ntaem = "x"\n',
+                ":2: unknown key 'taem' in config.toml (did you mean 'team'?)",
+            )
         ),
         "nonexistent_path": Cell(
             lambda a: Call([*call(a), "--team", str(a.blocker() / "team")], a.blocker())
@@ -545,14 +550,14 @@ def _scenario_verify_entry() -> Entry:
         lambda a: Call(
             call(a, a.pack()),
             _edit(a.pack() / scenario, '"faults"', '"fualts"'),
-            says=":6: unknown key 'fualts' (did you mean 'faults'?)",
+            says=":6: unknown key 'fualts' in the scenario (did you mean 'faults'?)",
         )
     )
     cells["wrong_yaml_type:scenario"] = Cell(
         lambda a: Call(
             call(a, a.pack()),
             _edit(a.pack() / scenario, '"call": 1', '"call": "first"'),
-            says=":6: faults[0].call: expected an integer >= 1, found 'first'",
+            says=":6: faults[0]: 'call' must be an integer, found string 'first'",
         )
     )
     cells["nonexistent_path"] = Cell(
@@ -843,14 +848,15 @@ def _rules_cells(call: Callable[[Assets], list[str]]) -> dict[str, Cell | NotApp
     return {
         "misspelled_key:--rules": rules(
             RULES.replace("at_most", "at_mots"),
-            ":4: rule 'one-refund': unknown key 'at_mots' (did you mean 'at_most'?)",
+            ":4: unknown key 'at_mots' in rule 'one-refund' (did you mean 'at_most'?)",
         ),
         "misspelled_key:--rules-top": rules(
-            "# the rules\nrulse:\n" + RULES, ":2: unknown key 'rulse' (did you mean 'rules'?)"
+            "# the rules\nrulse:\n" + RULES,
+            ":2: unknown key 'rulse' in the rules file (did you mean 'rules'?)",
         ),
         "wrong_yaml_type:--rules": rules("\njust text\n", ":2: expected a list of rules"),
         "wrong_yaml_type:--rules-entry": rules(
-            RULES + "- just text\n", ":5: rule #2: expected a mapping, found the string"
+            RULES + "- just text\n", ":5: 'rule #2' must be a mapping, found string"
         ),
         "binary_file:--rules": rules(BINARY),
         "empty_file:--rules": rules("# none yet\n", ": the file is empty; expected a list"),

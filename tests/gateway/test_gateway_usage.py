@@ -121,11 +121,9 @@ def test_load_prices(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_prices(path)
     assert str(caught.value).splitlines() == [
-        f"{path}:2: input_per_mtok of 'm' must be a number >= 0 (US dollars per million "
-        "tokens); found -1",
-        f"{path}:3: output_per_mtok of 'm' must be a number >= 0 (US dollars per million "
-        "tokens); found 'cheap'",
-        f"{path}:4: prices of 'n' must be a mapping with input_per_mtok and output_per_mtok",
+        f"{path}:2: prices of 'm': 'input_per_mtok' must be >= 0, found -1",
+        f"{path}:3: prices of 'm': 'output_per_mtok' must be a number, found string 'cheap'",
+        f"{path}:4: 'n' must be a mapping, found integer 3",
     ]
     # A .json price table is JSON: YAML text there is refused, at its line.
     (tmp_path / "prices.json").write_text("m:\n  input_per_mtok: 1\n")

@@ -134,36 +134,52 @@ def test_load_rules_reads_both_shapes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("{id: a}", 1, "unknown key 'id'; expected a list of rules, or a mapping with a 'rules'"),
-        ("# rules\nrulse:\n  - {id: a}\n", 2, "unknown key 'rulse' (did you mean 'rules'?)"),
-        ("rules: {id: a}", 1, "'rules': expected a list of rules, found a mapping"),
+        ("{id: a}", 1, "unknown key 'id' in the rules file"),
+        (
+            "# rules\nrulse:\n  - {id: a}\n",
+            2,
+            "unknown key 'rulse' in the rules file (did you mean 'rules'?)",
+        ),
+        ("rules: {id: a}", 1, "'rules' must be a list, found a mapping"),
         ("\njust text\n", 2, "expected a list of rules, or a mapping with a 'rules' list"),
-        ("- {id: a, tool: t, max_calls_per: x}\n- 3", 2, "rule #2: expected a mapping, found"),
-        ("- tool: t\n  max_calls_per: x", 1, "rule #1: expected a non-empty string 'id'"),
-        ("- id: a\n  max_calls_per: x", 1, "rule 'a': expected a non-empty string 'tool'"),
+        (
+            "- {id: a, tool: t, max_calls_per: x}\n- 3",
+            2,
+            "'rule #2' must be a mapping, found integer 3",
+        ),
+        ("- tool: t\n  max_calls_per: x", 1, "missing required key 'id' in rule #1"),
+        ("- id: a\n  max_calls_per: x", 1, "missing required key 'tool' in rule 'a'"),
         ("- {id: a, tool: t}", 1, "expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'"),
         (
             "- id: a\n  tool: t\n  max_calls_per: x\n  at_most: -1",
             4,
-            "'at_most' must be an integer >= 0",
+            "rule 'a': 'at_most' must be >= 0, found -1",
         ),
         ("- {id: a, tool: t, max_calls_per: x, at_most: true}", 1, "'at_most' must be an integer"),
-        ("- id: a\n  tool: t\n  max_calls_per: 3", 3, "'max_calls_per' must name an argument"),
-        ("- id: a\n  tool: t\n  forbid_when_arg: {}", 3, "'forbid_when_arg' must be a non-empty"),
+        (
+            "- id: a\n  tool: t\n  max_calls_per: 3",
+            3,
+            "rule 'a': 'max_calls_per' must be a string, found integer 3",
+        ),
+        (
+            "- id: a\n  tool: t\n  forbid_when_arg: {}",
+            3,
+            "rule 'a': 'forbid_when_arg' must map argument names to values",
+        ),
         (
             "- id: a\n  tool: t\n  forbid_when_arg: {x: 1}\n  colour: red",
             4,
-            "rule 'a': unknown key 'colour'",
+            "unknown key 'colour' in rule 'a'",
         ),
         (
             "- id: a\n  tool: t\n  max_calls_per: x\n  at_mots: 2",
             4,
-            "rule 'a': unknown key 'at_mots' (did you mean 'at_most'?)",
+            "unknown key 'at_mots' in rule 'a' (did you mean 'at_most'?)",
         ),
         (
             "rules:\n  - id: a\n    tool: t\n    forbid_when_ar: {x: 1}",
             4,
-            "unknown key 'forbid_when_ar' (did you mean 'forbid_when_arg'?)",
+            "unknown key 'forbid_when_ar' in rule 'a' (did you mean 'forbid_when_arg'?)",
         ),
         (
             "- id: a\n  tool: t\n  forbid_when_arg: {x: 1}\n  at_most: 1",
@@ -211,7 +227,10 @@ def test_load_rules_reads_json_rules_with_their_lines(tmp_path: Path) -> None:
     path.write_text('[\n {"id": "a", "tool": "t", "max_calls_per": "x"},\n {"id": 5}\n]')
     with pytest.raises(ConfigError) as caught:
         load_rules(path)
-    assert str(caught.value).startswith(f"{path}:3: rule #2: expected a non-empty string 'id'")
+    assert str(caught.value).splitlines() == [
+        f"{path}:3: rule #2: 'id' must be a string, found integer 5",
+        f"{path}:3: missing required key 'tool' in rule #2",
+    ]
     path.write_text('{"rules": [{"id": "a", "tool": "t", "max_calls_per": "x"}]}')
     assert load_rules(path) == [Rule("a", "t", max_calls_per="x", at_most=1)]
 

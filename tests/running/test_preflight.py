@@ -227,8 +227,8 @@ def test_a_bad_price_table_is_a_load_error_and_no_run_directory_is_left(
     code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--mode", "record")
     assert code == 2
     assert err.splitlines() == [
-        "error: suite/prices.yaml:1: input_per_mtok of 'gpt-x' must be a number >= 0 (US dollars "
-        "per million tokens); found 'cheap'",
+        "error: suite/prices.yaml:1: prices of 'gpt-x': 'input_per_mtok' must be a number, "
+        "found string 'cheap'",
         "error: suite/prices.yaml:1: missing required key 'output_per_mtok' in prices of 'gpt-x'",
     ]
     assert not (tmp_path / "trialrun_out").exists()

@@ -153,21 +153,29 @@ TIMEOUT_SCENARIO = "refund_timeout_after_commit.json"
 @pytest.mark.parametrize(
     ("old", "new", "says"),
     [
-        ('"faults"', '"fualts"', ":6: unknown key 'fualts' (did you mean 'faults'?)"),
+        (
+            '"faults"',
+            '"fualts"',
+            ":6: unknown key 'fualts' in the scenario (did you mean 'faults'?)",
+        ),
         ('"tool"', '"tol"', ":6: unknown key 'tol' in faults[0] (did you mean 'tool'?)"),
-        ('"call": 1', '"call": "first"', ":6: faults[0].call: expected an integer >= 1"),
+        (
+            '"call": 1',
+            '"call": "first"',
+            ":6: faults[0]: 'call' must be an integer, found string 'first'",
+        ),
         (
             '"kind": "timeout_after_commit"',
             '"kind": "timeout_after_comit"',
-            ":6: faults[0].kind: expected one of timeout_after_commit, error_before_commit, slow, "
-            "found 'timeout_after_comit' (did you mean 'timeout_after_commit'?)",
+            ":6: faults[0]: 'kind' must be one of timeout_after_commit, error_before_commit, "
+            "slow; found string 'timeout_after_comit' (did you mean 'timeout_after_commit'?)",
         ),
         ('"total": 55', '"total": "55"', ":4: orders.A200: expected a mapping with a numeric"),
         ('"id": "refund_timeout_after_commit",', "", ":1: missing required key 'id'"),
         (
             '"faults": [{"tool": "issue_refund", "call": 1, "kind": "timeout_after_commit"}]',
             '"faults": 5',
-            ":6: faults: expected a list, found 5",
+            ":6: 'faults' must be a list, found integer 5",
         ),
     ],
 )
@@ -290,14 +298,17 @@ def test_invalid_pack_and_unknown_agent_exit_2(
     [
         (
             "# pack\nagents: {naive: {command: python3}}\nscenarios: []\n",
-            ":2: agents.naive.command: expected a list of strings, found 'python3'",
+            ":2: agents.naive: 'command' must be a list, found string 'python3'",
         ),
-        ("agents: {}\nscenarios: []\n", ":1: agents: expected a mapping of agent names"),
-        ("agents:\n  'a b': {command: [x]}\nscenarios: []\n", ":2: agent name 'a b': expected"),
+        ("agents: {}\nscenarios: []\n", ":1: 'agents' must name at least one agent, found none"),
+        (
+            "agents:\n  'a b': {command: [x]}\nscenarios: []\n",
+            ":2: keys of 'agents' must be plain names",
+        ),
         ("agents: {a: {command: [x]}}\n", ":1: missing required key 'scenarios' in pack.yaml"),
         (
             "agents: {a: {command: [x]}}\nscenarios:\n  - s.json\n  - 5\n",
-            ":4: scenarios[1]: expected a scenario file path, found 5",
+            ":4: 'scenarios[1]' must be a string, found integer 5",
         ),
     ],
 )

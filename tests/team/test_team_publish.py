@@ -345,7 +345,7 @@ def test_team_from_config_and_handle(
     assert team_from_config(None) == team
     assert team_from_config("git@example.com:t/team.git") == "git@example.com:t/team.git"
     config.write_text("team = [1]\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="non-empty string"):
+    with pytest.raises(ConfigError, match="'team' must be a string, found a list"):
         team_from_config(None)
     config.write_text("team = \n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"config\.toml"):
@@ -359,10 +359,12 @@ def test_team_from_config_and_handle(
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('# my team\ntaem = "x"\n', ":2: unknown key 'taem' (did you mean 'team'?)"),
-        ('\n"Team" = "x"\n', ":2: unknown key 'Team' (did you mean 'team'?)"),
-        ("\n\n[taem]\nurl = 1\n", ":3: unknown key 'taem' (did you mean 'team'?)"),
-        ("# team\n\nteam = 5\n", ":3: 'team' must be a non-empty string, found 5"),
+        ('# my team\ntaem = "x"\n', ":2: unknown key 'taem' in config.toml (did you mean 'team'?)"),
+        ('\n"Team" = "x"\n', ":2: unknown key 'Team' in config.toml (did you mean 'team'?)"),
+        ("\n\n[taem]\nurl = 1\n", ":3: unknown key 'taem' in config.toml (did you mean 'team'?)"),
+        ("# team\n\nteam = 5\n", ":3: 'team' must be a string, found integer 5"),
+        ('\n\nteam = ""\n', ":3: 'team' must not be empty"),
+        ('team = "x"\n[team2]\n', ":2: unknown key 'team2' in config.toml (did you mean 'team'?)"),
         ("# team\nteam = \n", ":2: invalid TOML: Invalid value (column 8)"),
         ('team = "a"\nteam = "b"\n', ":2: invalid TOML: Cannot overwrite a value"),
         ("# team\nteam = [\n", ":2: invalid TOML: Invalid value"),

@@ -10,18 +10,27 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from trialrun.base.quoting import excerpt
 from trialrun.base.suggest import closest
 from trialrun.config import spec
-from trialrun.config.yamlload import LoadedYaml, PathElement
+from trialrun.config.yamlload import PathElement
 from trialrun.errors import ConfigError
 
 Detail = Mapping[str, Any]
 """A ``config.spec`` issue."""
+
+
+class Located(Protocol):
+    """A loaded file that places an error at the line of a path (``LoadedYaml``, ...)."""
+
+    def error(
+        self, message: str, path: Sequence[PathElement] = (), key: str | None = None
+    ) -> ConfigError: ...
+
 
 _PREVIEW_CHARS = 40
 _SUGGESTED_CHARS = 200
@@ -35,6 +44,7 @@ _MUST_BE = {
     "list_type": "a list",
     "dict_type": "a mapping",
     "model_type": "a mapping",
+    "finite_number": "a finite number",
     "host_port": "host:port (a port from 1 to 65535; [address]:port for IPv6)",
 }
 _BOUNDS = {
@@ -66,12 +76,18 @@ def describe_value(value: Any) -> str:
 
 
 def spec_errors(
-    exc: spec.SpecError, doc: LoadedYaml, record: type[spec.Record], what: str
+    exc: spec.SpecError,
+    doc: Located,
+    record: type[spec.Record] | spec.Spec,
+    what: str,
+    *,
+    owner: Callable[[tuple[PathElement, ...]], str | None] = lambda loc: None,
 ) -> list[ConfigError]:
     """One ConfigError per issue ``spec.parse`` found in ``doc``, at the line of the key.
 
-    ``what`` names the top-level mapping in messages ("suite", "case"). Assertion entries are
-    left to the assertion compiler, which explains them better.
+    ``what`` names the top-level mapping in messages ("suite", "case"). ``owner`` names the entry
+    an issue's location is in ("rule 'a'", "prices of 'gpt-4o'"), when a message should say so.
+    Assertion entries are left to the assertion compiler, which explains them better.
     """
 
     def keys_at(loc: Sequence[PathElement]) -> list[str]:
@@ -91,7 +107,7 @@ def spec_errors(
             hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
             if suggestion is not None and (loc[:-1], suggestion) in missing:
                 explained_missing.add((loc[:-1], suggestion))
-            where = _name(loc[:-1]) if loc[:-1] else what
+            where = owner(loc) or (_name(loc[:-1]) if loc[:-1] else what)
             message = f"unknown key '{excerpt(unknown, _PREVIEW_CHARS)}' in {where}{hint}"
             errors.append(doc.error(message, loc, unknown))
     for detail in details:
@@ -101,32 +117,38 @@ def spec_errors(
         if detail["type"] == "missing":
             if (loc[:-1], loc[-1]) in explained_missing:
                 continue
-            where = _name(loc[:-1]) if loc[:-1] else what
+            where = owner(loc) or (_name(loc[:-1]) if loc[:-1] else what)
             message = f"missing required key '{loc[-1]}' in {where}"
             errors.append(doc.error(message, loc[:-1], str(loc[-1])))
             continue
         line_path = tuple(e for e in loc if e != "[key]")
-        errors.append(doc.error(_message(detail, loc), line_path, _key(loc)))
+        entry = owner(loc)
+        if entry and _name(loc).startswith("[") and detail["type"] != "invalid_key":
+            # An entry of a top-level list itself: named by the owner, not by its index.
+            message = _message(detail, loc, entry)
+        else:
+            message = f"{entry}: {_message(detail, loc)}" if entry else _message(detail, loc)
+        errors.append(doc.error(message, line_path, _key(loc)))
     errors.sort(key=lambda e: e.line or 0)
     return errors
 
 
-def _message(detail: Detail, loc: tuple[PathElement, ...]) -> str:
+def _message(detail: Detail, loc: tuple[PathElement, ...], name: str | None = None) -> str:
     kind = detail["type"]
     value = detail.get("input")
     ctx = detail.get("ctx") or {}
-    name = _name(loc)
+    name = name or _name(loc)
     if loc and loc[-1] == "[key]":
-        owner = _name(loc[:-2])
+        owner = f"'{_name(loc[:-2])}'" if loc[:-2] else "the file"
         if kind == "string_pattern_mismatch":
             return (
-                f"keys of '{owner}' must be plain names (letters, digits, '_' and '-', starting "
+                f"keys of {owner} must be plain names (letters, digits, '_' and '-', starting "
                 f"with a letter or digit), found {describe_value(value)}"
             )
         if kind == "literal_error":
             expected = ctx.get("expected")
-            return f"keys of '{owner}' must be one of {expected}, found {describe_value(value)}"
-        return f"keys of '{owner}' must be strings, found {describe_value(value)}"
+            return f"keys of {owner} must be one of {expected}, found {describe_value(value)}"
+        return f"keys of {owner} must be strings, found {describe_value(value)}"
     if kind == "invalid_key":  # a YAML key that is a number, a date, ...: loc ends with it
         owner = f"'{_name(loc[:-1])}'" if loc[:-1] else "the file"
         return f"keys of {owner} must be strings, found {describe_value(loc[-1])}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -127,16 +128,22 @@ class Int(Spec):
 
 
 class Float(Spec):
-    """A number; an integer is accepted and stored as a float."""
+    """A number; an integer is accepted and stored as a float. ``finite``: not YAML's .inf."""
 
-    __slots__ = ("ge", "gt", "le")
+    __slots__ = ("finite", "ge", "gt", "le")
 
     def __init__(
-        self, *, ge: float | None = None, gt: float | None = None, le: float | None = None
+        self,
+        *,
+        ge: float | None = None,
+        gt: float | None = None,
+        le: float | None = None,
+        finite: bool = False,
     ) -> None:
         self.ge = ge
         self.gt = gt
         self.le = le
+        self.finite = finite
 
     def check(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -145,6 +152,8 @@ class Float(Spec):
             number = float(value)
         except OverflowError:  # an integer beyond any double: not a number we can use
             return _issue(issues, "float_type", loc, value)
+        if self.finite and not math.isfinite(number):
+            return _issue(issues, "finite_number", loc, value)
         return _bounded(number, loc, issues, ge=self.ge, gt=self.gt, le=self.le)
 
     def json_schema(self, defs: dict[str, Any]) -> dict[str, Any]:
@@ -476,9 +485,9 @@ def deprecated_keys(record: type[Record], data: Mapping[Any, Any]) -> list[tuple
     ]
 
 
-def record_at(record: type[Record], loc: Sequence[str | int]) -> type[Record] | None:
+def record_at(record: type[Record] | Spec, loc: Sequence[str | int]) -> type[Record] | None:
     """The record found at ``loc`` inside ``record`` (through lists, maps and optionals)."""
-    spec: Spec = Nested(record)
+    spec: Spec = record if isinstance(record, Spec) else Nested(record)
     for element in loc:
         while isinstance(spec, Optional | WordOrRecord):
             spec = spec.inner if isinstance(spec, Optional) else spec.record
@@ -513,6 +522,16 @@ def parse(record: type[_R], data: Any) -> _R:
         raise SpecError(issues)
     assert isinstance(built, record)
     return built
+
+
+def parse_value(spec: Spec, data: Any) -> Any:
+    """``data`` checked against ``spec`` (a file whose top level is a list or a map of records),
+    or ``SpecError`` listing every problem."""
+    issues: list[Issue] = []
+    checked = spec.check(data, (), issues)
+    if issues:
+        raise SpecError(issues)
+    return checked
 
 
 def _parse_into(

@@ -24,7 +24,6 @@ Cache writes are priced as input.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +32,7 @@ from typing import Any
 from trialrun.base.linesplit import sse_lines
 from trialrun.base.quoting import excerpt
 from trialrun.base.reported import as_count
-from trialrun.base.suggest import did_you_mean
-from trialrun.errors import ConfigError
+from trialrun.config.spec import Float, MapOf, Nested, Record, SpecError, keyed, parse_value
 
 _NOT_USAGE_PATHS = frozenset({"/v1/messages/count_tokens"})
 
@@ -171,8 +169,15 @@ class Price:
     cached_input_per_mtok: float | None = None
 
 
-_PRICE_FIELDS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
-_REQUIRED_PRICE_FIELDS = _PRICE_FIELDS[:2]
+class _PriceEntry(Record):
+    """A model's entry in a price table, as the file writes it."""
+
+    input_per_mtok: float = keyed(Float(ge=0, finite=True))
+    output_per_mtok: float = keyed(Float(ge=0, finite=True))
+    cached_input_per_mtok: float | None = keyed(Float(ge=0, finite=True), default=None)
+
+
+_PRICE_TABLE = MapOf(Nested(_PriceEntry))
 
 
 def cost_usd(
@@ -200,67 +205,25 @@ def load_prices(path: Path, *, display: str | None = None) -> dict[str, Price]:
 
     ``display``: how errors name the file (default: ``path`` as given).
     """
+    from trialrun.config.messages import spec_errors
     from trialrun.config.yamlload import load_yaml_file
     from trialrun.errors import ConfigErrors
 
     doc = load_yaml_file(path, display=display)
-    prices: dict[str, Price] = {}
-    errors: list[ConfigError] = []
-    for model, entry in doc.data.items():
-        if not isinstance(model, str):
-            errors.append(doc.error(f"model names must be strings; found {_shown(model)}", [model]))
-            continue
-        if not isinstance(entry, dict):
-            errors.append(
-                doc.error(
-                    f"prices of {_shown(model)} must be a mapping with "
-                    f"{' and '.join(_REQUIRED_PRICE_FIELDS)}",
-                    [model],
-                )
-            )
-            continue
-        values: dict[str, float] = {}
-        for field, value in entry.items():
-            where = [model, field]
-            if field not in _PRICE_FIELDS:
-                hint = did_you_mean(str(field), _PRICE_FIELDS)
-                errors.append(
-                    doc.error(
-                        f"unknown key {_shown(field)} in prices of {_shown(model)}{hint}", where
-                    )
-                )
-            elif (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                errors.append(
-                    doc.error(
-                        f"{field} of {_shown(model)} must be a number >= 0 (US dollars per million "
-                        f"tokens); found {_shown(value)}",
-                        where,
-                    )
-                )
-            else:
-                values[field] = float(value)
-        missing = [f for f in _REQUIRED_PRICE_FIELDS if f not in entry]
-        if missing:
-            errors.append(
-                doc.error(
-                    f"missing required key {missing[0]!r} in prices of {_shown(model)}", [model]
-                )
-            )
-        elif all(f in values for f in _REQUIRED_PRICE_FIELDS):
-            prices[model] = Price(
-                values["input_per_mtok"],
-                values["output_per_mtok"],
-                values.get("cached_input_per_mtok"),
-            )
-    collected = ConfigErrors.collect(errors)
-    if collected is not None:
-        raise collected
-    return prices
+    try:
+        table: dict[str, _PriceEntry] = parse_value(_PRICE_TABLE, doc.data)
+    except SpecError as exc:
+        errors = spec_errors(exc, doc, _PRICE_TABLE, "the price table", owner=_price_owner)
+        raise ConfigErrors(errors) from None
+    return {
+        model: Price(entry.input_per_mtok, entry.output_per_mtok, entry.cached_input_per_mtok)
+        for model, entry in table.items()
+    }
+
+
+def _price_owner(loc: tuple[str | int, ...]) -> str | None:
+    # An entry's own problems name its model; a model name that is no string is its own message.
+    return f"prices of {_shown(loc[0])}" if len(loc) >= 2 and loc[-1] != "[key]" else None
 
 
 def _shown(value: Any) -> str:

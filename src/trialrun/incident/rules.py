@@ -21,17 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
 from trialrun.base.quoting import excerpt
-from trialrun.base.suggest import did_you_mean
+from trialrun.config.spec import (
+    AnyValue,
+    Int,
+    ListOf,
+    MapOf,
+    Nested,
+    Record,
+    SpecError,
+    Str,
+    keyed,
+    parse_value,
+)
 
 if TYPE_CHECKING:
     from trialrun.config.yamlload import LoadedValue, PathElement
+    from trialrun.errors import ConfigError
     from trialrun.incident.model import IncidentCall
-
-_COMMON_KEYS = ("id", "tool")
-_PER_KEYS = ("max_calls_per", "at_most")
-_FORBID_KEYS = ("forbid_when_arg",)
-_ALL_KEYS = (*_COMMON_KEYS, *_PER_KEYS, *_FORBID_KEYS)
-_EXPECTED_TOP = "expected a list of rules, or a mapping with a 'rules' list"
 
 
 @dataclass(frozen=True)
@@ -45,136 +51,107 @@ class Rule:
     forbid_when_arg: dict[str, Any] = field(default_factory=dict)
 
 
+class _RuleEntry(Record):
+    """A rule as the file writes it; which keys go together is checked after parsing."""
+
+    id: str = keyed(Str(min_length=1))
+    tool: str = keyed(Str(min_length=1))
+    max_calls_per: str | None = keyed(Str(min_length=1), default=None)
+    at_most: int | None = keyed(Int(ge=0), default=None)
+    forbid_when_arg: dict[str, Any] | None = keyed(MapOf(AnyValue()), default=None)
+
+
+class _RulesFile(Record):
+    rules: list[_RuleEntry] = keyed(ListOf(Nested(_RuleEntry)))
+
+
+_RULE_LIST = ListOf(Nested(_RuleEntry))
+_RULES_FILE = Nested(_RulesFile)
+
+
 def load_rules(path: str | Path) -> list[Rule]:
     """Read a YAML list of rules (or a mapping with a ``rules`` list).
 
-    ConfigError on bad input, at the line of the rule or key at fault.
+    ConfigErrors on bad input, every problem at the line of the rule or key at fault.
     """
+    from trialrun.config.messages import describe_value, spec_errors
     from trialrun.config.yamlload import load_yaml_value
+    from trialrun.errors import ConfigErrors
 
     doc = load_yaml_value(Path(path), display=str(path), expected="a list of rules")
-    entries, at = _rule_list(doc)
+    wrapped = isinstance(doc.data, dict)
+    if not wrapped and not isinstance(doc.data, list):
+        raise doc.error(
+            "expected a list of rules, or a mapping with a 'rules' list, "
+            f"found {describe_value(doc.data)}"
+        )
+    at: list[PathElement] = ["rules"] if wrapped else []
+    spec = _RULES_FILE if wrapped else _RULE_LIST
+
+    def owner(loc: tuple[PathElement, ...]) -> str | None:
+        # Problems inside a rule name it: by its id once it has one, else by its place.
+        if len(loc) <= len(at) or not isinstance(index := loc[len(at)], int):
+            return None
+        entries = doc.data["rules"] if wrapped else doc.data
+        entry = entries[index]
+        rule_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(rule_id, str) and rule_id and len(loc) > len(at) + 1:
+            return f"rule {excerpt(rule_id)!r}"
+        return f"rule #{index + 1}"
+
+    try:
+        parsed = parse_value(spec, doc.data)
+    except SpecError as exc:
+        raise ConfigErrors(spec_errors(exc, doc, spec, "the rules file", owner=owner)) from None
+    entries: list[_RuleEntry] = parsed.rules if wrapped else parsed
+    errors: list[ConfigError] = []
     rules: list[Rule] = []
     first_line: dict[str, int] = {}
     for position, entry in enumerate(entries):
-        place: list[PathElement] = [*at, position]
-        rule = _parse_rule(entry, place, doc)
+        place = [*at, position]
+        rule = _rule(entry, place, doc, errors)
         line = doc.line_of([*place, "id"])
-        if rule.id in first_line:
-            raise doc.error(
-                f"rule id {excerpt(rule.id)!r} is used twice (first at line "
-                f"{first_line[rule.id]}); ids must be unique",
-                [*place, "id"],
-                "id",
+        if entry.id in first_line:
+            errors.append(
+                doc.error(
+                    f"rule id {excerpt(entry.id)!r} is used twice (first at line "
+                    f"{first_line[entry.id]}); ids must be unique",
+                    [*place, "id"],
+                    "id",
+                )
             )
-        first_line[rule.id] = line
-        rules.append(rule)
+        first_line.setdefault(entry.id, line)
+        if rule is not None:
+            rules.append(rule)
+    collected = ConfigErrors.collect(errors)
+    if collected is not None:
+        raise collected
     return rules
 
 
-def _rule_list(doc: LoadedValue) -> tuple[list[Any], list[PathElement]]:
-    """The rules and their place in the document."""
-    data = doc.data
-    if isinstance(data, dict):
-        for key in data:
-            if key != "rules":
-                hint = did_you_mean(str(key), ["rules"])
-                raise doc.error(
-                    f"unknown key '{excerpt(str(key))}'{hint}; {_EXPECTED_TOP}", [key], str(key)
-                )
-        if "rules" not in data:
-            raise doc.error(f"{_EXPECTED_TOP}, found an empty mapping")
-        data = data["rules"]
-        if not isinstance(data, list):
-            raise doc.error(f"'rules': expected a list of rules, found {_kind(data)}", ["rules"])
-        return data, ["rules"]
-    if not isinstance(data, list):
-        raise doc.error(f"{_EXPECTED_TOP}, found {_kind(data)}")
-    return data, []
-
-
-def _parse_rule(entry: Any, at: list[PathElement], doc: LoadedValue) -> Rule:
-    where = f"rule #{int(at[-1]) + 1}"
-    if not isinstance(entry, dict):
-        raise doc.error(f"{where}: expected a mapping, found {_kind(entry)}", at)
-    rule_id = entry.get("id")
-    if isinstance(rule_id, str) and rule_id:
-        where = f"rule {excerpt(rule_id)!r}"
-    # Unknown keys first: a misspelled 'id' or 'max_calls_per' is the cause of what follows.
-    for key in entry:
-        if key not in _ALL_KEYS:
-            hint = did_you_mean(str(key), _ALL_KEYS)
-            raise doc.error(
-                f"{where}: unknown key '{excerpt(str(key))}'{hint}", [*at, key], str(key)
-            )
-    if not isinstance(rule_id, str) or not rule_id:
-        raise doc.error(f"{where}: expected a non-empty string 'id'", [*at, "id"], "id")
-    tool = entry.get("tool")
-    if not isinstance(tool, str) or not tool:
-        raise doc.error(f"{where}: expected a non-empty string 'tool'", [*at, "tool"], "tool")
-    if "max_calls_per" in entry and "forbid_when_arg" in entry:
-        raise doc.error(
-            f"{where}: 'max_calls_per' and 'forbid_when_arg' are two kinds of rule; "
-            "write two rules",
-            [*at, "forbid_when_arg"],
-            "forbid_when_arg",
-        )
-    if "max_calls_per" in entry:
-        return _per_arg_rule(entry, rule_id, tool, at, doc)
-    if "forbid_when_arg" in entry:
-        return _forbid_rule(entry, rule_id, tool, at, doc)
-    raise doc.error(f"{where}: expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'", at)
-
-
-def _per_arg_rule(
-    entry: dict[str, Any], rule_id: str, tool: str, at: list[PathElement], doc: LoadedValue
-) -> Rule:
-    per, at_most = entry["max_calls_per"], entry.get("at_most", 1)
-    if not isinstance(per, str) or not per:
-        raise doc.error(
-            f"rule {rule_id!r}: 'max_calls_per' must name an argument, found {_kind(per)}",
-            [*at, "max_calls_per"],
-            "max_calls_per",
-        )
-    if isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0:
-        raise doc.error(
-            f"rule {rule_id!r}: 'at_most' must be an integer >= 0, found {at_most!r}",
-            [*at, "at_most"],
-            "at_most",
-        )
-    return Rule(rule_id, tool, max_calls_per=per, at_most=at_most)
-
-
-def _forbid_rule(
-    entry: dict[str, Any], rule_id: str, tool: str, at: list[PathElement], doc: LoadedValue
-) -> Rule:
-    if "at_most" in entry:
-        raise doc.error(
-            f"rule {rule_id!r}: 'at_most' goes with 'max_calls_per', not 'forbid_when_arg'",
-            [*at, "at_most"],
-            "at_most",
-        )
-    when = entry["forbid_when_arg"]
-    if not isinstance(when, dict) or not when:
-        raise doc.error(
-            f"rule {rule_id!r}: 'forbid_when_arg' must be a non-empty mapping of argument "
-            f"names to values, found {_kind(when)}",
-            [*at, "forbid_when_arg"],
-            "forbid_when_arg",
-        )
-    return Rule(rule_id, tool, forbid_when_arg=dict(when))
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an empty mapping" if not value else "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "nothing"
-    kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-    name = type(value).__name__
-    return f"the {kind.get(name, name)} {excerpt(repr(value))}"
+def _rule(
+    entry: _RuleEntry, at: list[PathElement], doc: LoadedValue, errors: list[ConfigError]
+) -> Rule | None:
+    """The rule, or None after adding to ``errors`` what keys do not go together."""
+    where = f"rule {excerpt(entry.id)!r}"
+    if entry.max_calls_per is not None and entry.forbid_when_arg is not None:
+        message = "'max_calls_per' and 'forbid_when_arg' are two kinds of rule; write two rules"
+        key = "forbid_when_arg"
+    elif entry.max_calls_per is not None:
+        at_most = 1 if entry.at_most is None else entry.at_most
+        return Rule(entry.id, entry.tool, max_calls_per=entry.max_calls_per, at_most=at_most)
+    elif entry.forbid_when_arg is None:
+        message, key = "expected 'max_calls_per' (with 'at_most') or 'forbid_when_arg'", None
+    elif entry.at_most is not None:
+        message = "'at_most' goes with 'max_calls_per', not 'forbid_when_arg'"
+        key = "at_most"
+    elif not entry.forbid_when_arg:
+        message = "'forbid_when_arg' must map argument names to values, found an empty mapping"
+        key = "forbid_when_arg"
+    else:
+        return Rule(entry.id, entry.tool, forbid_when_arg=dict(entry.forbid_when_arg))
+    errors.append(doc.error(f"{where}: {message}", [*at, key] if key else at, key))
+    return None
 
 
 def check_rules(calls: Sequence[IncidentCall], rules: Sequence[Rule]) -> list[dict[str, Any]]:

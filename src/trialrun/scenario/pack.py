@@ -5,18 +5,33 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trialrun.base.fsutil import make_output_dir
 from trialrun.base.quoting import excerpt
-from trialrun.base.suggest import did_you_mean
-from trialrun.config.yamlload import LoadedYaml, PathElement, load_yaml_file
-from trialrun.errors import ConfigError
+from trialrun.config.messages import spec_errors
+from trialrun.config.models import SERVER_NAME_PATTERN
+from trialrun.config.spec import (
+    AnyValue,
+    Int,
+    ListOf,
+    MapOf,
+    Nested,
+    OneOf,
+    Record,
+    SpecError,
+    Str,
+    keyed,
+    parse,
+)
+from trialrun.config.yamlload import LoadedYaml, load_yaml_file
+from trialrun.errors import ConfigError, ConfigErrors
 from trialrun.scenario import world
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "pack_template"
 # The template is a package only so trialrun can import its world module; the pack needs neither.
 _NOT_COPIED = {"__init__.py", "__pycache__"}
+_R = TypeVar("_R", bound=Record)
 
 
 def init_pack(dest: Path, *, force: bool = False) -> list[Path]:
@@ -48,8 +63,9 @@ def load_pack(pack_dir: Path) -> dict[str, Any]:
         )
     # The line-aware loader reports unreadable, binary, empty and non-mapping files by line.
     doc = load_yaml_file(path)
-    _refuse_unknown_keys(doc)
-    _check_pack_values(doc)
+    _parse(_Pack, doc, "pack.yaml")
+    if not doc.data["agents"]:
+        raise doc.error("'agents' must name at least one agent, found none", ["agents"], "agents")
     try:
         pack = world.validate_pack(doc.data, path)
     except world.PackError as exc:
@@ -59,80 +75,32 @@ def load_pack(pack_dir: Path) -> dict[str, Any]:
     return pack
 
 
-_PACK_KEYS = ("name", "description", "agents", "scenarios")
-_AGENT_KEYS = ("command",)
+class _Agent(Record):
+    command: list[str] = keyed(ListOf(Str()))
 
 
-def _refuse_unknown_keys(doc: LoadedYaml) -> None:
-    """A misspelled key would otherwise be ignored (the template's validator only reads)."""
-    places: list[tuple[list[PathElement], dict[str, Any], tuple[str, ...]]] = [
-        ([], doc.data, _PACK_KEYS)
-    ]
-    agents = doc.data.get("agents")
-    if isinstance(agents, dict):
-        places += [
-            (["agents", name], agent, _AGENT_KEYS)
-            for name, agent in agents.items()
-            if isinstance(agent, dict)
-        ]
-    for where, mapping, allowed in places:
-        _refuse_unknown(doc, where, mapping, allowed)
+class _Pack(Record):
+    """pack.yaml; the world's ``validate_pack`` checks the same without lines."""
+
+    name: Any = keyed(AnyValue(), default=None)
+    description: Any = keyed(AnyValue(), default=None)
+    agents: dict[str, _Agent] = keyed(MapOf(Nested(_Agent), key=Str(SERVER_NAME_PATTERN)))
+    scenarios: list[str] = keyed(ListOf(Str(min_length=1)))
 
 
-def _refuse_unknown(
-    doc: LoadedYaml,
-    where: list[PathElement],
-    mapping: dict[str, Any],
-    allowed: tuple[str, ...],
-    inside: str = "",
-) -> None:
-    for key in mapping:
-        if key not in allowed:
-            hint = did_you_mean(str(key), allowed)
-            place = f" in {inside}" if inside else ""
-            raise doc.error(
-                f"unknown key '{excerpt(str(key))}'{place}{hint}", [*where, key], str(key)
-            )
+class _Fault(Record):
+    tool: str = keyed(OneOf(*world.TOOLS))
+    call: int = keyed(Int(ge=1), default=1)
+    kind: str = keyed(OneOf(*world.FAULT_KINDS))
+    delay_ms: int = keyed(Int(ge=0), default=0)
 
 
-def _check_pack_values(doc: LoadedYaml) -> None:
-    """The world's ``validate_pack`` checks the same without lines; here each is at its line."""
-    for key in ("agents", "scenarios"):
-        if key not in doc.data:
-            raise doc.error(f"missing required key '{key}' in pack.yaml", [], key)
-    agents = doc.data.get("agents")
-    if not isinstance(agents, dict) or not agents:
-        expected = "agents: expected a mapping of agent names to {command: [...]}"
-        raise doc.error(f"{expected}, found {_kind(agents)}", ["agents"], "agents")
-    for name, agent in agents.items():
-        if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
-            raise doc.error(
-                f"agent name {_shown(name)}: expected letters, digits, '-' or '_'", ["agents", name]
-            )
-        command = agent.get("command") if isinstance(agent, dict) else None
-        if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-            raise doc.error(
-                f"agents.{excerpt(name)}.command: expected a list of strings, "
-                f"found {_kind(command)}",
-                ["agents", name, "command"],
-                "command",
-            )
-    scenarios = doc.data.get("scenarios")
-    if not isinstance(scenarios, list):
-        expected = "scenarios: expected a list of scenario file paths"
-        raise doc.error(f"{expected}, found {_kind(scenarios)}", ["scenarios"], "scenarios")
-    for index, scenario in enumerate(scenarios):
-        if not isinstance(scenario, str) or not scenario:
-            raise doc.error(
-                f"scenarios[{index}]: expected a scenario file path, found {_kind(scenario)}",
-                ["scenarios", index],
-                "scenarios",
-            )
-
-
-_SCENARIO_KEYS = ("id", "description", "orders", "task", "faults")
-_REQUIRED_SCENARIO_KEYS = ("id", "orders", "task")
-_FAULT_KEYS = ("tool", "call", "kind", "delay_ms")
+class _Scenario(Record):
+    id: str = keyed(Str(min_length=1))
+    description: Any = keyed(AnyValue(), default=None)
+    orders: dict[str, dict[str, Any]] = keyed(MapOf(MapOf(AnyValue())))
+    task: Any = keyed(AnyValue())
+    faults: list[_Fault] = keyed(ListOf(Nested(_Fault)), default_factory=list)
 
 
 def check_scenario(doc: LoadedYaml) -> None:
@@ -142,32 +110,9 @@ def check_scenario(doc: LoadedYaml) -> None:
     trialrun) and keeps no lines; it would ignore a misspelled key ("fualts": no faults, a
     scenario that tests nothing) or crash on a value of the wrong type.
     """
-    data = doc.data
-    _refuse_unknown(doc, [], data, _SCENARIO_KEYS)
-    for key in _REQUIRED_SCENARIO_KEYS:
-        if key not in data:
-            raise doc.error(f"missing required key '{key}' in the scenario", [], key)
-    if not isinstance(data["id"], str) or not data["id"]:
-        raise doc.error(
-            f"id: expected a non-empty string, found {_shown(data['id'])}", ["id"], "id"
-        )
-    _check_orders(doc, data["orders"])
-    faults = data.get("faults", [])
-    if not isinstance(faults, list):
-        raise doc.error(f"faults: expected a list, found {_kind(faults)}", ["faults"], "faults")
-    for index, fault in enumerate(faults):
-        _check_fault(doc, fault, ["faults", index])
-
-
-def _check_orders(doc: LoadedYaml, orders: Any) -> None:
-    if not isinstance(orders, dict):
-        raise doc.error(
-            f"orders: expected a mapping of order ids to orders, found {_kind(orders)}",
-            ["orders"],
-            "orders",
-        )
-    for order_id, order in orders.items():
-        total = order.get("total") if isinstance(order, dict) else None
+    scenario = _parse(_Scenario, doc, "the scenario")
+    for order_id, order in scenario.orders.items():
+        total = order.get("total")
         if not isinstance(total, int | float) or isinstance(total, bool):
             raise doc.error(
                 f"orders.{excerpt(str(order_id))}: expected a mapping with a numeric 'total'",
@@ -176,43 +121,18 @@ def _check_orders(doc: LoadedYaml, orders: Any) -> None:
             )
 
 
-def _check_fault(doc: LoadedYaml, fault: Any, at: list[PathElement]) -> None:
-    where = f"faults[{at[-1]}]"
-    if not isinstance(fault, dict):
-        raise doc.error(f"{where}: expected a mapping, found {_kind(fault)}", at)
-    _refuse_unknown(doc, at, fault, _FAULT_KEYS, where)
-    for key, choices in (("tool", world.TOOLS), ("kind", world.FAULT_KINDS)):
-        value = fault.get(key)
-        if value not in choices:
-            raise doc.error(
-                f"{where}.{key}: expected one of {', '.join(choices)}, found {_shown(value)}"
-                f"{did_you_mean(value, choices) if isinstance(value, str) else ''}",
-                [*at, key],
-                key,
-            )
-    for key, least in (("call", 1), ("delay_ms", 0)):
-        value = fault.get(key, least)
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise doc.error(
-                f"{where}.{key}: expected an integer >= {least}, found {_shown(value)}",
-                [*at, key],
-                key,
-            )
+def _parse(record: type[_R], doc: LoadedYaml, what: str) -> _R:
+    try:
+        return parse(record, doc.data)
+    except SpecError as exc:
+        raise ConfigErrors(spec_errors(exc, doc, record, what, owner=_entry)) from None
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, dict):
-        return "a mapping" if value else "an empty mapping"
-    if isinstance(value, list):
-        return "a list"
-    return _shown(value)
-
-
-def _shown(value: Any) -> str:
-    """A value from the file, as a message quotes it: short, secrets redacted."""
-    return excerpt(repr(value))
+def _entry(loc: tuple[str | int, ...]) -> str | None:
+    """A message inside a fault or an agent names it: ``faults[0]``, ``agents.naive``."""
+    if len(loc) <= 2 or loc[-1] == "[key]":
+        return None
+    return f"{loc[0]}[{loc[1]}]" if isinstance(loc[1], int) else f"{loc[0]}.{excerpt(str(loc[1]))}"
 
 
 def verify_pack(pack_dir: Path, agent: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import re
 import subprocess
 import tomllib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,9 @@ from typing import Any
 from trialrun.base.fsutil import atomic_write_text, undecodable
 from trialrun.base.quoting import excerpt
 from trialrun.base.signedjson import loads_unique
-from trialrun.base.suggest import did_you_mean
+from trialrun.config.spec import Record, SpecError, Str, keyed, parse
 from trialrun.config.yamlload import load_yaml_file
-from trialrun.errors import ConfigError
+from trialrun.errors import ConfigError, ConfigErrors
 from trialrun.home.digest import DIGEST_PREFIX, content_digest
 from trialrun.home.paths import RECEIPT_FILE, store_root, trialrun_home
 from trialrun.team.store import TeamError, TeamStore, check_plain_id
@@ -70,7 +70,10 @@ def team_from_config(explicit: str | None) -> str | None:
     return team
 
 
-_CONFIG_KEYS = ("team",)
+class _TeamConfig(Record):
+    """``$TRIALRUN_HOME/config.toml``."""
+
+    team: str | None = keyed(Str(min_length=1), default=None)
 
 
 def _configured_team(config: Path) -> str | None:
@@ -90,24 +93,28 @@ def _configured_team(config: Path) -> str | None:
     except tomllib.TOMLDecodeError as exc:
         problem, line = _toml_problem(str(exc), text)
         raise ConfigError(f"invalid TOML: {problem}", file=config, line=line) from None
-    for key in data:
-        if key not in _CONFIG_KEYS:
-            hint = did_you_mean(key, _CONFIG_KEYS)
-            line = _toml_key_line(text, key)
-            raise ConfigError(
-                f"unknown key '{excerpt(key)}'{hint}", file=config, line=line, key=key
-            )
-    value = data.get("team")
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            f"'team' must be a non-empty string, found {excerpt(repr(value))}",
-            file=config,
-            line=_toml_key_line(text, "team"),
-            key="team",
-        )
-    return value
+    try:
+        return parse(_TeamConfig, data).team
+    except SpecError as exc:
+        from trialrun.config.messages import spec_errors
+
+        errors = spec_errors(exc, _TomlFile(config, text), _TeamConfig, CONFIG_FILE)
+        raise ConfigErrors(errors) from None
+
+
+@dataclass(frozen=True)
+class _TomlFile:
+    """config.toml as ``spec_errors`` places errors in it: at the line of the top-level key."""
+
+    path: Path
+    text: str
+
+    def error(
+        self, message: str, path: Sequence[str | int] = (), key: str | None = None
+    ) -> ConfigError:
+        top = path[0] if path else None
+        line = _toml_key_line(self.text, top) if isinstance(top, str) else None
+        return ConfigError(message, file=self.path, line=line, key=key)
 
 
 _TOML_PLACE = re.compile(
