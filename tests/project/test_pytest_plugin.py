@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import cryptography.hazmat.primitives.asymmetric.ec  # noqa: F401  (see below)
+import cryptography.hazmat.primitives.asymmetric.ec  # (see below)
 import cryptography.x509  # noqa: F401  (see below)
 import pytest
 
