@@ -89,7 +89,18 @@ def processes_left(state: Path) -> list[str]:
     """Every agent and helper of the run that still runs."""
     pids = [pid for pid, _ in started_agents(state).values()]
     pids += [int(path.read_text()) for path in state.glob("child.*")]
-    return [f"pid {pid}" for pid in pids if not process_gone(pid)]
+    return [f"pid {pid}: {described(pid)}" for pid in pids if not process_gone(pid)]
+
+
+def described(pid: int) -> str:
+    """A leftover's command line, state and parent, so that a leak names what leaked."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        fields = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return "gone while described"
+    return f"{command} (state {fields[0]}, parent {fields[1]}, group {fields[2]})"
 
 
 def without_volatile(value: Any) -> Any:

@@ -277,8 +277,8 @@ class AgentProcess:
             pipes["pass_fds"] = (*pipes.get("pass_fds", ()), *seal.pass_fds)
         # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
         tail_fd = 2 if channel == "stdio" else 1
-        try:
-            transport, protocol = await loop.subprocess_exec(
+        spawning = asyncio.ensure_future(
+            loop.subprocess_exec(
                 lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
                 *command,
                 cwd=cwd,
@@ -286,7 +286,14 @@ class AgentProcess:
                 start_new_session=True,
                 **pipes,
             )
+        )
+        try:
+            # Shielded: a Ctrl-C while asyncio connects the pipes would otherwise stop only the
+            # agent itself, and whatever it had started in its group would live on.
+            transport, protocol = await asyncio.shield(spawning)
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                spawning.add_done_callback(_stop_spawned_group)
             if ours is not None:
                 ours.close()
             if stdout_r >= 0:
@@ -314,7 +321,7 @@ class AgentProcess:
                 )
             except BaseException:
                 stdout_pipe.close()
-                transport.close()
+                _stop_group(transport)
                 raise
             return cls(transport, protocol, process, max_message_bytes, stdout)
         try:
@@ -323,7 +330,7 @@ class AgentProcess:
             )
         except BaseException:
             ours.close()
-            transport.close()
+            _stop_group(transport)
             raise
         writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
         return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
@@ -501,6 +508,21 @@ class AgentProcess:
     async def _settle_stderr(self) -> None:
         if not self._protocol.tail_closed.done():
             await asyncio.wait((self._protocol.tail_closed,), timeout=_STDERR_SETTLE_S)
+
+
+def _stop_group(transport: asyncio.SubprocessTransport) -> None:
+    """SIGKILL an agent's whole group (it leads a session of its own), then close its transport:
+    for an agent whose start was cut short, so that nothing it started outlives the run."""
+    pid = transport.get_pid()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    transport.close()
+
+
+def _stop_spawned_group(spawning: asyncio.Future[Any]) -> None:
+    if not spawning.cancelled() and spawning.exception() is None:
+        transport, _ = spawning.result()
+        _stop_group(transport)
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
