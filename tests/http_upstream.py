@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import json
 import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -141,3 +142,18 @@ class ScriptedApi:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+def http_suite(tmp_path: Path, name: str, agent: Path) -> Path:
+    """A replay suite at ``tmp_path/suite`` of one case ``t1`` (its cases written by the test)
+    whose agent is the Python script ``agent``."""
+    root = tmp_path / "suite"
+    (root / "cases").mkdir(parents=True)
+    (root / "cassettes").mkdir()
+    (root / "cassettes" / "t1.jsonl").write_text("")
+    (root / "suite.yaml").write_text(
+        f"suite_name: {name}\n"
+        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(agent))}]\n"
+        "mode: replay\ncases_path: cases\ntool_registry: []\n"
+    )
+    return root

@@ -9,13 +9,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from http_upstream import HOST, ScriptedApi, UpstreamAuthority
+from http_upstream import HOST, ScriptedApi, UpstreamAuthority, http_suite
 
 AGENT = Path(__file__).resolve().parents[1] / "agents" / "http_agent.py"
 SECRET = "sk-proj-" + "Z1x2C3v4B5n6M7a8S9d0" * 2
@@ -24,31 +23,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
-    root = tmp_path / "suite"
-    (root / "cases").mkdir(parents=True)
-    (root / "cassettes").mkdir()
-    (root / "cassettes" / "t1.jsonl").write_text("")
-    (root / "suite.yaml").write_text(
-        "suite_name: http\n"
-        f"agent_command: [{json.dumps(sys.executable)}, {json.dumps(str(AGENT))}]\n"
-        "mode: replay\ncases_path: cases\ntool_registry: []\n"
-    )
-    return root
-
-
-@pytest.fixture
-def upstream_ca(tmp_path: Path) -> UpstreamAuthority:
-    directory = tmp_path / "upstream-ca"
-    directory.mkdir()
-    return UpstreamAuthority(directory)
-
-
-@pytest.fixture
-def apis(upstream_ca: UpstreamAuthority) -> Iterator[tuple[ScriptedApi, ScriptedApi]]:
-    plain, secure = ScriptedApi(), ScriptedApi(upstream_ca)
-    yield plain, secure
-    for api in (plain, secure):
-        api.stop()
+    return http_suite(tmp_path, "http", AGENT)
 
 
 def set_case(suite: Path, urls: list[str]) -> None:
