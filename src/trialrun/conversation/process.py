@@ -293,7 +293,7 @@ class AgentProcess:
             transport, protocol = await asyncio.shield(spawning)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
-                spawning.add_done_callback(_stop_spawned_group)
+                await _stop_cancelled_spawn(spawning)
             if ours is not None:
                 ours.close()
             if stdout_r >= 0:
@@ -519,10 +519,24 @@ def _stop_group(transport: asyncio.SubprocessTransport) -> None:
     transport.close()
 
 
-def _stop_spawned_group(spawning: asyncio.Future[Any]) -> None:
-    if not spawning.cancelled() and spawning.exception() is None:
-        transport, _ = spawning.result()
-        _stop_group(transport)
+async def _stop_cancelled_spawn(spawning: asyncio.Future[Any]) -> None:
+    """For a start cancelled while spawning: let the spawn finish, then kill the agent's group
+    and reap it, each wait bounded. Left unreaped, the agent would keep the event loop's child
+    watcher waiting as the loop closes. Further cancellations wait too; the caller re-raises."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _KILL_REAP_S
+    while not spawning.done() and (remaining := deadline - loop.time()) > 0:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((spawning,), timeout=remaining)
+    if not spawning.done() or spawning.cancelled() or spawning.exception() is not None:
+        return
+    transport, protocol = spawning.result()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(transport.get_pid(), signal.SIGKILL)
+    while not protocol.exited.done() and (remaining := deadline - loop.time()) > 0:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((protocol.exited,), timeout=remaining)
+    transport.close()
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
