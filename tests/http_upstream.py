@@ -21,6 +21,22 @@ from typing import Any
 HOST = "127.0.0.2"
 
 
+def _ca_key_usage() -> Any:
+    from cryptography import x509
+
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 class UpstreamAuthority:
     """A CA and a server certificate for ``HOST``, as PEM files in ``directory``."""
 
@@ -42,6 +58,10 @@ class UpstreamAuthority:
             .not_valid_before(now - datetime.timedelta(hours=1))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(_ca_key_usage(), critical=True)
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+            )
             .sign(ca_key, hashes.SHA256())
         )
         key = ec.generate_private_key(ec.SECP256R1())
@@ -55,6 +75,11 @@ class UpstreamAuthority:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(
                 x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]),
+                critical=False,
+            )
+            # Python 3.13 verifies strictly (VERIFY_X509_STRICT): a leaf names its issuer's key.
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                 critical=False,
             )
             .sign(ca_key, hashes.SHA256())
