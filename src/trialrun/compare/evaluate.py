@@ -56,7 +56,7 @@ import subprocess
 import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -122,12 +122,7 @@ class Efficiency:
     duration_ms: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "turns": self.turns,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "duration_ms": self.duration_ms,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
