@@ -255,6 +255,29 @@ def test_a_model_recording_symlinked_outside_the_repository_is_refused(
     assert outside.read_text(encoding="utf-8") == f"{GITHUB_TOKEN}\n"
 
 
+def test_an_http_recording_symlinked_outside_the_repository_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The HTTP recorder's file beside the cassette is checked even when no model or MCP
+    # service is configured; live mode neither reads nor writes it.
+    monkeypatch.chdir(tmp_path)
+    suite = _suite(tmp_path / "repo")
+    (suite / "cassettes").mkdir()
+    outside = tmp_path / "credentials"
+    outside.write_text(f"{GITHUB_TOKEN}\n", encoding="utf-8")
+    (suite / "cassettes" / "a.http.jsonl").symlink_to(outside)
+
+    for mode in ("replay", "record"):
+        code, output = _cli(["run", str(suite), "--mode", mode], capsys)
+
+        assert code == 2
+        line = _one_error_line(output)
+        assert line.startswith("error: repo/suite/cassettes/a.http.jsonl: a symbolic link")
+        assert "outside the repository" in line
+        assert GITHUB_TOKEN[4:12] not in output
+    assert outside.read_text(encoding="utf-8") == f"{GITHUB_TOKEN}\n"
+
+
 def test_a_compare_case_symlinked_outside_the_subject_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
