@@ -265,7 +265,8 @@ def test_an_http_recording_symlinked_outside_the_repository_is_refused(
     (suite / "cassettes" / "a.http.jsonl").symlink_to(outside)
 
     for mode in ("replay", "record"):
-        code, output = _cli(["run", str(suite), "--mode", mode], capsys)
+        code, out, err = call_cli(["run", str(suite), "--mode", mode], capsys)
+        output = out + err
 
         assert code == 2
         line = _one_error_line(output)
