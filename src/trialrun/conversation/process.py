@@ -31,8 +31,9 @@ import sys
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from trialrun.base import leftovers
 from trialrun.base.linesredact import LineRedactor
@@ -45,6 +46,7 @@ from trialrun.conversation.lines import (
     UnterminatedLine,
 )
 from trialrun.conversation.protocol import encode
+from trialrun.conversation.spawner import SpawnedAgent, SpawnFailed
 from trialrun.errors import TrialrunError
 
 if TYPE_CHECKING:
@@ -193,27 +195,148 @@ def _watch_children_with_pidfd(loop: asyncio.AbstractEventLoop) -> None:
     _PIDFD_LOOPS.add(loop)
 
 
+class _Handle(Protocol):
+    """The seam between an agent and how it was started: asyncio's subprocess (an unsealed
+    agent) or the run's sealed spawner (``conversation.spawner``). The rest of ``AgentProcess``
+    and the conversation above it do not know which."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def exited(self) -> asyncio.Future[None]: ...
+
+    @property
+    def killed_because(self) -> str | None: ...
+
+    def has_exited(self) -> bool:
+        """Whether it has exited, as far as can be told before its exit is reported."""
+
+    def close(self) -> None:
+        """Close its pipes; an agent still running is killed."""
+
+
+class _Tail(Protocol):
+    """Where the agent's output tail (stderr; stdout too on the ``fd`` channel) goes."""
+
+    tail: StderrRing
+    tail_closed: asyncio.Future[None]
+
+
+class _SubprocessHandle:
+    """An agent started by asyncio (``loop.subprocess_exec``), which reaps it."""
+
+    def __init__(self, transport: asyncio.SubprocessTransport, protocol: _AgentProtocol) -> None:
+        self._transport = transport
+        self.pid: int = transport.get_pid()
+        self.exited = protocol.exited
+        self.killed_because: str | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._transport.get_returncode()
+
+    def has_exited(self) -> bool:
+        """Whether the kernel holds the agent's exit status (WNOWAIT: the loop still reaps it)."""
+        if not hasattr(os, "waitid"):  # not on every Unix: then only the loop can tell
+            return False
+        try:
+            status = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already: its exit is on its way to the loop
+            return True
+        return status is not None
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class _SealedHandle:
+    """An agent the sealed spawner started, with the pipes we connected to it."""
+
+    def __init__(self, agent: SpawnedAgent, pipes: list[asyncio.BaseTransport]) -> None:
+        self._agent = agent
+        self._pipes = pipes
+        self.pid = agent.pid
+        self.exited = agent.exited
+
+    @property
+    def returncode(self) -> int | None:
+        return self._agent.returncode
+
+    @property
+    def killed_because(self) -> str | None:
+        return self._agent.killed_because
+
+    def has_exited(self) -> bool:
+        return self._agent.has_exited()
+
+    def close(self) -> None:
+        for pipe in self._pipes:
+            pipe.close()
+        self._agent.close()
+
+
+class _TailReader(asyncio.Protocol):
+    """The output tail's pipe of a sealed agent (asyncio's subprocess protocol reads it else)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.tail = StderrRing()
+        self.tail_closed: asyncio.Future[None] = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.tail.feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.tail_closed.done():
+            self.tail_closed.set_result(None)
+
+
+class _StdinProtocol(asyncio.streams.FlowControlMixin):
+    """The stdin pipe of a sealed agent, written through a ``StreamWriter`` (``drain``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self._closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
+        return self._closed
+
+
+@dataclass
+class _Started:
+    """What a spawn gives, however it was done: the handle, the tail and (stdio) stdin."""
+
+    handle: _Handle
+    tail: _Tail
+    stdin: asyncio.StreamWriter | None
+
+
 class AgentProcess:
     """A running agent. Create it with ``await AgentProcess.start(...)``."""
 
     def __init__(
         self,
-        transport: asyncio.SubprocessTransport,
-        protocol: _AgentProtocol,
-        process: asyncio.subprocess.Process,
+        started: _Started,
         max_message_bytes: int,
         messages: tuple[asyncio.ReadTransport, LineReader],
         socket_writer: asyncio.StreamWriter | None = None,
     ) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._process = process
-        self.pid = process.pid
+        self._handle = started.handle
+        self._tail = started.tail
+        self.pid = started.handle.pid
         self._messages, self._lines = messages
         """The agent's stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
         if socket_writer is None:
-            assert process.stdin is not None
-            self._writer: asyncio.StreamWriter = process.stdin
+            assert started.stdin is not None
+            self._writer: asyncio.StreamWriter = started.stdin
         else:
             self._writer = socket_writer
         self._closed = False
@@ -236,8 +359,8 @@ class AgentProcess:
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
-        ``seal``: the agent starts through its shim, which seals its network and execs it
-        (conversation/seal.py).
+        ``seal``: the run's sealed spawner starts the agent inside the seal
+        (conversation/seal.py, conversation/spawner.py); else asyncio starts it.
         Raises ``AgentStartError`` with a message a user can act on.
         """
         child_env = dict(os.environ if env is None else env)
@@ -247,61 +370,27 @@ class AgentProcess:
         if cwd is not None and not Path(cwd).is_dir():
             raise AgentStartError(f"Agent working directory does not exist: {cwd}")
         loop = asyncio.get_running_loop()
-        _watch_children_with_pidfd(loop)
-        pipes: dict[str, Any] = {
-            "stdin": subprocess.PIPE,
-            "stdout": subprocess.PIPE,
-            "stderr": subprocess.PIPE,
-        }
         ours: socket.socket | None = None
         theirs: socket.socket | None = None
         stdout_r, stdout_w = -1, -1
         if channel == "stdio":
             # stdout on a pipe of our own, read by LineReader (see conversation/lines.py).
             stdout_r, stdout_w = os.pipe()
-            pipes["stdout"] = stdout_w
         else:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
-            pipes = {
-                "stdin": subprocess.DEVNULL,
-                "stdout": subprocess.PIPE,
-                "stderr": subprocess.STDOUT,
-                "pass_fds": (theirs.fileno(),),
-            }
-        if seal is not None:
-            # The shim execs the agent: find it first, so a missing command is the same start
-            # error as without the seal (the shim could only exit 127).
-            _check_executable(command[0], child_env.get("PATH"), cwd)
-            command = seal.command(command)
-            pipes["pass_fds"] = (*pipes.get("pass_fds", ()), *seal.pass_fds)
-        # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
-        tail_fd = 2 if channel == "stdio" else 1
-        spawning = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
-                *command,
-                cwd=cwd,
-                env=child_env,
-                start_new_session=True,
-                **pipes,
-            )
-        )
         try:
-            # Shielded: a Ctrl-C while asyncio connects the pipes would otherwise stop only the
-            # agent itself, and whatever it had started in its group would live on.
-            transport, protocol = await asyncio.shield(spawning)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                await _stop_cancelled_spawn(spawning)
+            if seal is None:
+                started = await _spawn_subprocess(
+                    loop, command, cwd, child_env, max_message_bytes, stdout_w, theirs
+                )
+            else:
+                started = await _spawn_sealed(loop, command, cwd, child_env, stdout_w, theirs, seal)
+        except BaseException:
             if ours is not None:
                 ours.close()
             if stdout_r >= 0:
                 os.close(stdout_r)
-            if isinstance(exc, OSError):
-                raise AgentStartError(_start_problem(command[0], exc)) from None
-            if isinstance(exc, ValueError):  # a NUL in the command, its environment or cwd
-                raise AgentStartError(f"Could not start agent command {command!r}: {exc}") from None
             raise
         finally:
             # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
@@ -309,10 +398,7 @@ class AgentProcess:
                 theirs.close()
             if stdout_w >= 0:
                 os.close(stdout_w)
-            if seal is not None:
-                seal.spawned()
-        process = asyncio.subprocess.Process(transport, protocol, loop)
-        leftovers.note_group(process.pid)
+        handle = started.handle
         if ours is None:
             stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
             try:
@@ -321,57 +407,52 @@ class AgentProcess:
                 )
             except BaseException:
                 stdout_pipe.close()
-                _stop_group(transport)
+                _stop_group(handle)
                 raise
-            return cls(transport, protocol, process, max_message_bytes, stdout)
+            return cls(started, max_message_bytes, stdout)
         try:
             sock_transport, lines = await loop.create_unix_connection(
                 lambda: SocketLineReader(max_message_bytes), sock=ours
             )
         except BaseException:
             ours.close()
-            _stop_group(transport)
+            _stop_group(handle)
             raise
         writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
+        return cls(started, max_message_bytes, (sock_transport, lines), writer)
 
     @property
     def returncode(self) -> int | None:
         """The agent's exit status once it exited (negative: killed by that signal)."""
-        return self._transport.get_returncode()
+        return self._handle.returncode
+
+    @property
+    def killed_because(self) -> str | None:
+        """Why trialrun killed the agent when the case did not ask for it (its spawner died)."""
+        return self._handle.killed_because
 
     @property
     def exited(self) -> bool:
-        return self._protocol.exited.done()
+        return self._handle.exited.done()
 
     def on_exit(self, callback: Callable[[], object]) -> None:
         """Have the event loop call ``callback`` once the agent itself has exited."""
-        self._protocol.exited.add_done_callback(lambda _: callback())
+        self._handle.exited.add_done_callback(lambda _: callback())
 
     async def wait_exited(self, timeout_s: float | None = None) -> bool:
         """Wait until the agent itself exits (its children may live on); False on timeout."""
         if self.exited:
             return True
         # asyncio.wait, unlike wait_for on Python 3.11, starts no task and cancels nothing.
-        done, _ = await asyncio.wait((self._protocol.exited,), timeout=timeout_s)
+        done, _ = await asyncio.wait((self._handle.exited,), timeout=timeout_s)
         if done:
             return True
         # The timeout and the exit can be due in the same turn of a loop that a busy machine
         # held back, and the timeout runs first: ask the kernel before saying the agent runs.
-        if not self._has_exited():
+        if not self._handle.has_exited():
             return False
-        await self._protocol.exited  # the loop is about to reap it; its status comes with it
+        await self._handle.exited  # the loop is about to reap it; its status comes with it
         return True
-
-    def _has_exited(self) -> bool:
-        """Whether the kernel holds the agent's exit status (WNOWAIT: the loop still reaps it)."""
-        if not hasattr(os, "waitid"):  # not on every Unix: then only the loop can tell
-            return False
-        try:
-            status = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:  # reaped already: its exit is on its way to the loop
-            return True
-        return status is not None
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
@@ -436,7 +517,7 @@ class AgentProcess:
             writer.close()
 
     def stderr_tail(self) -> str:
-        return self._protocol.tail.text()
+        return self._tail.tail.text()
 
     def kill_now(self) -> None:
         """SIGKILL the whole group at once, without waiting (used when we are being cancelled)."""
@@ -457,7 +538,7 @@ class AgentProcess:
         cancelled = False
         while not self.exited and (remaining := deadline - loop.time()) > 0:
             try:
-                await asyncio.wait((self._protocol.exited,), timeout=remaining)
+                await asyncio.wait((self._handle.exited,), timeout=remaining)
             except asyncio.CancelledError:
                 cancelled = True
         if cancelled:
@@ -495,7 +576,7 @@ class AgentProcess:
         if self.channel == "fd":
             self._writer.close()
         self._messages.close()
-        self._transport.close()
+        self._handle.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:
         # The group outlives the agent while its children run, so this is not a stale-pid risk.
@@ -506,20 +587,147 @@ class AgentProcess:
             leftovers.note_ended(self.pid)
 
     async def _settle_stderr(self) -> None:
-        if not self._protocol.tail_closed.done():
-            await asyncio.wait((self._protocol.tail_closed,), timeout=_STDERR_SETTLE_S)
+        if not self._tail.tail_closed.done():
+            await asyncio.wait((self._tail.tail_closed,), timeout=_STDERR_SETTLE_S)
 
 
-def _stop_group(transport: asyncio.SubprocessTransport) -> None:
-    """SIGKILL an agent's whole group (it leads a session of its own), then close its transport:
+async def _spawn_subprocess(
+    loop: asyncio.AbstractEventLoop,
+    command: list[str],
+    cwd: str | Path | None,
+    env: dict[str, str],
+    max_message_bytes: int,
+    stdout_w: int,
+    theirs: socket.socket | None,
+) -> _Started:
+    """Start an unsealed agent through asyncio: stdout goes to ``stdout_w`` (stdio channel) or
+    joins stderr in the tail, the protocol then running over ``theirs`` (fd channel)."""
+    _watch_children_with_pidfd(loop)
+    if theirs is None:
+        pipes: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": stdout_w,
+            "stderr": subprocess.PIPE,
+        }
+    else:
+        pipes = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+            "pass_fds": (theirs.fileno(),),
+        }
+    # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
+    tail_fd = 2 if theirs is None else 1
+    spawning = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
+            *command,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            **pipes,
+        )
+    )
+    try:
+        # Shielded: a Ctrl-C while asyncio connects the pipes would otherwise stop only the
+        # agent itself, and whatever it had started in its group would live on.
+        transport, protocol = await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        await _stop_cancelled_spawn(spawning, lambda started: _SubprocessHandle(*started))
+        raise
+    except OSError as exc:
+        raise AgentStartError(_start_problem(command[0], exc)) from None
+    except ValueError as exc:  # a NUL in the command, its environment or cwd
+        raise AgentStartError(f"Could not start agent command {command!r}: {exc}") from None
+    leftovers.note_group(transport.get_pid())
+    process = asyncio.subprocess.Process(transport, protocol, loop)
+    return _Started(_SubprocessHandle(transport, protocol), protocol, process.stdin)
+
+
+async def _spawn_sealed(
+    loop: asyncio.AbstractEventLoop,
+    command: list[str],
+    cwd: str | Path | None,
+    env: dict[str, str],
+    stdout_w: int,
+    theirs: socket.socket | None,
+    seal: AgentSeal,
+) -> _Started:
+    """Start a sealed agent through the run's spawner, with the same descriptors asyncio would
+    give it: pipes of ours for stdin (stdio channel) and the tail, ``theirs`` at its number."""
+    tail_r, tail_w = os.pipe()
+    if theirs is None:
+        stdin_r, stdin_w = os.pipe()
+        fds = [(stdin_r, 0), (stdout_w, 1), (tail_w, 2)]
+    else:
+        stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1
+        fds = [(stdin_r, 0), (tail_w, 1), (tail_w, 2), (theirs.fileno(), theirs.fileno())]
+    spawning = asyncio.ensure_future(
+        seal.spawner.spawn(
+            command,
+            env=env,
+            cwd=None if cwd is None else str(cwd),
+            fds=fds,
+            ports=seal.ports,
+            notify=seal.notify_fd(),
+        )
+    )
+    try:
+        # Shielded, as asyncio's spawn is: a Ctrl-C now must still find the agent's group.
+        agent = await asyncio.shield(spawning)
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            await _stop_cancelled_spawn(spawning, lambda started: _SealedHandle(started, []))
+        os.close(tail_r)
+        if stdin_w >= 0:
+            os.close(stdin_w)
+        if isinstance(exc, SpawnFailed):
+            raise AgentStartError(_spawn_problem(command, exc)) from None
+        raise
+    finally:
+        os.close(tail_w)
+        os.close(stdin_r)
+        seal.spawned()
+    pipes: list[asyncio.BaseTransport] = []
+    handle = _SealedHandle(agent, pipes)
+    try:
+        tail_pipe = open(tail_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
+        tail_transport, tail = await loop.connect_read_pipe(lambda: _TailReader(loop), tail_pipe)
+        pipes.append(tail_transport)
+        if stdin_w < 0:
+            return _Started(handle, tail, None)
+        stdin_pipe = open(stdin_w, "wb", buffering=0)  # noqa: SIM115 (the transport's now)
+        stdin_transport, stdin = await loop.connect_write_pipe(
+            lambda: _StdinProtocol(loop), stdin_pipe
+        )
+        pipes.append(stdin_transport)
+    except BaseException:
+        _stop_group(handle)
+        raise
+    return _Started(handle, tail, asyncio.StreamWriter(stdin_transport, stdin, None, loop))
+
+
+def _spawn_problem(command: list[str], exc: SpawnFailed) -> str:
+    if exc.kind == "exec":
+        return _start_problem(command[0], OSError(exc.errno, os.strerror(exc.errno)))
+    if exc.kind == "value":  # a NUL in the command, its environment or cwd
+        return f"Could not start agent command {command!r}: {exc}"
+    if exc.kind == "cwd":
+        return f"Could not enter the agent's working directory: {exc}"
+    return f"Could not start agent command {command!r}: {exc}"
+
+
+def _stop_group(handle: _Handle) -> None:
+    """SIGKILL an agent's whole group (it leads a session of its own), then close its pipes:
     for an agent whose start was cut short, so that nothing it started outlives the run."""
-    pid = transport.get_pid()
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    transport.close()
+        os.killpg(handle.pid, signal.SIGKILL)
+    handle.close()
 
 
-async def _stop_cancelled_spawn(spawning: asyncio.Future[Any]) -> None:
+async def _stop_cancelled_spawn(
+    spawning: asyncio.Future[Any], handle_of: Callable[[Any], _Handle]
+) -> None:
     """For a start cancelled while spawning: let the spawn finish, then kill the agent's group
     and reap it, each wait bounded. Left unreaped, the agent would keep the event loop's child
     watcher waiting as the loop closes. Further cancellations wait too; the caller re-raises."""
@@ -530,13 +738,14 @@ async def _stop_cancelled_spawn(spawning: asyncio.Future[Any]) -> None:
             await asyncio.wait((spawning,), timeout=remaining)
     if not spawning.done() or spawning.cancelled() or spawning.exception() is not None:
         return
-    transport, protocol = spawning.result()
+    handle = handle_of(spawning.result())
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(transport.get_pid(), signal.SIGKILL)
-    while not protocol.exited.done() and (remaining := deadline - loop.time()) > 0:
+        os.killpg(handle.pid, signal.SIGKILL)
+    leftovers.note_ended(handle.pid)
+    while not handle.exited.done() and (remaining := deadline - loop.time()) > 0:
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait((protocol.exited,), timeout=remaining)
-    transport.close()
+            await asyncio.wait((handle.exited,), timeout=remaining)
+    handle.close()
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
@@ -556,20 +765,6 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
         if python3 is not None:
             command[0] = "python3"
     return command
-
-
-def _check_executable(program: str, path: str | None, cwd: str | Path | None) -> None:
-    """Raise ``AgentStartError`` as a failed spawn of ``program`` would (PATH as execvp)."""
-    if "/" in program:
-        candidates = [Path(cwd or ".", program)]
-    else:
-        directories = (path if path is not None else os.defpath).split(os.pathsep)
-        candidates = [Path(cwd or ".", directory or ".", program) for directory in directories]
-    found = [candidate for candidate in candidates if candidate.is_file()]
-    if not found:
-        raise AgentStartError(_start_problem(program, FileNotFoundError(program)))
-    if not any(os.access(candidate, os.X_OK) for candidate in found):
-        raise AgentStartError(_start_problem(program, PermissionError(program)))
 
 
 def _start_problem(program: str, exc: OSError) -> str:
