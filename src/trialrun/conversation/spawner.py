@@ -92,6 +92,11 @@ class SealSpawner:
         """The spawner's pid while one runs."""
         return None if self._process is None else self._process.pid
 
+    @property
+    def in_flight(self) -> int:
+        """Spawns sent and not yet answered."""
+        return len(self._pending)
+
     async def spawn(
         self,
         argv: Sequence[str],
