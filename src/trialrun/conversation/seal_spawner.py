@@ -1,14 +1,14 @@
 """The sealed spawner: one per run, it starts every replayed agent inside the network seal.
 
 ``python -I -S seal_spawner.py FD``: standard library only, nothing of trialrun's is imported
-(``-I -S``: no site, no user paths). It is single-threaded, so a fork of it may run Python until
-its exec. Over the Unix socket ``FD`` trialrun (``conversation/spawner.py``) sends one request
-per agent: a header (payload length, descriptor count) carrying the agent's descriptors
-(SCM_RIGHTS), then a JSON payload: ``argv``, ``env``, ``cwd``, ``fds`` (the number each
-descriptor takes in the agent), ``ports`` and ``notify``. For each, a forked child starts a new
-session, puts the descriptors in place, changes directory, applies the seal and execs the agent,
-so the pid, argv, environment, directory and descriptors the agent sees are its own (its parent
-is this spawner). The layers, applied by ``seal`` between fork and exec:
+(``-I -S``: no site, no user paths). Over the Unix socket ``FD`` trialrun
+(``conversation/spawner.py``) sends one request per agent: a header (payload length, descriptor
+count) carrying the agent's descriptors (SCM_RIGHTS), then a JSON payload: ``argv``, ``env``,
+``cwd``, ``fds`` (the number each descriptor takes in the agent), ``ports`` and ``notify``. Each
+agent is started by ``subprocess`` in a new session with its stdio and directory, and the other
+descriptors and the seal are put in place by its ``preexec_fn`` (safe here: the spawner is
+single-threaded), so the pid, argv, environment, directory and descriptors the agent sees are
+its own (its parent is this spawner). The layers, applied by ``seal`` between fork and exec:
 
 - ``ports``: Landlock (ABI >= 4) lets TCP connect only to these ports, any host.
 - ``notify``: a seccomp filter hands each ``connect`` (and ``sendto`` naming an address) to
@@ -16,9 +16,9 @@ is this spawner). The layers, applied by ``seal`` between fork and exec:
   goes back over the last descriptor received (a Unix socket, SCM_RIGHTS). ``io_uring_setup``
   fails with ENOSYS: a ring's connect would not pass the filter.
 
-Both need ``no_new_privs``, which is set first. A layer asked for that cannot be applied, a
-failed ``chdir`` or ``exec``, each comes back through a close-on-exec pipe and the agent never
-runs: trialrun never claims a seal that is not there. Replies are JSON lines on ``FD``:
+Both need ``no_new_privs``, which is set first. A layer asked for that cannot be applied (said
+through a close-on-exec pipe), a failed ``chdir`` or ``exec``: each is reported and the agent
+never runs: trialrun never claims a seal that is not there. Replies are JSON lines on ``FD``:
 ``{"id", "pid"}`` (started), ``{"id", "error", "errno", "message"}`` (never ran) and
 ``{"exited": pid, "code": c}`` (negative: killed by that signal), each exit once its pidfd
 says so. At end of file on ``FD`` (trialrun stopped, or died), every agent's group still
@@ -36,10 +36,12 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 
 TYPE_CHECKING = False  # not typing's: the spawner imports only what it uses
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 HEADER = struct.Struct("=II")
@@ -170,37 +172,34 @@ def seal(libc: ctypes.CDLL, ports: list[int] | None, notify_fd: int | None) -> N
         _seccomp(libc, notify_fd)
 
 
-def _child(libc: ctypes.CDLL, request: dict[str, Any], fds: list[int], report_fd: int) -> None:
-    """In the fork: become the agent, or say why not on ``report_fd``. Never returns."""
-    stage = "setup"
-    try:
-        os.setsid()
-        targets: list[int] = request["fds"]
-        # Out of the way first: a descriptor may sit where another must go.
-        floor = max([*targets, 2]) + 1
-        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in fds]
-        report_fd = fcntl.fcntl(report_fd, fcntl.F_DUPFD_CLOEXEC, floor)
-        for fd, target in zip(moved, targets, strict=False):
-            os.dup2(fd, target)  # inheritable: the agent's own
-        notify = moved[len(targets)] if request["notify"] else None
-        # Python ignores these; an ignored signal stays ignored across exec.
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(signum, signal.SIG_DFL)
-        stage = "cwd"
-        if request["cwd"] is not None:
-            os.chdir(request["cwd"])
-        stage = "seal"
-        seal(libc, request["ports"], notify)
-        stage = "exec"
-        argv: list[str] = request["argv"]
-        os.execvpe(argv[0], argv, request["env"])
-    except SealFailed as exc:
-        _report(report_fd, {"error": "seal", "errno": 0, "message": str(exc)})
-    except OSError as exc:
-        _report(report_fd, {"error": stage, "errno": exc.errno or 0, "message": str(exc)})
-    except BaseException as exc:
-        _report(report_fd, {"error": "value", "errno": 0, "message": str(exc)})
-    os._exit(127)
+def _prepare(
+    libc: ctypes.CDLL, extra: list[tuple[int, int]], request: dict[str, Any], report_fd: int
+) -> Callable[[], None]:
+    """What the child does between fork and exec, after ``subprocess`` has put the agent's
+    stdio in place, changed directory and started a new session: the agent's other
+    descriptors (``extra``: ours, the number it takes; -1 for the seccomp hand-back socket,
+    which keeps none) at their numbers, then the seal. A
+    failure is written to ``report_fd`` (the exception ``subprocess`` raises for it carries no
+    message) and stops the exec."""
+
+    def prepare() -> None:
+        try:
+            # Out of the way first: a descriptor may sit where another must go.
+            floor = max([target for _, target in extra] + [2]) + 1
+            moved = [(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor), to) for fd, to in extra]
+            for fd, target in moved:
+                if target >= 0:
+                    os.dup2(fd, target)  # inheritable: the agent's own
+            notify = moved[-1][0] if request["notify"] else None
+            seal(libc, request["ports"], notify)
+        except SealFailed as exc:
+            _report(report_fd, {"error": "seal", "errno": 0, "message": str(exc)})
+            raise
+        except OSError as exc:
+            _report(report_fd, {"error": "setup", "errno": exc.errno or 0, "message": str(exc)})
+            raise
+
+    return prepare
 
 
 def _report(fd: int, problem: dict[str, Any]) -> None:
@@ -208,16 +207,23 @@ def _report(fd: int, problem: dict[str, Any]) -> None:
         os.write(fd, json.dumps(problem).encode("ascii"))
 
 
+def _read_all(fd: int) -> bytes:
+    data = bytearray()
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    return bytes(data)
+
+
 class Spawner:
-    """The loop: requests in, agents forked, their exits reported."""
+    """The loop: requests in, agents started, their exits reported."""
 
     def __init__(self, control: socket.socket) -> None:
         self.control = control
         self.libc = _libc()
         self.poller = select.poll()
         self.poller.register(control, select.POLLIN)
-        self.children: dict[int, int] = {}
-        """pidfd -> pid of every agent not yet reaped."""
+        self.children: dict[int, subprocess.Popen[bytes]] = {}
+        """pidfd -> every agent not yet reaped."""
 
     def run(self) -> None:
         while True:
@@ -257,41 +263,55 @@ class Spawner:
         return True
 
     def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
-        report_r, report_w = os.pipe()
+        """Start one agent; its pid, or why it never ran, goes back to trialrun."""
+        targets: list[int] = request["fds"]
+        stdio = {target: fd for fd, target in zip(fds, targets, strict=False) if target <= 2}
+        # The seccomp hand-back socket comes last, after the agent's own; it keeps no number.
+        extra = [(fd, target) for fd, target in zip(fds, targets, strict=False) if target > 2]
+        extra += [(fd, -1) for fd in fds[len(targets) :]]
+        report_r, report_w = os.pipe()  # close-on-exec: EOF once the agent execs or gives up
+        cwd = request["cwd"]
         try:
-            pid = os.fork()
-        except OSError as exc:  # out of processes or memory: this agent cannot start
-            os.close(report_r)
+            process = subprocess.Popen(
+                request["argv"],
+                cwd=cwd,
+                env=request["env"],
+                stdin=stdio.get(0),
+                stdout=stdio.get(1),
+                stderr=stdio.get(2),
+                start_new_session=True,
+                # Every descriptor of this program is close-on-exec; the agent's own are made
+                # inheritable where they land, which closing the rest would undo.
+                close_fds=False,
+                preexec_fn=_prepare(self.libc, extra, request, report_w),
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             os.close(report_w)
-            self.send(
-                {"id": request["id"], "error": "fork", "errno": exc.errno, "message": str(exc)}
-            )
-            return
-        if pid == 0:
+            problem = _read_all(report_r)
             os.close(report_r)
-            _child(self.libc, request, fds, report_w)
-        os.close(report_w)
-        problem = bytearray()
-        while chunk := os.read(report_r, 65536):
-            problem += chunk
-        os.close(report_r)
-        if problem:
-            os.waitpid(pid, 0)
-            self.send(
-                {"id": request["id"], **json.loads(problem.decode("utf-8", "surrogateescape"))}
-            )
+            if problem:
+                reply = json.loads(problem.decode("utf-8", "surrogateescape"))
+            elif isinstance(exc, ValueError):  # a NUL in the command, its environment or cwd
+                reply = {"error": "value", "errno": 0, "message": str(exc)}
+            elif isinstance(exc, OSError):
+                stage = "cwd" if cwd is not None and exc.filename == cwd else "exec"
+                reply = {"error": stage, "errno": exc.errno or 0, "message": str(exc)}
+            else:
+                reply = {"error": "setup", "errno": 0, "message": str(exc)}
+            self.send({"id": request["id"], **reply})
             return
-        pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = pid
+        os.close(report_w)
+        os.close(report_r)
+        pidfd = os.pidfd_open(process.pid)
+        self.children[pidfd] = process
         self.poller.register(pidfd, select.POLLIN)
-        self.send({"id": request["id"], "pid": pid})
+        self.send({"id": request["id"], "pid": process.pid})
 
     def reap(self, pidfd: int) -> None:
-        pid = self.children.pop(pidfd)
+        process = self.children.pop(pidfd)
         self.poller.unregister(pidfd)
         os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
-        self.send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        self.send({"exited": process.pid, "code": process.wait()})
 
     def send(self, reply: dict[str, Any]) -> None:
         line = json.dumps(reply).encode("ascii") + b"\n"
@@ -300,11 +320,11 @@ class Spawner:
 
     def shutdown(self) -> None:
         """trialrun is gone: nothing of the run may live on."""
-        for pid in self.children.values():
+        for process in self.children.values():
             with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-        for pidfd, pid in self.children.items():
-            os.waitpid(pid, 0)
+                os.killpg(process.pid, signal.SIGKILL)
+        for pidfd, process in self.children.items():
+            process.wait()
             os.close(pidfd)
         self.children.clear()
 
