@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialrun.base.redact import redact, redact_text
+from trialrun.errors import ConfigError
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.provider import Provider, Route, parse_json
 from trialrun.gateway.runs import RunState
-from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
 from trialrun.gateway.usage import Usage
-from trialrun.gateway.wire import Handler, relay, send_error, send_whole
+from trialrun.gateway.wire import Handler, send_error, send_whole
 from trialrun.httprec.difference import describe, first_difference
+from trialrun.httprec.relay import relay
+from trialrun.httprec.upstream import SharedTls, Upstream, forward_headers, open_upstream
 
 __all__ = ["Exchange", "Outcome", "error_of", "forward", "parse_json", "replay"]
 
@@ -97,8 +99,11 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     return Outcome(recording.status, usage, replayed=True, error=error, warning=warning)
 
 
-def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout: float) -> Outcome:
-    """Forward to the provider and pass the answer on as it arrives; in record mode keep it."""
+def forward(
+    handler: Handler, exchange: Exchange, upstream: Upstream, *, tls: SharedTls, timeout: float
+) -> Outcome:
+    """Forward to the provider through the recorder's forwarder and pass the answer on as it
+    arrives (``httprec.relay``); in record mode keep it."""
     state, route = exchange.state, exchange.route
     slot = state.reserve(exchange.key) if state.mode == "record" else None
     sent_path = exchange.provider.upstream_path(route.path)
@@ -110,17 +115,12 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
         query=route.query,
         body=exchange.body,
     )
+    target = sent_path + (f"?{route.query}" if route.query else "")
+    request = upstream.request(exchange.method, target, headers.items(), exchange.body)
     try:
-        connection, response = open_upstream(
-            upstream,
-            exchange.method,
-            sent_path,
-            route.query,
-            headers,
-            exchange.body,
-            timeout=timeout,
-        )
-    except (OSError, http.client.HTTPException) as exc:
+        context = tls.get() if upstream.scheme == "https" else None
+        connection, response = open_upstream(request, context, timeout=timeout)
+    except (OSError, http.client.HTTPException, ConfigError) as exc:
         message = f"the gateway could not reach the {route.provider} upstream {upstream.url}: {exc}"
         LOG.warning("run %s: %s", state.run_id, message)
         send_error(handler, route.provider, 502, message, code="upstream_error", retry=True)

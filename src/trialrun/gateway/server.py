@@ -41,9 +41,9 @@ from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import provider, provider_names
 from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
-from trialrun.gateway.upstream import DEFAULT_TIMEOUT_S, Upstream
 from trialrun.gateway.usage import Price, cost_usd, load_prices
 from trialrun.gateway.wire import Handler, Server, read_body, send_error
+from trialrun.httprec.upstream import DEFAULT_TIMEOUT_S, SharedTls, Upstream
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -105,6 +105,7 @@ class Gateway:
         self._auto_open = auto_open
         self._workdir = workdir
         self._upstream_timeout = upstream_timeout
+        self._tls = SharedTls()
         self._token = token
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -335,7 +336,9 @@ class Gateway:
                 outcome = replay(handler, exchange, lenient=self.lenient)
             else:
                 upstream = self._upstream(route.provider)
-                outcome = forward(handler, exchange, upstream, timeout=self._upstream_timeout)
+                outcome = forward(
+                    handler, exchange, upstream, tls=self._tls, timeout=self._upstream_timeout
+                )
             self._finish(exchange, outcome)
         except RouteError as exc:  # a body the gateway cannot take
             exc.run_id = route.run_id

@@ -2,13 +2,13 @@
 
 Kept apart from the gateway's logic (``server``) so that module reads as what happens to a model
 call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), upstream
-responses passed on chunk by chunk as they arrive, whole replayed responses, and error bodies.
+whole replayed responses, and error bodies (an upstream answer is passed on by the recorder's
+``httprec.relay``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
 from collections.abc import Callable, Mapping
 from io import BufferedIOBase
@@ -17,15 +17,10 @@ from typing import Any
 from trialrun.base.hangups import HANG_UPS, describe
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
 from trialrun.gateway.routes import RouteError, error_body
-from trialrun.httprec.exchange import HOP_BY_HOP
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_CHUNK_BYTES = 64 * 1024
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
-
-# Connection headers, and the length and encoding the gateway sets again for its own framing.
-_NOT_PASSED_ON = HOP_BY_HOP | {"host", "content-length", "content-encoding"}
 
 
 class Server(LocalServer):
@@ -128,73 +123,6 @@ def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
             raise RouteError(400, "the chunked request body ended early", provider=provider)
         parts.append(part)
         stream.readline(1024)  # the CRLF after the chunk
-
-
-def relay(handler: Handler, response: http.client.HTTPResponse) -> tuple[bytes, bool]:
-    """Pass an upstream response on as it arrives; returns ``(body received, complete)``.
-
-    Each piece the upstream sends is written (as an HTTP chunk when the length is unknown, which
-    is how streams come) and flushed before the next is read. If the agent goes away the rest is
-    still read, so a recording holds the whole answer.
-    """
-    length = response.getheader("Content-Length")
-    no_body = response.status in (204, 304) or response.status < 200
-    chunked = not no_body and (response.chunked or length is None)
-    client_ok = _send_head(handler, response, length, no_body=no_body, chunked=chunked)
-    pieces: list[bytes] = []
-    complete = True
-    while not no_body:
-        try:
-            data = response.read1(_CHUNK_BYTES)
-        except (OSError, http.client.HTTPException):
-            complete = False
-            break
-        if not data:
-            break
-        pieces.append(data)
-        if client_ok:
-            client_ok = _write(handler, b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-    received = b"".join(pieces)
-    if not chunked and not no_body and length is not None and len(received) != int(length):
-        complete = False
-    if client_ok and complete and chunked:
-        client_ok = _write(handler, b"0\r\n\r\n")
-    if not (client_ok and complete):
-        handler.close_connection = True
-    return received, complete
-
-
-def _send_head(
-    handler: Handler,
-    response: http.client.HTTPResponse,
-    length: str | None,
-    *,
-    no_body: bool,
-    chunked: bool,
-) -> bool:
-    """The status line and headers; False when the client already hung up."""
-    handler.send_response(response.status, response.reason)
-    for name, value in response.getheaders():
-        if name.lower() not in _NOT_PASSED_ON:
-            handler.send_header(name, value)
-    if chunked:
-        handler.send_header("Transfer-Encoding", "chunked")
-    elif not no_body:
-        handler.send_header("Content-Length", str(length))
-    try:
-        handler.end_headers()
-    except OSError:
-        return False
-    return True
-
-
-def _write(handler: Handler, data: bytes) -> bool:
-    try:
-        handler.wfile.write(data)
-        handler.wfile.flush()
-    except OSError:
-        return False
-    return True
 
 
 def send_whole(

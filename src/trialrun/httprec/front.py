@@ -120,11 +120,14 @@ class HttpRecorder:
         return self.proxy_url(run_id, key)
 
     def close_case(self, run_id: str) -> CaseTraffic | None:
-        """Stop serving ``run_id``: its credentials open nothing from now on. Its traffic, or
-        None when no request ever needed it made."""
+        """Stop serving ``run_id``: its credentials open nothing from now on. Its traffic once
+        the requests it was serving have ended, or None when no request ever needed it made."""
         with self._lock:
             entry = self._cases.pop(run_id, None)
-        return None if entry is None else entry.traffic
+        if entry is None or entry.traffic is None:
+            return None
+        entry.traffic.wait_idle()
+        return entry.traffic
 
     def traffic_for(self, authorization: str | None) -> CaseTraffic | None:
         """The case whose credentials ``Proxy-Authorization`` carries, or None."""

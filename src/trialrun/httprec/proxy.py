@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
 from trialrun.httprec.exchange import Request, Response
+from trialrun.httprec.relay import send
 from trialrun.httprec.traffic import CaseTraffic, refusal
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class _ProxyServer(LocalServer):
 
 
 class _ProxyHandler(LocalHandler):
+    # Each piece of a relayed stream goes out at once, not after the client's delayed ACK.
+    disable_nagle_algorithm = True
     server: _ProxyServer
     _tunnel: tuple[str, int, CaseTraffic] | None = None
     _tls: ssl.SSLSocket | None = None
@@ -149,7 +152,7 @@ class _ProxyHandler(LocalHandler):
             headers=list(self.headers.items()),
             body=body,
         )
-        self._answer(traffic.serve(request), head=self.command == "HEAD")
+        traffic.serve(request, self)
 
     def _read_body(self) -> bytes:
         length = declared_length(self.headers, MAX_BODY_BYTES, service="HTTP recorder")
@@ -182,16 +185,8 @@ class _ProxyHandler(LocalHandler):
         with contextlib.suppress(BadLength, OSError):
             self._read_body()
 
-    def _answer(
-        self, response: Response, *, extra: list[tuple[str, str]] | None = None, head: bool = False
-    ) -> None:
-        self.send_response(response.status, response.reason or None)
-        for name, value in [*response.headers, *(extra or [])]:
-            self.send_header(name, value)
-        self.end_headers()
-        if not head and response.body:
-            self.wfile.write(response.body)
-        self.wfile.flush()
+    def _answer(self, response: Response, *, extra: list[tuple[str, str]] | None = None) -> None:
+        send(self, response, extra=extra)
 
 
 def _origin_form(target: str) -> str:

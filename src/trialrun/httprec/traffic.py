@@ -1,8 +1,9 @@
 """One case's HTTP traffic: forwarded and recorded (record mode) or answered from its cassette.
 
 ``CaseTraffic.serve`` is called from the proxy's connection threads, any number at once. In
-record mode it forwards the request upstream (``forward``), hands the agent the real answer and
-keeps the redacted exchange, in the order the requests arrived. In replay it answers from the
+record mode it forwards the request upstream (``upstream.open_upstream``), passes the real
+answer on to the agent as it arrives (``relay``: a stream of server-sent events event by event)
+and keeps the redacted exchange, in the order the requests arrived. In replay it answers from the
 recording or refuses: a 502 whose JSON body names the miss, and the miss is kept for the case's
 verdict. A host and port with no recording at all is refused as the network seal refuses it
 (``network: sealed: agent tried HOST:PORT``) and is never contacted.
@@ -18,19 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trialrun.base.localserver import LocalHandler
 from trialrun.httprec.arrivals import Arrivals
-from trialrun.httprec.exchange import (
-    HOP_BY_HOP,
-    NOT_FORWARDED,
-    Exchange,
-    Request,
-    Response,
-    recorded,
-)
+from trialrun.httprec.exchange import Exchange, Request, Response, recorded
 from trialrun.httprec.matching import Replay, RequestNormalizer
+from trialrun.httprec.relay import relay, send
+from trialrun.httprec.upstream import open_upstream
 
-UPSTREAM_TIMEOUT_S = 600.0
-"""How long an upstream may stay silent in record mode before the agent gets a 502."""
+CLOSE_TIMEOUT_S = 30.0
+"""How long a case's end waits for its requests still being answered."""
 
 
 def sealed_message(address: str) -> str:
@@ -64,11 +61,32 @@ class CaseTraffic:
     served: int = 0
     misses: list[Miss] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _inflight: int = 0
+    _idle: threading.Condition = field(init=False)
 
-    def serve(self, request: Request) -> Response:
-        if self.mode == "record":
-            return self._record(request)
-        return self._replay(request)
+    def __post_init__(self) -> None:
+        self._idle = threading.Condition(self._lock)
+
+    def serve(self, request: Request, handler: LocalHandler) -> None:
+        """Answer ``request`` on ``handler``'s connection."""
+        with self._lock:
+            self._inflight += 1
+        try:
+            if self.mode == "record":
+                self._record(request, handler)
+            else:
+                send(handler, self._replay(request), head=request.method == "HEAD")
+        finally:
+            with self._lock:
+                self._inflight -= 1
+                if not self._inflight:
+                    self._idle.notify_all()
+
+    def wait_idle(self, timeout: float = CLOSE_TIMEOUT_S) -> bool:
+        """Wait until no request is being served (an answer passed on reaches the agent before
+        its exchange is kept); False when some still were after ``timeout`` seconds."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._inflight, timeout)
 
     def refuse_tunnel(self, host: str, port: int) -> Response | None:
         """The answer to ``CONNECT host:port`` when no tunnel may open, else None."""
@@ -96,63 +114,32 @@ class CaseTraffic:
             self.misses.append(miss)
         return refusal(502, miss.kind, miss.message)
 
-    def _record(self, request: Request) -> Response:
+    def _record(self, request: Request, handler: LocalHandler) -> None:
         slot = self.exchanges.reserve()
         started = time.monotonic()
         try:
-            response = forward(request, self.upstream_tls)
+            connection, answer = open_upstream(request, self.upstream_tls)
         except (OSError, http.client.HTTPException) as exc:
-            return refusal(
-                502,
-                "upstream_error",
-                f"the recorder could not reach {request.address}: {exc}",
-            )
+            message = f"the recorder could not reach {request.address}: {exc}"
+            send(handler, refusal(502, "upstream_error", message))
+            return
+        try:
+            body, complete = relay(handler, answer, head=request.method == "HEAD")
+        finally:
+            connection.close()
+        if not complete:
+            # The agent saw a broken answer too; a replay must not serve it as a whole one.
+            return
+        response = Response(answer.status, answer.getheaders(), body, answer.reason)
         self.exchanges.fill(slot, recorded(request, response, (time.monotonic() - started) * 1000))
         with self._lock:
             self.served += 1
-        return response
 
     def recorded_exchanges(self) -> list[Exchange]:
-        """Record mode: what is written to the cassette (failed forwards left out)."""
+        """Record mode: what is written to the cassette (failed forwards left out), once the
+        requests being served have ended."""
+        self.wait_idle()
         return self.exchanges.filled()
-
-
-def forward(request: Request, tls: ssl.SSLContext | None) -> Response:
-    """Send ``request`` to its host and read the whole answer (chunked transfer undone)."""
-    connection: http.client.HTTPConnection
-    if request.scheme == "https":
-        context = tls if tls is not None else ssl.create_default_context()
-        connection = http.client.HTTPSConnection(
-            request.host, request.port, timeout=UPSTREAM_TIMEOUT_S, context=context
-        )
-    else:
-        connection = http.client.HTTPConnection(
-            request.host, request.port, timeout=UPSTREAM_TIMEOUT_S
-        )
-    try:
-        connection.putrequest(
-            request.method, request.target, skip_host=True, skip_accept_encoding=True
-        )
-        connection.putheader("Host", request.header("host") or request.authority)
-        for name, value in request.headers:
-            if name.lower() not in NOT_FORWARDED:
-                connection.putheader(name, value)
-        # Identity: the recorder stores and redacts text; compressed bytes would be neither.
-        connection.putheader("Accept-Encoding", "identity")
-        if request.body or request.method.upper() in {"POST", "PUT", "PATCH"}:
-            connection.putheader("Content-Length", str(len(request.body)))
-        connection.endheaders(request.body or None)
-        answer = connection.getresponse()
-        body = answer.read()
-        headers = [
-            (k, v)
-            for k, v in answer.getheaders()
-            if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"
-        ]
-        headers.append(("Content-Length", str(len(body))))
-        return Response(answer.status, headers, body, answer.reason)
-    finally:
-        connection.close()
 
 
 def refusal(status: int, code: str, message: str) -> Response:

@@ -75,7 +75,6 @@ _PROXY_SAVE_S = 5.0
 """How long a proxy may take, after its agent is gone, to write the recording it holds."""
 MCP_CONFIG_ENV = "TRIALRUN_MCP_CONFIG"
 MCP_SERVERS_ENV = "TRIALRUN_MCP_SERVERS"
-UPSTREAM_CA_ENV = "TRIALRUN_HTTP_UPSTREAM_CA"
 """A PEM file of authorities the HTTP recorder trusts upstream, besides the system's."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
@@ -156,7 +155,9 @@ class RunServices:
         # The authority is made only when a case needs it (see CaseServices.needs_authority).
         self._recorder = HttpRecorder(self._make_authority)
         if self._mode == "record":
-            self._upstream_tls = _upstream_tls()
+            from trialrun.httprec.upstream import upstream_tls
+
+            self._upstream_tls = upstream_tls()
 
     def _make_authority(self) -> RunAuthority:
         """The run's certificate authority, and the private directory it and the CA bundles
@@ -849,27 +850,6 @@ def http_env(proxy_url: str, ca_bundle: Path | None) -> dict[str, str]:
     if ca_bundle is not None:
         env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
     return env
-
-
-def _upstream_tls() -> ssl.SSLContext:
-    """How record mode verifies upstreams: the system's authorities, plus the file named by
-    ``TRIALRUN_HTTP_UPSTREAM_CA`` (a private API's own authority)."""
-    import ssl
-
-    from trialrun.errors import ConfigError
-
-    context = ssl.create_default_context()
-    extra = os.environ.get(UPSTREAM_CA_ENV)
-    if extra:
-        try:
-            context.load_verify_locations(cafile=extra)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"{UPSTREAM_CA_ENV} must name a PEM file of certificate authorities; "
-                f"cannot load it: {exc}",
-                file=Path(extra),
-            ) from None
-    return context
 
 
 def _scratch_dir(prefix: str) -> Path:
