@@ -42,11 +42,14 @@ from trialrun.gateway.providers import provider, provider_names
 from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
 from trialrun.gateway.usage import Price, cost_usd, load_prices
-from trialrun.gateway.wire import Handler, Server, read_body, send_error
+from trialrun.gateway.wire import Handler, guarded, read_body, send_error
 from trialrun.httprec.upstream import DEFAULT_TIMEOUT_S, SharedTls, Upstream
 
 if TYPE_CHECKING:
+    from trialrun.base.localserver import LocalHandler
     from trialrun.config.models import Normalization
+    from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.front import HttpRecorder
 
 LOG = logging.getLogger("trialrun.gateway")
 CLOSE_TIMEOUT_S = 30.0
@@ -112,45 +115,51 @@ class Gateway:
         self._runs: dict[str, RunState] = {}
         self._closed: set[str] = set()
         self._unserved: list[UnservedRequest] = []
-        self._server: Server | None = None
-        self._thread: threading.Thread | None = None
+        self._front: HttpRecorder | None = None
+        self._owns_front = False
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Listen (port 0: any free port) and serve in a thread; returns ``url``."""
-        if self._server is not None:
+        if self._front is not None:
             raise RuntimeError("the gateway is already started")
-        self._server = Server((host, port), self._serve)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="trialrun-gateway",
-            daemon=True,
-        )
-        self._thread.start()
+        from trialrun.httprec.front import HttpRecorder
+
+        front = HttpRecorder(_no_authority, host, port)
+        front.report_error = _log_error
+        self._owns_front = True
+        return self.attach(front)
+
+    def attach(self, front: HttpRecorder) -> str:
+        """Serve on the listener of the run's HTTP recorder (one address for the agent's model
+        calls and its other HTTP traffic); ``stop`` detaches. Returns ``url``."""
+        if self._front is not None:
+            raise RuntimeError("the gateway is already started")
+        self._front = front
+        front.front_door = self._serve_guarded
         return self.url
 
     @property
     def url(self) -> str:
         """``http://HOST:PORT`` of the running gateway (without any key)."""
-        if self._server is None:
+        if self._front is None:
             raise RuntimeError("the gateway is not started; call start() first")
-        return self._server.url
+        return self._front.url
 
     def stop(self) -> None:
-        """Stop serving and drop open connections. Open runs are not written: close them first."""
-        server, self._server = self._server, None
-        if server is None:
+        """Stop serving (and, on a listener of its own, drop open connections). Open runs are
+        not written: close them first."""
+        front, self._front = self._front, None
+        if front is None:
             return
-        server.shutdown()
-        server.server_close()
-        server.drop_connections()
-        if self._thread is not None:
-            self._thread.join()
+        front.front_door = None
+        if self._owns_front:
+            self._owns_front = False
+            front.stop()
 
     def __enter__(self) -> Gateway:
-        if self._server is None:
+        if self._front is None:
             self.start()
         return self
 
@@ -294,6 +303,10 @@ class Gateway:
 
     # ---- requests ------------------------------------------------------------------------
 
+    def _serve_guarded(self, handler: LocalHandler) -> None:
+        assert isinstance(handler, Handler)
+        guarded(handler, self._serve)
+
     def _serve(self, handler: Handler) -> None:
         started, timestamp = time.monotonic(), time.time()
         # The key leaves the path first: whatever logs or echoes the path never shows it.
@@ -428,3 +441,13 @@ class Gateway:
             " failed" if outcome.error else "",
             call.duration_ms,
         )
+
+
+def _no_authority() -> RunAuthority:
+    # A gateway's own listener opens no case to the recorder: every CONNECT is refused with
+    # 407 before an authority could be needed.
+    raise RuntimeError("a gateway's own listener has no certificate authority")
+
+
+def _log_error(line: str) -> None:
+    LOG.error("%s", line)

@@ -1,9 +1,9 @@
-"""HTTP plumbing of the gateway: the threaded server, reading requests, writing responses.
+"""HTTP plumbing of the gateway: reading requests, writing responses, errors on a connection.
 
 Kept apart from the gateway's logic (``server``) so that module reads as what happens to a model
-call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), upstream
-whole replayed responses, and error bodies (an upstream answer is passed on by the recorder's
-``httprec.relay``).
+call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), whole
+replayed responses, and error bodies. The listener is the HTTP recorder's (``httprec.front``)
+and an upstream answer is passed on by the recorder's ``httprec.relay``.
 """
 
 from __future__ import annotations
@@ -12,74 +12,55 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from io import BufferedIOBase
-from typing import Any
 
 from trialrun.base.hangups import HANG_UPS, describe
-from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.base.localserver import BadLength, declared_length
 from trialrun.gateway.routes import RouteError, error_body
+from trialrun.httprec.proxy import RecorderHandler
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
-class Server(LocalServer):
-    """The gateway's listener: ``base.localserver`` bounds connections and idle time.
-
-    A client that hangs up (an SDK closing its keep-alive connection at exit) ends its
-    connection without a word; any other error on a connection is logged as one line.
-    """
-
-    def __init__(self, address: tuple[str, int], serve: Callable[[Handler], None]) -> None:
-        self.serve = serve
-        super().__init__(address, Handler)
-
-    def report_error(self, line: str) -> None:
-        LOG.error("%s", line)
+Handler = RecorderHandler
+"""A connection to the gateway: the gateway's routes are the front door of the HTTP recorder's
+listener (``httprec.front``), so its requests arrive on the recorder's handler."""
 
 
-class Handler(LocalHandler):
-    """Hands every request, whatever its method, to the server's ``serve`` callable."""
+def guarded(handler: Handler, serve: Callable[[Handler], None]) -> None:
+    """``serve(handler)``; a client that hangs up ends its connection without a word, and any
+    other error is logged as one line and answered with a 500 while it still can be."""
+    try:
+        serve(handler)
+    except HANG_UPS:  # the client went away mid-request: nothing left to answer
+        LOG.info("the client hung up during %s %r", handler.command, handler.path)
+        handler.close_connection = True
+    except Exception as exc:  # a bug must not end the connection's thread silently
+        problem = describe(exc)
+        LOG.error("gateway error while serving %s %r: %s", handler.command, handler.path, problem)
+        handler.close_connection = True
+        if not handler.answered:
+            # The client learns that it is a bug, not where: source paths stay in the log.
+            _answer_internal_error(
+                handler,
+                f"trialrun gateway internal error ({type(exc).__name__}); "
+                "the gateway's log has the details",
+            )
 
-    # Each SSE chunk goes out at once, and a body written after its headers does not wait for
-    # the client's delayed ACK, which Nagle's algorithm would otherwise add to every response.
-    disable_nagle_algorithm = True
-    server: Server
 
-    def do_POST(self) -> None:
-        try:
-            self.server.serve(self)
-        except HANG_UPS:  # the client went away mid-request: nothing left to answer
-            LOG.info("the client hung up during %s %r", self.command, self.path)
-            self.close_connection = True
-        except Exception as exc:  # a bug must not end the connection's thread silently
-            problem = describe(exc)
-            LOG.error("gateway error while serving %s %r: %s", self.command, self.path, problem)
-            self.close_connection = True
-            if not self.answered:
-                # The client learns that it is a bug, not where: source paths stay in the log.
-                self._answer_internal_error(
-                    f"trialrun gateway internal error ({type(exc).__name__}); "
-                    "the gateway's log has the details"
-                )
-
-    def _answer_internal_error(self, message: str) -> None:
-        # "/run/<id>/<provider>/...": that provider's error shape (OpenAI's for an unknown one).
-        segments = self.path.split("?")[0].split("/")
-        provider = segments[3] if len(segments) > 3 and segments[1] == "run" else None
-        body = error_body(provider, 500, message, code="trialrun_gateway_error")
-        with contextlib.suppress(OSError):
-            self.send_response(500)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(body)
-
-    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are logged as model calls; stderr belongs to the caller
+def _answer_internal_error(handler: Handler, message: str) -> None:
+    # "/run/<id>/<provider>/...": that provider's error shape (OpenAI's for an unknown one).
+    segments = handler.path.split("?")[0].split("/")
+    provider = segments[3] if len(segments) > 3 and segments[1] == "run" else None
+    body = error_body(provider, 500, message, code="trialrun_gateway_error")
+    with contextlib.suppress(OSError):
+        handler.send_response(500)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(body)
 
 
 def read_body(handler: Handler, provider: str | None) -> bytes:

@@ -10,6 +10,8 @@ only keyed requests); the key is compared in constant time.
 Plain HTTP comes as absolute-form requests (``GET http://host/path``). HTTPS comes as
 ``CONNECT host:port``; the proxy answers 200, then speaks TLS as ``host`` with a certificate of
 the run's authority (``authority.RunAuthority``) and reads the requests inside the tunnel.
+A request in origin form (``POST /key/<key>/run/...``) is for the front door the recorder was
+given (the model gateway's routes), which checks its own key.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ NEEDS_CREDENTIALS = (
 
 def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServer:
     """The HTTP server of ``front``, on its listening socket."""
-    server = _ProxyServer(("", 0), _ProxyHandler, listening=listening)
+    server = _ProxyServer(("", 0), RecorderHandler, listening=listening)
     server.recorder = front
     return server
 
@@ -46,8 +48,13 @@ def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServe
 class _ProxyServer(LocalServer):
     recorder: HttpRecorder
 
+    def report_error(self, line: str) -> None:
+        self.recorder.report_error(line)
 
-class _ProxyHandler(LocalHandler):
+
+class RecorderHandler(LocalHandler):
+    """A connection to the recorder: proxy requests, tunnels, and the front door's requests."""
+
     # Each piece of a relayed stream goes out at once, not after the client's delayed ACK.
     disable_nagle_algorithm = True
     server: _ProxyServer
@@ -118,6 +125,10 @@ class _ProxyHandler(LocalHandler):
         return traffic
 
     def _serve(self) -> None:
+        door = self.server.recorder.front_door
+        if door is not None and self._tunnel is None and self.path.startswith("/"):
+            door(self)
+            return
         if self._tunnel is not None:
             host, port, traffic = self._tunnel
             scheme, target = "https", _origin_form(self.path)
