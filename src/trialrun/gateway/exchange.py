@@ -64,18 +64,18 @@ class Outcome:
 def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     """Answer from the run's cassette; a miss is a 400 ``cassette mismatch`` in provider shape."""
     state, route = exchange.state, exchange.route
-    assert state.cassette is not None
+    assert state.replay is not None
     warning = miss = None
     with state.lock:
-        recording = state.cassette.take(exchange.key)
+        recording = state.replay.take(exchange.key)
         if recording is None and lenient:
-            recording = state.cassette.take_next((route.provider, exchange.method, route.path))
+            recording = state.replay.take_next((route.provider, exchange.method, route.path))
             if recording is not None:
                 difference = first_difference(recording.request, exchange.normalized)
                 served = describe(recording.line, difference, used=False, label="the recording")
                 warning = f"drift: no recording of this request, lenient replay served {served}"
         if recording is None:
-            miss = state.cassette.explain_miss(
+            miss = state.replay.explain_miss(
                 route.provider,
                 exchange.method,
                 route.path,
@@ -159,7 +159,7 @@ def forward(
             elapsed_ms=(time.monotonic() - exchange.started) * 1000,
             usage=usage,
         )
-        state.fill(index, recording)
+        state.arrivals.fill(index, recording)
     return Outcome(
         response.status, usage, replayed=False, error=error_of(response.status, text, provider)
     )

@@ -193,7 +193,9 @@ class Gateway:
             self._normalization, defaults=self._default_rules, workdir=workdir
         )
         cassette = ModelCassette.load(cassette_path, normalizer) if mode == "replay" else None
-        state = RunState(run_id, mode, cassette_path, normalizer, cassette, key=key)
+        state = RunState(
+            mode, cassette_path, run_id=run_id, normalizer=normalizer, replay=cassette, key=key
+        )
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"run {run_id!r} is already open")

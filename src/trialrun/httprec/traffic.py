@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from trialrun.base.localserver import LocalHandler
 from trialrun.httprec.arrivals import Arrivals
@@ -28,6 +29,7 @@ from trialrun.httprec.upstream import open_upstream
 
 CLOSE_TIMEOUT_S = 30.0
 """How long a case's end waits for its requests still being answered."""
+R = TypeVar("R")
 
 
 def sealed_message(address: str) -> str:
@@ -43,50 +45,72 @@ class Miss:
     message: str
 
 
-@dataclass(slots=True)
-class CaseTraffic:
-    """What one case's agent sent through the recorder."""
+@dataclass(slots=True, eq=False)
+class Traffic(Generic[R]):
+    """One case's side of a recorder, whatever it records: its mode, its recording's path,
+    what it recorded in arrival order, and the requests it is serving. The HTTP recorder's
+    ``CaseTraffic`` records exchanges; the model gateway's run (``gateway.runs.RunState``)
+    records model recordings. Thread-safe."""
 
     mode: str
-    """``record`` or ``replay``."""
+    """``record``, ``replay`` (or, for the gateway, ``live``)."""
     cassette: Path
+    arrivals: Arrivals[R] = field(default_factory=Arrivals, kw_only=True)
+    """Record mode: what was recorded, in the order the requests arrived."""
+    served: int = field(default=0, kw_only=True)
+    lock: threading.Lock = field(default_factory=threading.Lock, kw_only=True)
+    _inflight: int = field(default=0, kw_only=True)
+    _idle: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._idle = threading.Condition(self.lock)
+
+    def begin(self) -> None:
+        """A request starts being served (``wait_idle`` waits for it)."""
+        with self.lock:
+            self._inflight += 1
+
+    def end(self) -> None:
+        with self.lock:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float = CLOSE_TIMEOUT_S) -> bool:
+        """Wait until no request is being served (an answer passed on reaches the agent before
+        its recording is kept); False when some still were after ``timeout`` seconds."""
+        with self.lock:
+            return self._idle.wait_for(lambda: not self._inflight, timeout)
+
+    def recordings(self) -> list[R]:
+        """Record mode: what is written to the cassette, in arrival order (a request that got
+        no whole answer leaves none), once the requests being served have ended."""
+        self.wait_idle()
+        return self.arrivals.filled()
+
+
+@dataclass(slots=True, eq=False)
+class CaseTraffic(Traffic[Exchange]):
+    """What one case's agent sent through the recorder as a proxy."""
+
     normalizer: RequestNormalizer
     upstream_tls: ssl.SSLContext | None = None
     replay: Replay | None = None
     tls: bool = True
     """Whether the agent was given the run's authority. Without it (a replay whose recording
     holds no https exchange) every CONNECT is refused before any TLS."""
-    exchanges: Arrivals[Exchange] = field(default_factory=Arrivals)
-    """Record mode: the redacted exchanges, in the order their requests arrived."""
-    served: int = 0
     misses: list[Miss] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _inflight: int = 0
-    _idle: threading.Condition = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._idle = threading.Condition(self._lock)
 
     def serve(self, request: Request, handler: LocalHandler) -> None:
         """Answer ``request`` on ``handler``'s connection."""
-        with self._lock:
-            self._inflight += 1
+        self.begin()
         try:
             if self.mode == "record":
                 self._record(request, handler)
             else:
                 send(handler, self._replay(request), head=request.method == "HEAD")
         finally:
-            with self._lock:
-                self._inflight -= 1
-                if not self._inflight:
-                    self._idle.notify_all()
-
-    def wait_idle(self, timeout: float = CLOSE_TIMEOUT_S) -> bool:
-        """Wait until no request is being served (an answer passed on reaches the agent before
-        its exchange is kept); False when some still were after ``timeout`` seconds."""
-        with self._lock:
-            return self._idle.wait_for(lambda: not self._inflight, timeout)
+            self.end()
 
     def refuse_tunnel(self, host: str, port: int) -> Response | None:
         """The answer to ``CONNECT host:port`` when no tunnel may open, else None."""
@@ -94,7 +118,7 @@ class CaseTraffic:
             return None
         shown = f"[{host}]" if ":" in host else host
         miss = Miss("network_sealed", sealed_message(f"{shown}:{port}"))
-        with self._lock:
+        with self.lock:
             self.misses.append(miss)
         return refusal(502, miss.kind, miss.message)
 
@@ -103,19 +127,19 @@ class CaseTraffic:
         normalized = self.normalizer.normalized(request.method, request.url, request.body)
         found = self.replay.take(normalized)
         if found is not None:
-            with self._lock:
+            with self.lock:
                 self.served += 1
             return found.response()
         if not self.replay.knows(request.address):
             miss = Miss("network_sealed", sealed_message(request.address))
         else:
             miss = Miss("cassette_mismatch", self.replay.explain_miss(normalized))
-        with self._lock:
+        with self.lock:
             self.misses.append(miss)
         return refusal(502, miss.kind, miss.message)
 
     def _record(self, request: Request, handler: LocalHandler) -> None:
-        slot = self.exchanges.reserve()
+        slot = self.arrivals.reserve()
         started = time.monotonic()
         try:
             connection, answer = open_upstream(request, self.upstream_tls)
@@ -131,15 +155,13 @@ class CaseTraffic:
             # The agent saw a broken answer too; a replay must not serve it as a whole one.
             return
         response = Response(answer.status, answer.getheaders(), body, answer.reason)
-        self.exchanges.fill(slot, recorded(request, response, (time.monotonic() - started) * 1000))
-        with self._lock:
+        self.arrivals.fill(slot, recorded(request, response, (time.monotonic() - started) * 1000))
+        with self.lock:
             self.served += 1
 
     def recorded_exchanges(self) -> list[Exchange]:
-        """Record mode: what is written to the cassette (failed forwards left out), once the
-        requests being served have ended."""
-        self.wait_idle()
-        return self.exchanges.filled()
+        """Record mode: what is written to the cassette (failed forwards left out)."""
+        return self.recordings()
 
 
 def refusal(status: int, code: str, message: str) -> Response:
