@@ -11,16 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from io import BufferedIOBase
 
+from trialrun.base import localserver
 from trialrun.base.hangups import HANG_UPS, describe
-from trialrun.base.localserver import BadLength, declared_length
+from trialrun.base.localserver import BadLength
 from trialrun.gateway.routes import RouteError, error_body
 from trialrun.httprec.proxy import RecorderHandler
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 Handler = RecorderHandler
@@ -65,45 +64,10 @@ def _answer_internal_error(handler: Handler, message: str) -> None:
 
 def read_body(handler: Handler, provider: str | None) -> bytes:
     """The request body (``Content-Length`` or chunked); ``RouteError`` 400/413 when bad."""
-    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-        return _read_chunked(handler.rfile, provider)
     try:
-        length = declared_length(handler.headers, MAX_BODY_BYTES, service="gateway")
+        return localserver.read_body(handler, MAX_BODY_BYTES, service="gateway")
     except BadLength as exc:
         raise RouteError(exc.status, exc.message, provider=provider) from None
-    if length is None:
-        return b""
-    body = handler.rfile.read(length)
-    if len(body) != length:
-        raise RouteError(400, "the request body ended before its Content-Length", provider=provider)
-    return body
-
-
-def _too_large(size: int) -> str:
-    return f"request body of {size} bytes is over the gateway's limit of {MAX_BODY_BYTES} bytes"
-
-
-def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        size_line = stream.readline(1024).split(b";")[0].strip()
-        # Hex digits only: int(..., 16) also takes "-5", and read(-5) reads to the end.
-        if not size_line or len(size_line) > 16 or size_line.strip(_HEX_DIGITS):
-            raise RouteError(400, "malformed chunked request body", provider=provider)
-        size = int(size_line, 16)
-        if size == 0:
-            while stream.readline(1024).strip():  # trailer fields, ignored
-                pass
-            return b"".join(parts)
-        total += size
-        if total > MAX_BODY_BYTES:
-            raise RouteError(413, _too_large(total), provider=provider)
-        part = stream.read(size)
-        if len(part) != size:
-            raise RouteError(400, "the chunked request body ended early", provider=provider)
-        parts.append(part)
-        stream.readline(1024)  # the CRLF after the chunk
 
 
 def send_whole(

@@ -21,7 +21,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, read_body
 from trialrun.httprec.exchange import Request, Response
 from trialrun.httprec.relay import send
 from trialrun.httprec.traffic import CaseTraffic, refusal
@@ -166,31 +166,7 @@ class RecorderHandler(LocalHandler):
         traffic.serve(request, self)
 
     def _read_body(self) -> bytes:
-        length = declared_length(self.headers, MAX_BODY_BYTES, service="HTTP recorder")
-        if length is not None:
-            return self.rfile.read(length)
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return self._read_chunks()
-        return b""
-
-    def _read_chunks(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            size_line = self.rfile.readline(1024)
-            try:
-                size = int(size_line.split(b";")[0].strip(), 16)
-            except ValueError:
-                raise BadLength(400, "a chunk of the request body has no valid size") from None
-            if size == 0:
-                while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers: not recorded
-                return b"".join(parts)
-            total += size
-            if total > MAX_BODY_BYTES:
-                raise BadLength(413, f"request body over the limit of {MAX_BODY_BYTES} bytes")
-            parts.append(self.rfile.read(size))
-            self.rfile.readline(8)  # the CRLF after the chunk
+        return read_body(self, MAX_BODY_BYTES, service="HTTP recorder")
 
     def _discard_body(self) -> None:
         with contextlib.suppress(BadLength, OSError):
