@@ -16,7 +16,9 @@ from trialrun.base import localserver
 from trialrun.base.hangups import HANG_UPS, describe
 from trialrun.base.localserver import BadLength
 from trialrun.gateway.routes import RouteError, error_body
+from trialrun.httprec.exchange import Response
 from trialrun.httprec.proxy import RecorderHandler
+from trialrun.httprec.relay import send
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -74,17 +76,9 @@ def send_whole(
     handler: Handler, status: int, content_type: str, headers: Mapping[str, str], body: bytes
 ) -> None:
     """Send a complete response (replayed recordings, gateway errors)."""
-    try:
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        if content_type:
-            handler.send_header("Content-Type", content_type)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-    except OSError:
-        handler.close_connection = True
+    typed = [("Content-Type", content_type)] if content_type else []
+    length = [("Content-Length", str(len(body)))]
+    send(handler, Response(status, [*headers.items(), *typed, *length], body))
 
 
 def send_error(
