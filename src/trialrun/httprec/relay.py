@@ -9,9 +9,13 @@ complete ``Response`` (a replayed exchange, an answer of trialrun's own).
 from __future__ import annotations
 
 import http.client
+from typing import TYPE_CHECKING
 
-from trialrun.base.localserver import LocalHandler
 from trialrun.httprec.exchange import HOP_BY_HOP, Response
+
+if TYPE_CHECKING:
+    # Annotations only: the server under it (http.server) loads when a client connects.
+    from trialrun.base.localserver import LocalHandler
 
 _CHUNK_BYTES = 64 * 1024
 # Connection headers, and the length and encoding set again for this connection's own framing.

@@ -18,14 +18,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from trialrun.base.localserver import LocalHandler
 from trialrun.httprec.arrivals import Arrivals
 from trialrun.httprec.exchange import Exchange, Request, Response, recorded
 from trialrun.httprec.matching import Replay, RequestNormalizer
 from trialrun.httprec.relay import relay, send
 from trialrun.httprec.upstream import open_upstream
+
+if TYPE_CHECKING:
+    # Annotations only: the server under it (http.server) loads when a client connects.
+    from trialrun.base.localserver import LocalHandler
 
 CLOSE_TIMEOUT_S = 30.0
 """How long a case's end waits for its requests still being answered."""
