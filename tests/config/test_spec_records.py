@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from trialrun.commands import verify_plan
@@ -109,6 +109,17 @@ def _at(data: Any, loc: tuple[Any, ...]) -> Any:
     return data
 
 
+def _keys_stay_apart(value: Any) -> bool:
+    """Whether every mapping in ``value`` keeps its keys apart once JSON makes them strings."""
+    if isinstance(value, dict):
+        return len({str(k) for k in value}) == len(value) and all(
+            _keys_stay_apart(v) for v in value.values()
+        )
+    if isinstance(value, list):
+        return all(_keys_stay_apart(v) for v in value)
+    return True
+
+
 def _check(record: type[Record], data: dict[Any, Any]) -> None:
     try:
         built = parse(record, data)
@@ -150,6 +161,8 @@ def test_records_refuse_at_real_places_and_accept_what_they_build(
 @given(data=st.data())
 def test_every_message_names_a_line_of_the_file(record: type[Record], data: st.DataObject) -> None:
     raw = data.draw(_plausible(record))
+    # {"2": ..., 2: ...} is a fine mapping but one JSON key twice, which the reader refuses.
+    assume(_keys_stay_apart(raw))
     text = json.dumps(raw, indent=1)  # JSON is the simplest file whose lines are known
     doc = parse_json(text, file="f.json")
     try:

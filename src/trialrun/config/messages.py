@@ -121,7 +121,7 @@ def spec_errors(
             message = f"missing required key '{loc[-1]}' in {where}"
             errors.append(doc.error(message, loc[:-1], str(loc[-1])))
             continue
-        line_path = tuple(e for e in loc if e != "[key]")
+        line_path = _without_key_mark(loc)
         entry = owner(loc)
         if entry and _name(loc).startswith("[") and detail["type"] != "invalid_key":
             # An entry of a top-level list itself: named by the owner, not by its index.
@@ -190,7 +190,7 @@ def _message(detail: Detail, loc: tuple[PathElement, ...], name: str | None = No
 
 def _name(loc: Sequence[PathElement]) -> str:
     """The last key of ``loc`` plus the list indexes after it: ``agent_command[1]``."""
-    parts = [e for e in loc if e != "[key]"]
+    parts = list(_without_key_mark(loc))
     suffix = ""
     while parts and isinstance(parts[-1], int):
         suffix = f"[{parts.pop()}]" + suffix
@@ -198,8 +198,14 @@ def _name(loc: Sequence[PathElement]) -> str:
 
 
 def _key(loc: Sequence[PathElement]) -> str | None:
-    names = [e for e in loc if isinstance(e, str) and e != "[key]"]
+    names = [e for e in _without_key_mark(loc) if isinstance(e, str)]
     return names[-1] if names else None
+
+
+def _without_key_mark(loc: Sequence[PathElement]) -> tuple[PathElement, ...]:
+    """``loc`` without the ``"[key]"`` that ends the place of a refused key: only at the end,
+    so a key that is itself spelled ``[key]`` stays in the path."""
+    return tuple(loc[:-1]) if loc and loc[-1] == "[key]" else tuple(loc)
 
 
 def _scalar(value: Any) -> str:
