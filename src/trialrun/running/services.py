@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -54,11 +55,11 @@ from trialrun.base.results import (
     Status,
     ToolCall,
     case_start_timestamp,
-    count_names,
 )
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
 from trialrun.errors import CassetteError, TrialrunError
+from trialrun.running.tool_bodies import ToolBodies
 
 if TYPE_CHECKING:
     import ssl
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
     from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.exchange import Exchange
     from trialrun.httprec.front import HttpRecorder
     from trialrun.httprec.traffic import CaseTraffic
     from trialrun.mcp_proxy import McpCassette
@@ -84,12 +86,13 @@ DIRECT = "127.0.0.1,localhost,::1"
 """What agents reach without the recorder: trialrun's own services, which listen on loopback."""
 _MISMATCH = "cassette mismatch"
 
-RecordedCalls = tuple[tuple[int, str], ...]
-"""The ``(line, tool)`` of each ``tools/call`` an MCP recording holds, in file order."""
+RecordedCalls = tuple[tuple[int, str, str | None], ...]
+"""The ``(line, tool, inside_tool)`` of each ``tools/call`` an MCP recording holds, in file
+order."""
 
 
 def recorded_calls(cassette: McpCassette) -> RecordedCalls:
-    return tuple((call.line, call.tool) for call in cassette.calls)
+    return tuple((call.line, call.tool, call.inside_tool) for call in cassette.calls)
 
 
 def mcp_cassette_path(case: Case, server: str) -> Path:
@@ -503,6 +506,9 @@ class CaseServices:
     async def close(self, run: AgentRun, *, clean: bool) -> None:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
         unused: list[str] = []
+        # Which tool body was running when a call arrived (record mode marks its recording).
+        inside = _inside_tool(run) if self._mode == "record" else None
+        bodies = ToolBodies(run, self._mode)
         try:
             for server in self._servers:
                 if server.http is not None:  # its run ends: live server stopped, recording written
@@ -510,23 +516,26 @@ class CaseServices:
                 events = _read_server_events(server)
                 _merge_mcp_calls(run, server, events)
                 if self._mode == "replay":
-                    unused += self._unused_mcp(server, events)
-            await self._commit_mcp(run, clean=clean and run.failure is None)
+                    unused += self._unused_mcp(server, events, bodies)
+                elif inside is not None:
+                    bodies.made("mcp", [inside(float(e["timestamp"])) for e in _timed(events)])
+            await self._commit_mcp(run, clean=clean and run.failure is None, inside=inside)
             scope = self._gateway_scope
             if self._gateway is not None and scope is not None:
-                inside = _inside_tool(run) if self._mode == "record" else None
                 calls = self._gateway.close_run(
                     self._run_id, clean=clean and run.failure is None, inside_tool=inside
                 )
                 if inside is not None:
-                    _note_inside(run, [inside(call.timestamp) for call in calls], "record")
+                    bodies.made("model", [inside(call.timestamp) for call in calls])
                 _merge_model_calls(run, calls)
-                left, skipped = _split_skipped(run, scope.unused_recordings())
+                left = bodies.unused("model", scope.unused_recordings(), _recording_inside)
                 unused += [_model_recording_name(r) for r in left]
-                _note_inside(run, [r.inside_tool for r in skipped], "replay")
                 if self._mode == "replay" and not calls and left and run.failure is None:
                     _fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
-            unused += self._finish_http(run, clean=clean and run.failure is None)
+            unused += self._finish_http(
+                run, clean=clean and run.failure is None, inside=inside, bodies=bodies
+            )
+            bodies.note()
         finally:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
@@ -542,8 +551,20 @@ class CaseServices:
             return None
         return recorder.close_case(self._run_id)
 
-    def _finish_http(self, run: AgentRun, *, clean: bool) -> list[str]:
-        """Judge replay misses, write a clean recording; the unused recordings' names."""
+    def _finish_http(
+        self,
+        run: AgentRun,
+        *,
+        clean: bool,
+        inside: Callable[[float], str | None] | None = None,
+        bodies: ToolBodies | None = None,
+    ) -> list[str]:
+        """Judge replay misses, write a clean recording; the unused recordings' names.
+
+        ``inside`` (record): which tool body was running when a request arrived, written into
+        its recording; ``bodies`` hears of those (record) and of the unused recordings made
+        inside a tool the case called (replay), which are no unused recordings.
+        """
         traffic = self._close_traffic()
         if traffic is None:
             return []
@@ -554,8 +575,8 @@ class CaseServices:
             message = first.message + (f" (and {more} more refused request(s))" if more else "")
             _fail_mismatch(run, message, kind=first.kind)
         if self._mode == "record":
+            exchanges = _marked_exchanges(traffic, inside, bodies)
             if clean:
-                exchanges = traffic.recorded_exchanges()
                 if exchanges:
                     from trialrun.httprec.cassette import write_cassette
 
@@ -565,19 +586,30 @@ class CaseServices:
                         traffic.cassette.unlink()
             return []
         assert traffic.replay is not None
-        return [f"http:{e.method} {e.url}" for e in traffic.replay.unused()]
+        unused = traffic.replay.unused()
+        if bodies is not None:
+            unused = bodies.unused("http", unused, _exchange_inside)
+        return [f"http:{e.method} {e.url}" for e in unused]
 
-    def _unused_mcp(self, server: _McpServerRun, events: list[dict[str, Any]]) -> list[str]:
-        """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered."""
+    def _unused_mcp(
+        self, server: _McpServerRun, events: list[dict[str, Any]], bodies: ToolBodies | None = None
+    ) -> list[str]:
+        """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered;
+        ``bodies`` counts instead those made inside a tool the case called."""
         calls = self._mcp_calls.get(server.cassette)
         if calls is None:  # a run without preflight (doctor --probe): read the recording once
             from trialrun.mcp_proxy import load_cassette
 
             calls = recorded_calls(load_cassette(server.cassette))
         used = {event.get("recording") for event in events}
-        return [f"mcp:{server.name}/{tool}" for line, tool in calls if line not in used]
+        unused = [call for call in calls if call[0] not in used]
+        if bodies is not None:
+            unused = bodies.unused("mcp", unused, lambda call: call[2])
+        return [f"mcp:{server.name}/{tool}" for _line, tool, _inside in unused]
 
-    async def _commit_mcp(self, run: AgentRun, *, clean: bool) -> None:
+    async def _commit_mcp(
+        self, run: AgentRun, *, clean: bool, inside: Callable[[float], str | None] | None = None
+    ) -> None:
         if self._mode != "record" or not clean:
             return
         for server in self._servers:
@@ -593,10 +625,13 @@ class CaseServices:
                     "error",
                 )
                 return
-            atomic_write_bytes(server.cassette, self._portable(server))
+            atomic_write_bytes(server.cassette, self._portable(server, inside))
 
-    def _portable(self, server: _McpServerRun) -> bytes:
-        """The recording, its header naming the server command as the suite declares it.
+    def _portable(
+        self, server: _McpServerRun, inside: Callable[[float], str | None] | None = None
+    ) -> bytes:
+        """The recording, its header naming the server command as the suite declares it, and
+        (given ``inside``) each call made inside a tool's body marked with that tool.
 
         The proxy ran the command with its paths made absolute; a committed recording must not
         change with the checkout's location, or every re-record on another machine is a diff.
@@ -604,10 +639,17 @@ class CaseServices:
         from trialrun.mcp_proxy.cassette import cassette_lines, load_cassette
 
         recorded = load_cassette(server.writing)
+        records = recorded.records
+        if inside is not None:
+            from trialrun.mcp_proxy.marks import mark_inside
+
+            records = tuple(mark_inside(records, _read_server_events(server), inside))
         if recorded.header is None:
-            return server.writing.read_bytes()
+            if records == recorded.records:
+                return server.writing.read_bytes()
+            return cassette_lines(None, records)
         declared = self._suite.config.mcp_servers[server.name].command
-        return cassette_lines({**recorded.header, "upstream": list(declared)}, recorded.records)
+        return cassette_lines({**recorded.header, "upstream": list(declared)}, records)
 
 
 def _server_command(suite: Suite, command: list[str]) -> list[str]:
@@ -670,45 +712,35 @@ def _inside_tool(run: AgentRun) -> Callable[[float], str | None]:
     return inside
 
 
-def _split_skipped(
-    run: AgentRun, unused: list[Recording]
-) -> tuple[list[Recording], list[Recording]]:
-    """Unused recordings: those that are unused, and those made inside the body of a tool that
-    replay answered from its cassette (the body never runs there, so neither does the call)."""
-    answered = {call.name for call in run.tool_calls}
-    left: list[Recording] = []
-    skipped: list[Recording] = []
-    for recording in unused:
-        (skipped if recording.inside_tool in answered else left).append(recording)
-    return left, skipped
+def _timed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The proxy's events that say when their call arrived."""
+    return [e for e in events if isinstance(e.get("timestamp"), int | float)]
 
 
-def _note_inside(run: AgentRun, tools: list[str | None], mode: Mode) -> None:
-    """Say in the case's log which model calls belong to tool bodies replay never runs."""
-    counts = count_names(tool for tool in tools if tool is not None)
-    if not counts:
-        return
-    which = ", ".join(f"{n} inside {tool!r}" for tool, n in counts.items())
-    if mode == "record":
-        message = (
-            f"model calls made by tool bodies: {which}; replay answers those tools from the "
-            "tool cassette and never runs their bodies, so it will not repeat these calls"
-        )
-    else:
-        message = (
-            f"model recordings made by tool bodies while recording: {which}; replay answered "
-            "those tools from the tool cassette, so it never asked for them (not unused)"
-        )
-    run.events.append(
-        {
-            "type": "log",
-            "case_id": run.case_id,
-            "timestamp": time.time(),
-            "level": "info",
-            "message": message,
-            "data": {"source": "trialrun", "inside_tool": counts},
-        }
-    )
+def _recording_inside(recording: Recording) -> str | None:
+    return recording.inside_tool
+
+
+def _exchange_inside(exchange: Exchange) -> str | None:
+    return exchange.inside_tool
+
+
+def _marked_exchanges(
+    traffic: CaseTraffic,
+    inside: Callable[[float], str | None] | None,
+    bodies: ToolBodies | None,
+) -> list[Exchange]:
+    """Record mode: the case's exchanges, each sent inside a tool's body marked with that tool
+    (``bodies`` hears of them)."""
+    if inside is None:
+        return traffic.recorded_exchanges()
+    marked = [
+        dataclasses.replace(exchange, inside_tool=inside(arrived))
+        for arrived, exchange in traffic.exchanges.arrived()
+    ]
+    if bodies is not None:
+        bodies.made("http", [exchange.inside_tool for exchange in marked])
+    return marked
 
 
 def _model_recording_name(recording: Recording) -> str:
