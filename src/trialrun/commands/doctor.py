@@ -185,7 +185,7 @@ def _prices(suite: Suite) -> Iterator[Check]:
     settings = suite.config.model_gateway
     if settings is None or settings.prices is None:
         return
-    from trialrun.running.services import load_suite_prices
+    from trialrun.running.model_service import load_suite_prices
 
     try:
         prices = load_suite_prices(settings, suite.suite_dir)
@@ -354,7 +354,7 @@ def probe(suite: Suite) -> list[Check]:
 def _unused_by_file(case: Case, names: list[str]) -> dict[Path, list[str]]:
     """The unused recordings of a case by the file that holds them (``mcp:``/``model:`` names
     are in the recordings beside the tool cassette)."""
-    from trialrun.running.services import mcp_cassette_path, model_cassette_path
+    from trialrun.running.recording_paths import mcp_cassette_path, model_cassette_path
 
     by_file: dict[Path, list[str]] = {}
     for name in names:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from trialrun.config import Suite
     from trialrun.config.models import Mode
     from trialrun.gateway import Price
-    from trialrun.running.services import RecordedCalls
+    from trialrun.running.mcp_service import RecordedCalls
     from trialrun.tools.cassette import Cassette
 
 MAX_PROBLEMS_PER_FILE = 10
@@ -82,7 +82,7 @@ def preflight(suite: Suite, mode: Mode) -> Preflight:
             errors.append(tool_module_error(suite, exc))
     prices: dict[str, Price] | None = None
     if suite.config.model_gateway is not None:
-        from trialrun.running.services import load_suite_prices
+        from trialrun.running.model_service import load_suite_prices
 
         try:
             prices = load_suite_prices(suite.config.model_gateway, suite.suite_dir)
@@ -116,7 +116,7 @@ def read_service_recordings(
     if not suite.config.mcp_servers and suite.config.model_gateway is None:
         return {}, []  # nothing to read: keep the proxy's modules out of a plain run
     from trialrun.mcp_proxy import read_cassette
-    from trialrun.running.services import recorded_calls
+    from trialrun.running.mcp_service import recorded_calls
 
     errors: list[ConfigError] = []
     mcp_calls: dict[Path, RecordedCalls] = {}
@@ -154,7 +154,7 @@ def recordings_outside(suite: Suite) -> list[ConfigError]:
 
 def http_recordings(suite: Suite) -> Iterator[Path]:
     """The HTTP recorder's recordings (``<stem>.http.jsonl``), existing or not."""
-    from trialrun.running.services import http_cassette_path
+    from trialrun.running.recording_paths import http_cassette_path
 
     return iter(dict.fromkeys(http_cassette_path(case) for case in suite.cases))
 
@@ -193,7 +193,7 @@ def read_http_recordings(suite: Suite) -> list[ConfigError]:
 
 def service_recordings(suite: Suite) -> Iterator[Path]:
     """The MCP (``<stem>.mcp-<server>.jsonl``) and model (``<stem>.model.jsonl``) recordings."""
-    from trialrun.running.services import mcp_cassette_path, model_cassette_path
+    from trialrun.running.recording_paths import mcp_cassette_path, model_cassette_path
 
     config = suite.config
     for case in suite.cases:

@@ -11,9 +11,10 @@ line of the case.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from trialrun.base.results import AgentRun
 from trialrun.config.models import Mode
@@ -26,6 +27,34 @@ KINDS = {
     "http": ("HTTP exchange", "HTTP exchanges"),
 }
 """The kinds of call a tool body makes through trialrun, in the order the note lists them."""
+
+
+def inside_tool(run: AgentRun) -> Callable[[float], str | None]:
+    """Which tool was running (its body, in the agent or a tool module) at a given time.
+
+    From the case's ``tool_call`` / ``tool_result`` events; MCP calls and handoffs run no body
+    of the agent's. Only an unused recording is ever judged by it, so a call of another thread
+    that happened to arrive during a tool's run costs nothing: replay still asks for it.
+    """
+    opened: dict[Any, tuple[float, str]] = {}
+    windows: list[tuple[float, float, str]] = []
+    for event in run.events:
+        kind = event.get("type")
+        if kind == "tool_call" and "mcp_server" not in event and event.get("kind") != "handoff":
+            opened[event.get("call_id")] = (float(event["timestamp"]), str(event["name"]))
+        elif kind == "tool_result" and event.get("call_id") in opened:
+            begin, name = opened.pop(event.get("call_id"))
+            windows.append((begin, float(event["timestamp"]), name))
+    windows.sort()
+    starts = [begin for begin, _end, _name in windows]
+
+    def inside(arrived: float) -> str | None:
+        index = bisect.bisect_right(starts, arrived) - 1
+        if index >= 0 and arrived <= windows[index][1]:
+            return windows[index][2]
+        return None
+
+    return inside
 
 
 def answered_tools(run: AgentRun) -> frozenset[str]:
@@ -45,11 +74,15 @@ class ToolBodies:
     def __init__(self, run: AgentRun, mode: Mode) -> None:
         self._run = run
         self._mode = mode
+        self.inside = inside_tool(run) if mode == "record" else None
+        """Record mode: which tool's body was running when a call arrived (its recording is
+        marked with it); None otherwise."""
         self._counts: dict[str, dict[str, int]] = {kind: {} for kind in KINDS}
         self._answered: frozenset[str] | None = None
 
     def made(self, kind: str, tools: Iterable[str | None]) -> None:
-        """Record mode: the tool (or None) inside which each call of ``kind`` was made."""
+        """Record mode: the tool (or None) inside which each call of ``kind`` was made, as
+        ``inside`` told it."""
         counts = self._counts[kind]
         for tool in tools:
             if tool is not None:
