@@ -7,15 +7,16 @@ files run. A test changes what it needs after building.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -140,19 +141,28 @@ def run_trialrun(
     )
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one in-process CLI call gave: its exit code and its output."""
+class Outcome(NamedTuple):
+    """What one in-process CLI call gave: its exit code and its output (``code, out, err =``
+    unpacks it)."""
 
     code: int
     out: str
     err: str
 
 
-def call_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
-    """``trialrun ARGV`` in this process; output printed before the call is not counted."""
+def call_cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str] | None = None) -> Outcome:
+    """``trialrun ARGV`` in this process; output printed before the call is not counted.
+
+    Without ``capsys`` (a fixture wider than one test cannot have it) the output is caught by
+    replacing ``sys.stdout`` and ``sys.stderr`` for the call.
+    """
+    if capsys is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run_cli(list(argv))
+        return Outcome(code, out.getvalue(), err.getvalue())
     capsys.readouterr()
-    code = run_cli(argv)
+    code = run_cli(list(argv))
     captured = capsys.readouterr()
     return Outcome(code, captured.out, captured.err)
 

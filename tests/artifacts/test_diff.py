@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import call_cli
 from trialrun.artifacts.diffing import (
     OUTPUT_DIFF_LINE_MAX_CHARS,
     OUTPUT_DIFF_MAX_LINES,
@@ -84,19 +85,12 @@ def run_once(suite: Path, out: Path, *extra: str) -> Path:
     return created
 
 
-def diff(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = run_cli(["diff", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_identical_runs_do_not_differ(
     suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a = run_once(suite, tmp_path / "out")
     b = run_once(suite, tmp_path / "out")
-    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 0, out
     assert "No differences (2 cases compared)." in out
 
@@ -111,7 +105,7 @@ def test_status_tools_and_output_changes_are_reported(
         c2={"tools": ["search"], "output": {"category": "billing"}},
     )
     b = run_once(suite, tmp_path / "out")
-    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 1
     assert "Status changed (1):\n  c2: pass -> fail" in out
     assert "Tool sequence changed (1):\n  c1:\n    A: search\n    B: search, lookup" in out
@@ -124,7 +118,7 @@ def test_json_shape(suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     a = run_once(suite, tmp_path / "out")
     behave(suite, c1=PASSING, c2={"tools": [], "output": PASSING["output"]})
     b = run_once(suite, tmp_path / "out", "--case", "c2")
-    code, out, _ = diff([str(a / "summary.json"), str(b), "--json", *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a / "summary.json"), str(b), "--json", *NO_WALL], capsys)
     document = json.loads(out)
     assert code == 1
     assert document["schema_version"] == 1 and document["differs"] is True
@@ -142,13 +136,13 @@ def test_cases_in_one_run_only_are_not_counted_as_differing(
 ) -> None:
     a = run_once(suite, tmp_path / "out")
     b = run_once(suite, tmp_path / "out", "--case", "c2")  # c2 behaves exactly as in A
-    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 1  # the runs are not the same: c1 is missing from B
     assert "Only in A (1): c1" in out
     assert out.rstrip().endswith(
         "No compared case differs (1 compared); 1 case(s) in one run only."
     )
-    code, out, _ = diff([str(a), str(b), "--json", *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), "--json", *NO_WALL], capsys)
     document = json.loads(out)
     assert code == 1 and document["differs"] is True
     assert (document["cases_compared"], document["cases_differing"]) == (1, 0)
@@ -161,10 +155,10 @@ def test_differing_counts_compared_cases_only(
     a = run_once(suite, tmp_path / "out", "--case", "c1")
     behave(suite, c1={"tools": [], "output": PASSING["output"]}, c2=PASSING)
     b = run_once(suite, tmp_path / "out")
-    code, out, _ = diff([str(a), str(b), *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 1 and "Only in B (1): c2" in out
     assert out.rstrip().endswith("1 case(s) differ (1 compared); 1 case(s) in one run only.")
-    document = json.loads(diff([str(a), str(b), "--json", *NO_WALL], capsys)[1])
+    document = json.loads(call_cli(["diff", str(a), str(b), "--json", *NO_WALL], capsys)[1])
     assert (document["cases_differing"], document["differing"]) == (1, ["c1"])
 
 
@@ -180,14 +174,14 @@ def test_wall_time_change_needs_both_thresholds(
         original = case["wall_ms"]
         case["wall_ms"] = original + walls[case["id"]]
     (b / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
-    code, out, _ = diff([str(a), str(b), "--json"], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b), "--json"], capsys)
     changes = json.loads(out)["wall_changed"]
     assert code == 1
     assert [change["id"] for change in changes] == ["c1"]  # c2 moved 10 ms: noise
     assert changes[0]["delta_ms"] == 1000
-    code, out, _ = diff([str(a), str(b)], capsys)
+    code, out, _ = call_cli(["diff", str(a), str(b)], capsys)
     assert "Wall time changed (1; over 50% and 50 ms):\n  c1: " in out
-    assert diff([str(a), str(b), "--wall-threshold-ms", "5000"], capsys)[0] == 0
+    assert call_cli(["diff", str(a), str(b), "--wall-threshold-ms", "5000"], capsys)[0] == 0
 
 
 def test_a_summary_without_its_event_log_is_compared_on_status_only(
@@ -199,13 +193,13 @@ def test_a_summary_without_its_event_log_is_compared_on_status_only(
     shutil.copy(a / "summary.json", lone / "summary.json")
     behave(suite, c1={"tools": ["lookup"], "output": PASSING["output"]}, c2=PASSING)
     b = run_once(suite, tmp_path / "out")
-    code, out, _ = diff([str(lone), str(b), *NO_WALL], capsys)
+    code, out, _ = call_cli(["diff", str(lone), str(b), *NO_WALL], capsys)
     assert code == 0
     assert "note: " in out and "has no run.jsonl" in out
 
 
 def test_missing_run_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = diff([str(tmp_path / "nope"), str(tmp_path)], capsys)
+    code, out, err = call_cli(["diff", str(tmp_path / "nope"), str(tmp_path)], capsys)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and "summary.json" in err and "Traceback" not in err
 
@@ -219,7 +213,7 @@ def test_a_missing_run_has_no_line_number(
     (existing / "summary.json").write_text('{"cases": []}', encoding="utf-8")
     missing = tmp_path / "nonexistent"
     args = [str(missing), str(existing)] if side == "a" else [str(existing), str(missing)]
-    code, out, err = diff(args, capsys)
+    code, out, err = call_cli(["diff", *args], capsys)
     assert (code, out) == (2, "")
     assert err == (
         f"error: {missing}: expected a run directory holding summary.json, or a summary.json "
@@ -233,7 +227,7 @@ def test_corrupt_summary_names_the_file_and_line(
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "summary.json").write_text('{"cases": [\n  oops\n]}', encoding="utf-8")
-    code, _, err = diff([str(bad), str(bad)], capsys)
+    code, _, err = call_cli(["diff", str(bad), str(bad)], capsys)
     assert code == 2
     assert f"{bad / 'summary.json'}:2: expected JSON" in err
 
@@ -244,7 +238,7 @@ def test_an_empty_summary_has_no_line_number(
 ) -> None:
     summary = tmp_path / "summary.json"
     summary.write_text(content, encoding="utf-8")
-    code, _, err = diff([str(tmp_path), str(tmp_path)], capsys)
+    code, _, err = call_cli(["diff", str(tmp_path), str(tmp_path)], capsys)
     assert code == 2
     assert err == f"error: {summary}: expected a run summary (JSON), found an empty file\n"
 
@@ -260,7 +254,7 @@ def test_summary_of_the_wrong_shape_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], summary: dict[str, Any], expected: str
 ) -> None:
     (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
-    code, _, err = diff([str(tmp_path), str(tmp_path)], capsys)
+    code, _, err = call_cli(["diff", str(tmp_path), str(tmp_path)], capsys)
     assert code == 2 and expected in err
 
 
@@ -271,7 +265,7 @@ def test_corrupt_event_log_names_the_line(
     with (a / "run.jsonl").open("a", encoding="utf-8") as stream:
         stream.write("\n[1, 2]\n")
     lines = (a / "run.jsonl").read_text(encoding="utf-8").splitlines()
-    code, _, err = diff([str(a), str(a)], capsys)
+    code, _, err = call_cli(["diff", str(a), str(a)], capsys)
     assert code == 2
     assert f"run.jsonl:{len(lines)}: expected a JSON object per line, found list" in err
 
@@ -282,7 +276,7 @@ def test_an_event_without_a_type_names_its_line(
     a = run_once(suite, tmp_path / "out")
     events = a / "run.jsonl"
     events.write_text(events.read_text("utf-8").replace('"type"', '"tpye"', 1), "utf-8")
-    code, _, err = diff([str(a), str(a)], capsys)
+    code, _, err = call_cli(["diff", str(a), str(a)], capsys)
     assert code == 2
     assert f"{events}:1: expected an event with a string 'type'" in err
 
@@ -292,7 +286,7 @@ def test_an_empty_event_log_beside_a_summary_of_cases_is_invalid(
 ) -> None:
     a = run_once(suite, tmp_path / "out")
     (a / "run.jsonl").write_text("", encoding="utf-8")
-    code, _, err = diff([str(a), str(a)], capsys)
+    code, _, err = call_cli(["diff", str(a), str(a)], capsys)
     assert code == 2
     assert err == (
         f"error: {a / 'run.jsonl'}: expected the events of 2 case(s) listed in summary.json, "

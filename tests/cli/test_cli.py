@@ -15,19 +15,13 @@ from pathlib import Path
 import click
 import pytest
 
+from builders import call_cli
 from paths import REPO_ROOT
 from trialrun import __version__
-from trialrun.cli import run_cli
-
-
-def call(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_cli(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = call(["--version"], capsys)
+    code, out, _ = call_cli(["--version"], capsys)
     assert (code, out.strip()) == (0, f"trialrun {__version__}")
 
 
@@ -75,7 +69,7 @@ def test_the_top_level_help_is_clicks_own_and_lists_every_command(
 ) -> None:
     from trialrun.cli.group import COMMANDS, cli
 
-    code, out, err = call(["--help"], capsys)
+    code, out, err = call_cli(["--help"], capsys)
     with click.Context(cli, info_name="trialrun") as ctx:
         assert (code, out, err) == (0, ctx.get_help() + "\n", "")
     assert out.startswith("Usage: trialrun [OPTIONS] COMMAND [ARGS]...\n")
@@ -115,7 +109,7 @@ def test_every_commands_help_works_and_lists_its_options(
     path: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     command = dict((tuple(p), c) for p, c in every_command())[tuple(path)]
-    code, out, err = call([*path, "--help"], capsys)
+    code, out, err = call_cli([*path, "--help"], capsys)
     assert (code, err) == (0, ""), err
     assert out.startswith(f"Usage: trialrun {' '.join(path)} "), out
     options = [
@@ -139,7 +133,7 @@ def test_every_option_of_the_readmes_command_line_block_is_in_its_commands_help(
             if not words or words[0] != "trialrun":
                 continue
             path = next((c for c in commands if words[1 : 1 + len(c)] == c), [])
-            code, out, _ = call([*path, "--help"], capsys)
+            code, out, _ = call_cli([*path, "--help"], capsys)
             assert code == 0, usage
             for option in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", usage):
                 assert option in out, f"README: {usage!r}: {option} is not in its --help"
@@ -164,7 +158,7 @@ def test_the_command_table_repeats_each_commands_own_name_and_help() -> None:
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = call(["run", "--frobnicate"], capsys)
+    code, _, err = call_cli(["run", "--frobnicate"], capsys)
     assert code == 2
     assert "No such option" in err
 
@@ -172,7 +166,7 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
 def test_missing_suite_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = call(["run", str(tmp_path / "nope")], capsys)
+    code, _, err = call_cli(["run", str(tmp_path / "nope")], capsys)
     assert code == 2
     assert err.startswith("error: ")
     assert "Traceback" not in err
@@ -189,7 +183,7 @@ def test_bad_config_reports_every_problem_with_file_and_line(
         encoding="utf-8",
     )
     (suite / "cases/t1.yaml").write_text("id: t1\ninput: {}\ncassette: c.jsonl\n", encoding="utf-8")
-    code, _, err = call(["run", str(suite), "--out", str(tmp_path / "out")], capsys)
+    code, _, err = call_cli(["run", str(suite), "--out", str(tmp_path / "out")], capsys)
     assert code == 2
     lines = err.strip().splitlines()
     assert all(line.startswith("error: ") for line in lines)
@@ -201,7 +195,7 @@ def test_bad_config_reports_every_problem_with_file_and_line(
 def test_baseline_and_no_baseline_exclude_each_other(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, _ = call(["run", str(tmp_path), "--baseline", "b.json", "--no-baseline"], capsys)
+    code, _, _ = call_cli(["run", str(tmp_path), "--baseline", "b.json", "--no-baseline"], capsys)
     assert code == 2
 
 
@@ -231,7 +225,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def test_init_then_run_passes_and_second_init_changes_nothing(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = call(["init"], capsys)
+    code, out, err = call_cli(["init"], capsys)
     assert code == 0, out + err
     for name in (
         "evals/demo/suite.yaml",
@@ -244,12 +238,12 @@ def test_init_then_run_passes_and_second_init_changes_nothing(
     assert '"./evals/demo"' in workflow and '"./baselines/demo.json"' in workflow
     before = snapshot(project)
 
-    code, out, err = call(["init"], capsys)
+    code, out, err = call_cli(["init"], capsys)
     assert code == 0
     assert "Unchanged" in out
     assert snapshot(project) == before
 
-    code, out, err = call(
+    code, out, err = call_cli(
         ["run", "evals/demo", "--mode", "replay", "--baseline", "baselines/demo.json"], capsys
     )
     assert code == 0, out + err
@@ -259,16 +253,16 @@ def test_init_then_run_passes_and_second_init_changes_nothing(
 def test_promote_refuses_a_failing_run_and_is_byte_stable(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     runs = []
     for _ in range(2):
-        assert call(["run", "evals/demo", "--no-baseline"], capsys)[0] == 0
+        assert call_cli(["run", "evals/demo", "--no-baseline"], capsys)[0] == 0
     runs = sorted((project / "trialrun_out/demo").iterdir())
     assert len(runs) == 2 and runs[0].name < runs[1].name
     outputs = []
     for i, run_dir in enumerate(runs):
         target = project / f"b{i}.json"
-        code, out, err = call(
+        code, out, err = call_cli(
             ["baseline", "promote", "--from", str(run_dir), "--to", str(target)], capsys
         )
         assert code == 0, out + err
@@ -279,12 +273,14 @@ def test_promote_refuses_a_failing_run_and_is_byte_stable(
     doc = json.loads(schema.read_text())
     doc["required"].append("next_steps")
     schema.write_text(json.dumps(doc))
-    assert call(["run", "evals/demo", "--no-baseline"], capsys)[0] == 1
+    assert call_cli(["run", "evals/demo", "--no-baseline"], capsys)[0] == 1
     failing = max((project / "trialrun_out/demo").iterdir())
-    code, _, err = call(["baseline", "promote", "--from", str(failing), "--to", "b2.json"], capsys)
+    code, _, err = call_cli(
+        ["baseline", "promote", "--from", str(failing), "--to", "b2.json"], capsys
+    )
     assert code != 0 and "allow-failing" in err
     assert not (project / "b2.json").exists()
-    code, _, _ = call(
+    code, _, _ = call_cli(
         ["baseline", "promote", "--from", str(failing), "--to", "b2.json", "--allow-failing"],
         capsys,
     )
@@ -294,10 +290,10 @@ def test_promote_refuses_a_failing_run_and_is_byte_stable(
 def test_status_regression_against_the_baseline_fails_the_run(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     cassette = project / "evals/demo/cassettes/t1.jsonl"
     cassette.write_text(cassette.read_text().replace("reset password", "something else"))
-    code, out, _ = call(["run", "evals/demo", "--baseline", "baselines/demo.json"], capsys)
+    code, out, _ = call_cli(["run", "evals/demo", "--baseline", "baselines/demo.json"], capsys)
     assert code == 1
     assert "cassette mismatch" in out.lower()
 
@@ -312,11 +308,11 @@ def test_init_outside_a_repository_keeps_every_path_inside_the_suite(
     work = tmp_path / "plain"
     work.mkdir()
     monkeypatch.chdir(work)
-    code, out, err = call(["init", "--path", "evals"], capsys)
+    code, out, err = call_cli(["init", "--path", "evals"], capsys)
     assert code == 0, out + err
     assert (work / "evals/demo/baselines/demo.json").is_file()
     assert "baseline_path: baselines/demo.json" in (work / "evals/demo/suite.yaml").read_text()
-    code, out, err = call(["run", "evals/demo"], capsys)
+    code, out, err = call_cli(["run", "evals/demo"], capsys)
     assert code == 0, out + err
     assert "min_pass_rate" in out
 
@@ -348,7 +344,7 @@ def test_init_path_in_a_repository_subfolder_writes_nothing_outside_it(
     target = project / "services" / "bot" / "evals"
     target.mkdir(parents=True)
     before = tree(project)
-    code, out, err = call(["init", "--path", str(target)], capsys)
+    code, out, err = call_cli(["init", "--path", str(target)], capsys)
     assert code == 0, out + err
     assert tree(project, skip=target) == before
     workflow = target / ".github/workflows/trialrun.yml"
@@ -363,14 +359,14 @@ def test_init_path_in_a_repository_subfolder_writes_nothing_outside_it(
     assert "move services/bot/evals/.github/workflows/trialrun.yml to .github/workflows/" in out
     assert "--workflow-dir .github/workflows" in out
     assert "add it to .gitignore too" in out
-    code, out, err = call(["run", suite, "--mode", "replay", "--baseline", baseline], capsys)
+    code, out, err = call_cli(["run", suite, "--mode", "replay", "--baseline", baseline], capsys)
     assert code == 0, out + err
 
 
 def test_init_workflow_dir_puts_the_workflow_where_github_reads_it(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = call(
+    code, out, err = call_cli(
         ["init", "--path", "tools/evals", "--workflow-dir", ".github/workflows"], capsys
     )
     assert code == 0, out + err
@@ -384,7 +380,7 @@ def test_init_path_naming_the_repository_root_writes_the_workflow_there(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(project.parent)
-    code, out, err = call(["init", "--path", str(project)], capsys)
+    code, out, err = call_cli(["init", "--path", str(project)], capsys)
     assert code == 0, out + err
     assert workflow_paths(project / ".github/workflows/trialrun.yml") == (
         "./demo",
@@ -402,14 +398,14 @@ def test_init_path_outside_a_repository_writes_nothing_beside_it(
     work = tmp_path / "plain"
     work.mkdir()
     (work / "keep.txt").write_text("x")
-    code, out, err = call(["init", "--path", str(work / "evals")], capsys)
+    code, out, err = call_cli(["init", "--path", str(work / "evals")], capsys)
     assert code == 0, out + err
     assert sorted(p.name for p in work.iterdir()) == ["evals", "keep.txt"]
     workflow = work / "evals/.github/workflows/trialrun.yml"
     assert workflow_paths(workflow) == ("./demo", "./demo/baselines/demo.json")
     assert "not in a git repository" in out
     monkeypatch.chdir(work / "evals")
-    code, out, err = call(["run", "./demo", "--baseline", "./demo/baselines/demo.json"], capsys)
+    code, out, err = call_cli(["run", "./demo", "--baseline", "./demo/baselines/demo.json"], capsys)
     assert code == 0, out + err
 
 
@@ -430,12 +426,12 @@ def test_init_adds_trialrun_out_to_gitignore_once(
     if existing is not None:
         gitignore.write_text(existing)
     for _ in range(2):
-        code, out, err = call(["init"], capsys)
+        code, out, err = call_cli(["init"], capsys)
         assert code == 0, out + err
         assert gitignore.read_text() == expected
-    code, out, err = call(["init", "--force"], capsys)
+    code, out, err = call_cli(["init", "--force"], capsys)
     assert code == 0 and gitignore.read_text() == expected
-    assert call(["run", "evals/demo"], capsys)[0] == 0
+    assert call_cli(["run", "evals/demo"], capsys)[0] == 0
     ignored = subprocess.run(
         ["git", "status", "--porcelain", "--ignored"], capture_output=True, text=True, check=True
     )
@@ -448,16 +444,16 @@ def test_init_node_writes_a_node_agent_that_passes(
 ) -> None:
     node_dir = Path(str(shutil.which("node"))).parent
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}:{node_dir}")
-    code, out, err = call(["init", "--language", "node"], capsys)
+    code, out, err = call_cli(["init", "--language", "node"], capsys)
     assert code == 0, out + err
     assert '["node", "agent/agent.js"]' in (project / "evals/demo/suite.yaml").read_text()
     assert not (project / "evals/demo/agent/agent.py").exists()
-    code, out, err = call(["run", "evals/demo"], capsys)
+    code, out, err = call_cli(["run", "evals/demo"], capsys)
     assert code == 0, out + err
 
 
 def test_init_templates_are_python_only(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = call(["init", "--template", "langgraph", "--language", "node"], capsys)
+    code, out, err = call_cli(["init", "--template", "langgraph", "--language", "node"], capsys)
     assert code == 2
     assert "--language applies to the demo only" in out + err
     assert not (project / "evals").exists()
@@ -469,7 +465,7 @@ def test_init_files_name_the_shipped_json_schemas(
     import jsonschema
     import yaml
 
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     for yaml_file, modeline in (
         ("evals/demo/suite.yaml", "../.schemas/suite.schema.json"),
         ("evals/demo/cases/t1.yaml", "../../.schemas/case.schema.json"),
@@ -500,13 +496,13 @@ def test_an_output_path_of_the_wrong_kind_is_invalid_input(
     project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
     # A file where a directory is written (or the reverse) was a traceback from os.replace.
-    assert call(["init"], capsys)[0] == 0
-    assert call(["run", "evals/demo"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
+    assert call_cli(["run", "evals/demo"], capsys)[0] == 0
     [run_dir] = (project / "trialrun_out" / "demo").iterdir()
     (project / "a_dir").mkdir()
     (project / "a_file").write_text("mine")
     (project / "plan.yaml").write_text("")
-    code, out, err = call([arg.replace("{run}", str(run_dir)) for arg in args], capsys)
+    code, out, err = call_cli([arg.replace("{run}", str(run_dir)) for arg in args], capsys)
     assert code == 2, out + err
     assert "Traceback" not in err
     assert re.search(r"is a (file|directory)|found a (file|directory|folder)", err), err
@@ -546,7 +542,7 @@ def modules_at_first_agent(args: list[str]) -> set[str]:
 def test_run_loads_the_views_of_the_finished_run_after_the_first_agent_starts(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay"])
     # The console text, JUnit and their XML writer are only needed once every case is done (the
     # recorder's warm-up thread loads report.html, and the console text with it, only once the
@@ -559,7 +555,7 @@ def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Listing the trialrun.assertions entry points reads every installed distribution's metadata.
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     assert "type: json_schema" in (project / "evals" / "demo" / "suite.yaml").read_text()
     loaded = modules_at_first_agent(["run", "evals/demo", "--mode", "replay", "--no-baseline"])
     assert "trialrun.checks.builtin" in loaded  # the suite's assertions were compiled
@@ -572,7 +568,7 @@ def test_a_suite_of_builtin_assertions_lists_no_plugins_before_the_first_agent(
 def test_a_replay_run_loads_no_record_mode_backend_before_the_first_agent(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert call(["init"], capsys)[0] == 0
+    assert call_cli(["init"], capsys)[0] == 0
     suite = project / "evals" / "demo" / "suite.yaml"
     # Only a bare "python" is looked up on PATH (shutil.which) before the agent starts; jsonschema
     # imports shutil (through tempfile), so the suite checks its output with a lighter assertion.

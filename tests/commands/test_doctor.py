@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import call_cli
 from paths import BEHAVING_AGENT
 from trialrun.cli import run_cli
 from trialrun.commands.doctor import REPLAY_CAVEAT, Check
@@ -71,17 +72,13 @@ def suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return write_suite(tmp_path)
 
 
-def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
-    code = run_cli(["doctor", *args])
-    return code, capsys.readouterr().out.splitlines()
-
-
 def lines_of(lines: list[str], name: str) -> list[str]:
     return [line for line in lines if line.split(" ", 2)[1] == f"{name}:"]
 
 
 def test_healthy_suite_passes_every_check(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert all(line.startswith("ok ") for line in lines), lines
     names = {line.split(" ", 2)[1].rstrip(":") for line in lines}
@@ -104,7 +101,8 @@ def test_healthy_suite_passes_every_check(suite: Path, capsys: pytest.CaptureFix
 def test_versions_line_names_python_and_packages(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, lines = doctor(capsys, str(suite))
+    _, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     (versions,) = lines_of(lines, "versions")
     assert versions.startswith(f"ok versions: python {sys.version_info.major}.")
     assert "trialrun " in versions and "pydantic " in versions
@@ -130,7 +128,8 @@ def test_suite_that_does_not_load_lists_every_config_error(
     text = (suite / "suite.yaml").read_text(encoding="utf-8")
     (suite / "suite.yaml").write_text(text + "tool_regsitry: []\n", encoding="utf-8")
     (suite / "cases" / "b.yaml").write_text("id: b\ncassette: x.jsonl\n", encoding="utf-8")
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     failures = lines_of(lines, "suite")
     assert len(failures) >= 2
@@ -145,7 +144,8 @@ def test_a_deprecated_suite_key_is_a_warning_at_its_line(
 ) -> None:
     text = (suite / "suite.yaml").read_text(encoding="utf-8")
     (suite / "suite.yaml").write_text(text + "share_cpu: true\n", encoding="utf-8")
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     line = text.count("\n") + 1
     assert [row for row in lines_of(lines, "suite") if row.startswith("warn ")] == [
@@ -160,7 +160,8 @@ def test_agent_command_that_resolves_nowhere_fails(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     suite = write_suite(tmp_path, agent=["no-such-agent-binary-xyz", "--serve"])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     (agent,) = lines_of(lines, "agent")
     assert agent.startswith("fail agent: ")
@@ -170,7 +171,8 @@ def test_agent_command_that_resolves_nowhere_fails(
 
 def test_missing_cassette_fails(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (suite / "cassettes" / "t.jsonl").unlink()
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     (cassette,) = lines_of(lines, "cassette")
     assert cassette.startswith("fail cassette: ") and "cassette file not found" in cassette
@@ -181,7 +183,8 @@ def test_corrupt_cassette_fails_naming_the_line(
 ) -> None:
     good = json.dumps(RECORDING)
     (suite / "cassettes" / "t.jsonl").write_text(f"{good}\n{{not json\n", encoding="utf-8")
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     (cassette,) = lines_of(lines, "cassette")
     assert cassette.startswith("fail cassette: ") and "t.jsonl:2" in cassette
@@ -192,7 +195,8 @@ def test_recording_of_a_tool_outside_the_registry_warns(
 ) -> None:
     stray = {"tool": "delete_everything", "args": {}, "ok": True, "result": None}
     write_cassette(suite, [RECORDING, stray])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0, "a warning never fails the doctor"
     (cassette,) = lines_of(lines, "cassette")
     assert cassette.startswith("warn cassette: suites/demo/cassettes/t.jsonl:2: ")
@@ -205,7 +209,8 @@ def test_cassettes_are_not_read_outside_replay_mode(
     text = (suite / "suite.yaml").read_text(encoding="utf-8")
     (suite / "suite.yaml").write_text(text.replace("mode: replay", "mode: live"), encoding="utf-8")
     (suite / "cassettes" / "t.jsonl").unlink()
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert lines_of(lines, "cassettes") == ["ok cassettes: not read in live mode"]
 
@@ -215,7 +220,8 @@ def test_secret_in_a_cassette_fails_naming_file_and_line(
 ) -> None:
     leaked = {**RECORDING, "result": {"api_key": "sk-live-1234567890abcdef"}}
     write_cassette(suite, [RECORDING, leaked])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     (secret,) = lines_of(lines, "secrets")
     assert secret.startswith("fail secrets: suites/demo/cassettes/t.jsonl:2: ")
@@ -226,14 +232,16 @@ def test_redacted_placeholder_is_not_a_secret(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_cassette(suite, [{**RECORDING, "result": {"api_key": "[REDACTED]"}}])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert lines_of(lines, "secrets") == ["ok secrets: redaction finds no secret in the cassettes"]
 
 
 def test_missing_baseline_file_warns(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (suite / "baseline.json").unlink()
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert lines_of(lines, "baseline") == [
         "warn baseline: suites/demo/baseline.json does not exist (run `trialrun baseline promote`)"
@@ -244,7 +252,8 @@ def test_baseline_with_missing_and_extra_cases_warns_for_each(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_baseline(suite, ["old_case"])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     missing, extra = lines_of(lines, "baseline")
     assert missing.startswith("warn baseline: ") and "no entry for case(s) a_ok" in missing
@@ -253,7 +262,8 @@ def test_baseline_with_missing_and_extra_cases_warns_for_each(
 
 def test_unreadable_baseline_fails(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (suite / "baseline.json").write_text("{not json", encoding="utf-8")
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 1
     (baseline,) = lines_of(lines, "baseline")
     assert baseline.startswith("fail baseline: ") and "invalid JSON" in baseline
@@ -262,7 +272,8 @@ def test_unreadable_baseline_fails(suite: Path, capsys: pytest.CaptureFixture[st
 def test_no_baseline_configured_warns(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (suite / "suite.yaml").read_text(encoding="utf-8")
     (suite / "suite.yaml").write_text(text.replace("baseline_path: baseline.json\n", ""))
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     (baseline,) = lines_of(lines, "baseline")
     assert baseline.startswith("warn baseline: no baseline_path in suite.yaml")
@@ -280,7 +291,8 @@ def test_no_workflow_running_this_suite_warns(
         path.unlink()
     else:
         path.write_text(workflow, encoding="utf-8")
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     (ci,) = lines_of(lines, "ci")
     assert ci.startswith("warn ci: no workflow in .github/workflows runs `trialrun run` on ")
@@ -292,7 +304,8 @@ def test_workflow_in_the_working_directory_counts_without_a_repository(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     suite = write_suite(tmp_path, git=False)
-    _, lines = doctor(capsys, str(suite))
+    _, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert lines_of(lines, "ci") == ["ok ci: .github/workflows/agents.yml runs this suite"]
 
 
@@ -304,17 +317,19 @@ def test_without_probe_the_agent_never_starts(
     script = tmp_path / "marker_agent.py"
     script.write_text(MARKER_AGENT, encoding="utf-8")
     suite = write_suite(tmp_path, agent=[sys.executable, str(script), str(marker)])
-    code, lines = doctor(capsys, str(suite))
+    code, out, _ = call_cli(["doctor", str(suite)], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert not marker.exists()
     assert REPLAY_CAVEAT not in lines
     # The same suite with --probe does start it: the marker proves the test can see a start.
-    doctor(capsys, str(suite), "--probe")
+    call_cli(["doctor", str(suite), "--probe"], capsys)
     assert marker.read_text(encoding="utf-8") == "started"
 
 
 def test_probe_replays_the_first_case(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, lines = doctor(capsys, str(suite), "--probe")
+    code, out, _ = call_cli(["doctor", str(suite), "--probe"], capsys)
+    lines = out.splitlines()
     assert code == 0
     assert lines_of(lines, "probe") == [
         "ok probe: case a_ok passed in replay with 1 tool call(s)",
@@ -328,7 +343,8 @@ def test_probe_reports_unused_recordings(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     suite = write_suite(tmp_path, recordings=3)
-    code, lines = doctor(capsys, str(suite), "--probe")
+    code, out, _ = call_cli(["doctor", str(suite), "--probe"], capsys)
+    lines = out.splitlines()
     assert code == 0
     unused = lines_of(lines, "probe")[1]
     assert unused.startswith("warn probe: 2 recording(s) of suites/demo/cassettes/t.jsonl")
@@ -341,7 +357,8 @@ def test_probe_of_a_failing_case_fails(suite: Path, capsys: pytest.CaptureFixtur
         "cassette": "cassettes/t.jsonl",
     }
     (suite / "cases" / "a_ok.yaml").write_text(json.dumps(case), encoding="utf-8")
-    code, lines = doctor(capsys, str(suite), "--probe")
+    code, out, _ = call_cli(["doctor", str(suite), "--probe"], capsys)
+    lines = out.splitlines()
     assert code == 1
     status = lines_of(lines, "probe")[0]
     assert status.startswith("fail probe: case a_ok error in replay with 0 tool call(s): ")
@@ -352,7 +369,8 @@ def test_probe_is_skipped_when_the_suite_does_not_load(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (suite / "suite.yaml").write_text("suite_name: demo\n", encoding="utf-8")
-    code, lines = doctor(capsys, str(suite), "--probe")
+    code, out, _ = call_cli(["doctor", str(suite), "--probe"], capsys)
+    lines = out.splitlines()
     assert code == 1
     assert not lines_of(lines, "probe")
 

@@ -18,11 +18,11 @@ from test_compare_e2e import (  # type: ignore[import-not-found]
     EXPECTED_REPORT_HEAD,
     only_receipt,
     receipts,
-    run_compare,
 )
 from test_compare_e2e import subject as subject
 from test_compare_selector import make_library  # type: ignore[import-not-found]
 
+from builders import call_cli
 from trialrun.compare.store import RunDir, read_run_log
 
 PYTHON = json.dumps(sys.executable)
@@ -63,7 +63,7 @@ def test_evals_placeholder_in_the_judge_command_reaches_the_right_verdict(
 ) -> None:
     use_judge(subject, f'  command: [{PYTHON}, "{{evals}}/judge.py"]\n')
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--gate"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "2", "--gate"], capsys)
 
     assert code == 0, err
     assert out.startswith(EXPECTED_REPORT_HEAD)  # PASS, not the NEUTRAL of an unexpanded path
@@ -88,7 +88,7 @@ def test_evals_placeholder_in_the_escalation_command_is_expanded(
         f'  escalate_command: [{PYTHON}, "{{evals}}/judge.py"]\n',
     )
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--case", "explain"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "2", "--case", "explain"], capsys)
 
     assert code == 0, err
     rows = [row for entry in only_receipt(home)["per_case"] for row in entry["outcomes"].values()]
@@ -101,7 +101,7 @@ def test_a_judge_that_fails_every_call_is_a_broken_setup_and_fails_the_gate(
 ) -> None:
     use_judge(subject, f'  command: [{PYTHON}, "{{evals}}/judge.py", always]\n')
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--gate"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "2", "--gate"], capsys)
 
     assert code == 1
     lines = out.splitlines()
@@ -129,7 +129,9 @@ def test_without_gate_a_broken_judge_still_exits_0_but_says_so(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     use_judge(subject, f'  command: [{PYTHON}, "{{evals}}/judge.py", always]\n')
-    code, out, err = run_compare([str(subject), "-j", "2", "--case", "explain", "--json"], capsys)
+    code, out, err = call_cli(
+        ["compare", str(subject), "-j", "2", "--case", "explain", "--json"], capsys
+    )
     assert code == 0
     assert json.loads(out)["broken_setup"] == ["judge"]
     assert "BROKEN SETUP: the judge failed on every call" in err
@@ -153,7 +155,7 @@ def test_a_judge_that_fails_some_calls_shows_the_count_under_the_verdict(
 ) -> None:
     use_judge(subject, f'  command: [{PYTHON}, "{{evals}}/judge.py", {fail_when}]\n')
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--gate"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "2", "--gate"], capsys)
 
     assert code == 0, err  # some answers came back: the verdict is weakened, not void
     assert out.splitlines()[1].startswith(line)
@@ -169,7 +171,9 @@ def test_an_agent_command_that_never_starts_is_a_broken_setup(
     compare = subject / "evals" / "compare.yaml"
     compare.write_text(compare.read_text().replace("{evals}/agent.py", "{evals}/agnet.py"))
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--gate", "--case", "build"], capsys)
+    code, out, err = call_cli(
+        ["compare", str(subject), "-j", "2", "--gate", "--case", "build"], capsys
+    )
 
     assert code == 1  # NEUTRAL with nothing scored used to pass the gate
     lines = out.splitlines()
@@ -190,7 +194,7 @@ def test_an_agent_command_holding_a_nul_is_a_broken_setup_not_a_traceback(
     compare = subject / "evals" / "compare.yaml"
     compare.write_text(compare.read_text().replace("{evals}/agent.py", "{evals}/agent\\0.py"))
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--case", "build"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "2", "--case", "build"], capsys)
 
     assert code == 0, err
     assert "Traceback" not in err
@@ -203,7 +207,7 @@ def test_a_trigger_selector_that_fails_every_call_is_a_broken_setup(
 ) -> None:
     library = make_library(tmp_path, selector=[str(tmp_path / "no-such-selector")])
 
-    code, out, err = run_compare([str(library), "--gate"], capsys)
+    code, out, err = call_cli(["compare", str(library), "--gate"], capsys)
 
     assert code == 1
     broken = next(line for line in out.splitlines() if line.startswith("BROKEN SETUP"))
@@ -221,7 +225,9 @@ def test_a_check_command_that_cannot_run_in_any_arm_is_a_broken_setup(
     case = subject / "evals" / "cases" / "build.yaml"
     case.write_text(case.read_text() + "  - command_succeeds: trialrun-no-such-tool --version\n")
 
-    code, out, err = run_compare([str(subject), "-j", "2", "--gate", "--case", "build"], capsys)
+    code, out, err = call_cli(
+        ["compare", str(subject), "-j", "2", "--gate", "--case", "build"], capsys
+    )
 
     assert code == 1  # every arm failed the check alike: ties, which used to pass the gate
     lines = out.splitlines()
@@ -246,7 +252,9 @@ def test_a_setup_that_fails_in_every_arm_is_a_broken_setup(
     case = subject / "evals" / "cases" / "build.yaml"
     case.write_text(case.read_text() + "setup: trialrun-no-such-tool init\n")
 
-    code, out, err = run_compare([str(subject), "--gate", "--case", "build", "--k", "1"], capsys)
+    code, out, err = call_cli(
+        ["compare", str(subject), "--gate", "--case", "build", "--k", "1"], capsys
+    )
 
     assert code == 1
     broken = out.splitlines()[1]

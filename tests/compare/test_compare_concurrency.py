@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import write_subject
+from builders import call_cli, write_subject
 from trialrun.cli import run_cli
 
 # Real agents or real runs end to end: seconds each (pytest -m "not slow" skips them).
@@ -100,10 +100,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def compare(subject: Path, jobs: int, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_cli(["compare", str(subject), "-j", str(jobs), "--no-commit", "-q"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert captured.out.startswith("verdict:")
+    code, out, err = call_cli(
+        ["compare", str(subject), "-j", str(jobs), "--no-commit", "-q"], capsys
+    )
+    assert code == 0, err
+    assert out.startswith("verdict:")
 
 
 def test_caps_bound_the_agents_and_judges_running_at_once(

@@ -33,8 +33,7 @@ from typing import Any
 
 import pytest
 
-from builders import make_compare_subject, row_table
-from trialrun.cli import run_cli
+from builders import call_cli, make_compare_subject, row_table
 from trialrun.compare import store
 from trialrun.errors import ConfigError
 from trialrun.home import paths
@@ -49,12 +48,6 @@ def subject(tmp_path: Path) -> Path:
 
 def receipts(home: Path) -> list[Path]:
     return sorted(home.glob("evals/local/*/*/receipt.json"))
-
-
-def run_compare(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_cli(["compare", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def only_receipt(home: Path) -> dict[str, Any]:
@@ -93,7 +86,7 @@ efficiency: baseline 3.0 turns · 22.8s · $0.11 | candidate 5.0 turns · 41.2s 
 def test_scripted_run_gives_the_known_rows_report_and_receipt(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run_compare([str(subject), "-j", "4"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "4"], capsys)
 
     assert code == 0, err
     assert out.startswith(EXPECTED_REPORT_HEAD)
@@ -125,7 +118,9 @@ def test_scripted_run_gives_the_known_rows_report_and_receipt(
 def test_json_prints_the_receipt(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run_compare([str(subject), "-j", "4", "--json", "--case", "build"], capsys)
+    code, out, _ = call_cli(
+        ["compare", str(subject), "-j", "4", "--json", "--case", "build"], capsys
+    )
 
     assert code == 0
     printed = json.loads(out)
@@ -140,8 +135,8 @@ def test_same_seed_twice_gives_byte_identical_receipts(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for jobs in ("1", "4"):  # concurrency must not show in the receipt either
-        code, _, err = run_compare(
-            [str(subject), "-j", jobs, "--case", "build", "--case", "explain"], capsys
+        code, _, err = call_cli(
+            ["compare", str(subject), "-j", jobs, "--case", "build", "--case", "explain"], capsys
         )
         assert code == 0, err
     first, second = (_VOLATILE.sub("", path.read_text()) for path in receipts(home))
@@ -154,8 +149,10 @@ def test_gate_exits_1_on_fail_and_0_without_it(
 ) -> None:
     monkeypatch.setenv("SCRIPTED_FLIP", "1")
 
-    gated, out, _ = run_compare([str(subject), "-j", "4", "--gate"], capsys)
-    ungated, _, _ = run_compare([str(subject), "-j", "4", "--k", "1", "--case", "build"], capsys)
+    gated, out, _ = call_cli(["compare", str(subject), "-j", "4", "--gate"], capsys)
+    ungated, _, _ = call_cli(
+        ["compare", str(subject), "-j", "4", "--k", "1", "--case", "build"], capsys
+    )
 
     assert gated == 1
     assert out.startswith("verdict: FAIL\n")
@@ -165,13 +162,14 @@ def test_gate_exits_1_on_fail_and_0_without_it(
 def test_rescore_redecides_a_stored_run_without_running_an_arm(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_compare([str(subject), "-j", "4"], capsys)[0] == 0
+    assert call_cli(["compare", str(subject), "-j", "4"], capsys)[0] == 0
     [first] = receipts(home)
     (subject / "evals" / "agent.py").write_text("raise SystemExit(9)\n")  # no arm may run
     tie_judge = f"{sys.executable} -m trialrun.compare.fake_judge --prefer tie"
 
-    code, out, err = run_compare(
-        [str(subject), "--rescore", first.parent.name, "--judge-command", tie_judge], capsys
+    code, out, err = call_cli(
+        ["compare", str(subject), "--rescore", first.parent.name, "--judge-command", tie_judge],
+        capsys,
     )
 
     assert code == 0, err
@@ -236,14 +234,14 @@ def _finished_arms(home: Path) -> int:
 def test_unknown_case_and_missing_judge_are_bad_input(
     home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run_compare([str(subject), "--case", "nope"], capsys)
+    code, _, err = call_cli(["compare", str(subject), "--case", "nope"], capsys)
     assert code == 2
     assert "--case nope: no such case" in err and "known: build, careful, explain" in err
 
     compare_yaml = subject / "evals" / "compare.yaml"
     text = compare_yaml.read_text()
     compare_yaml.write_text(text[: text.index("judge:")] + "seed: 7\n")
-    code, _, err = run_compare([str(subject), "--case", "explain"], capsys)
+    code, _, err = call_cli(["compare", str(subject), "--case", "explain"], capsys)
     assert code == 2
     assert "judge rubric but no judge command" in err
     assert receipts(home) == []  # refused before any run directory was made
@@ -252,10 +250,10 @@ def test_unknown_case_and_missing_judge_are_bad_input(
 def test_bad_judge_command_and_missing_subject_are_bad_input(
     home: Path, tmp_path: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_compare([str(subject), "--judge-command", "'unclosed"], capsys)[0] == 2
-    code, _, err = run_compare([str(tmp_path / "nothing-here")], capsys)
+    assert call_cli(["compare", str(subject), "--judge-command", "'unclosed"], capsys)[0] == 2
+    code, _, err = call_cli(["compare", str(tmp_path / "nothing-here")], capsys)
     assert code == 2 and "no compare.yaml" in err
-    code, _, err = run_compare([str(subject), "--rescore", "20000101T000000Z"], capsys)
+    code, _, err = call_cli(["compare", str(subject), "--rescore", "20000101T000000Z"], capsys)
     assert code == 2 and "--rescore 20000101T000000Z" in err
 
 
@@ -309,7 +307,7 @@ def test_numbers_no_report_can_hold_are_left_out_not_fatal(
     claims = '"candidate": (1e308, 1e300, 1e308)'
     agent.write_text(agent.read_text().replace('"candidate": (5, 41200, 0.25)', claims))
 
-    code, out, err = run_compare([str(subject), "-j", "4"], capsys)
+    code, out, err = call_cli(["compare", str(subject), "-j", "4"], capsys)
 
     assert code == 0, err
     assert "Traceback" not in err

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from builders import call_cli
 from builders import make_compare_subject as make_subject
 from trialrun import __version__
 from trialrun.cli import run_cli
@@ -70,14 +71,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         patch.delenv("SCRIPTED_FLIP", raising=False)
         patch.delenv("SCRIPTED_WAIT_FOR", raising=False)
         patch.delenv("TRIALRUN_TEAM", raising=False)
-        code, full_out = _cli(["compare", str(subject), "-j", "4", "--no-commit"])
+        code, full_out, _ = call_cli(["compare", str(subject), "-j", "4", "--no-commit"])
         assert code == 0
         shards: dict[int, list[Path]] = {}
         for count in SHARD_COUNTS:
             out = root / f"shards-{count}"
             for index in range(1, count + 1):
                 args = ["compare", str(subject), "--shard", f"{index}/{count}", "--out", str(out)]
-                code, _ = _cli([*args, "-j", "4"])
+                code, _, _ = call_cli([*args, "-j", "4"])
                 assert code == 0
             shards[count] = sorted(out.iterdir())
         yield {
@@ -88,26 +89,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "shards": shards,
             "patch": patch,
         }
-
-
-def _cli(args: list[str]) -> tuple[int, str]:
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run_cli(args)
-    return code, out.getvalue() + ("\n" + err.getvalue() if code not in (0, 1) else "")
-
-
-def _cli_err(args: list[str]) -> tuple[int, str, str]:
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run_cli(args)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _receipts(root: Path) -> list[Path]:
@@ -122,7 +103,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _merge(runs: dict[str, Any], dirs: list[Path], *extra: str) -> tuple[int, str, str, Path]:
-    code, out, err = _cli_err(["compare", "merge", *map(str, dirs), "--no-commit", *extra])
+    code, out, err = call_cli(["compare", "merge", *map(str, dirs), "--no-commit", *extra])
     return code, out, err, _receipts(runs["root"])[-1]
 
 
@@ -251,7 +232,7 @@ def test_gate_on_a_merge_fails_a_fail_verdict(runs: dict[str, Any], tmp_path: Pa
     try:
         for index in (1, 2):
             args = ["compare", str(runs["subject"]), "--shard", f"{index}/2", "--out", str(out)]
-            assert _cli([*args, "--case", "build", "--k", "1"])[0] == 0
+            assert call_cli([*args, "--case", "build", "--k", "1"])[0] == 0
     finally:
         runs["patch"].delenv("SCRIPTED_FLIP")
     shards = sorted(out.iterdir())
@@ -269,8 +250,8 @@ def _small_shards(runs: dict[str, Any], out: Path, count: int = 2, *extra: str) 
     """Shards of a one-case, one-rep plan: cheap to make and to spoil."""
     for index in range(1, count + 1):
         args = ["compare", str(runs["subject"]), "--shard", f"{index}/{count}", "--out", str(out)]
-        code, text = _cli([*args, "--case", "build", "--k", "1", *extra])
-        assert code == 0, text
+        outcome = call_cli([*args, "--case", "build", "--k", "1", *extra])
+        assert outcome.code == 0, outcome
     return sorted(out.glob(f"*-of-{count}"))
 
 
@@ -291,7 +272,7 @@ def test_a_directory_that_is_not_a_shard_is_refused(runs: dict[str, Any], tmp_pa
     broken.mkdir()
     (broken / SHARD_FILE).write_text("{not json")
 
-    code, out, err = _cli_err(["compare", "merge", str(empty), str(run_shard), str(broken)])
+    code, out, err = call_cli(["compare", "merge", str(empty), str(run_shard), str(broken)])
 
     assert (code, out) == (2, "")
     lines = _errors(err)
@@ -314,7 +295,7 @@ def test_shards_of_another_plan_or_other_bytes_are_refused(
         (subject / "SKILL.md").write_text("candidate skill\n")
     [other_count] = [p for p in _small_shards(runs, tmp_path / "d", 3) if p.name.endswith("2-of-3")]
 
-    code, _, err = _cli_err(
+    code, _, err = call_cli(
         ["compare", "merge", *map(str, (first, other_seed, other_bytes, other_count))]
     )
 
@@ -335,7 +316,7 @@ def test_a_duplicated_unit_is_refused(runs: dict[str, Any], tmp_path: Path) -> N
     shutil.copytree(first, copy)
     before = _receipts(runs["root"])
 
-    code, _, err = _cli_err(["compare", "merge", str(first), str(second), str(copy)])
+    code, _, err = call_cli(["compare", "merge", str(first), str(second), str(copy)])
 
     assert code == 2
     [line] = _errors(err)
@@ -348,7 +329,7 @@ def test_a_shard_twice_is_refused_even_when_it_ran_no_unit(
 ) -> None:
     first, second = _small_shards(runs, tmp_path / "a")  # one unit: shard 2/2 runs none
 
-    code, _, err = _cli_err(["compare", "merge", str(first), str(second), str(second)])
+    code, _, err = call_cli(["compare", "merge", str(first), str(second), str(second)])
 
     assert code == 2
     [line] = _errors(err)
@@ -365,7 +346,7 @@ def test_changed_shard_files_are_refused(runs: dict[str, Any], tmp_path: Path) -
     stray["rows"] = moved["rows"]  # shard 2/2 ran no unit, yet now claims build/0's rows
     (second / SHARD_FILE).write_text(json.dumps(stray))
 
-    code, _, err = _cli_err(["compare", "merge", str(first), str(second)])
+    code, _, err = call_cli(["compare", "merge", str(first), str(second)])
 
     assert code == 2
     lines = _errors(err)
@@ -382,7 +363,7 @@ def test_shards_of_another_trialrun_version_are_refused(
         document["plan"]["engine_version"] = "0.0.1"
         (path / SHARD_FILE).write_text(json.dumps(document))
 
-    code, _, err = _cli_err(["compare", "merge", *map(str, shards)])
+    code, _, err = call_cli(["compare", "merge", *map(str, shards)])
 
     assert code == 2
     [line] = _errors(err)
@@ -405,7 +386,7 @@ def test_shards_of_another_trialrun_version_are_refused(
 def test_bad_shard_options_are_usage_errors(
     runs: dict[str, Any], args: list[str], message: str
 ) -> None:
-    code, out, err = _cli_err(["compare", str(runs["subject"]), *args])
+    code, out, err = call_cli(["compare", str(runs["subject"]), *args])
 
     assert (code, out) == (2, "")
     assert err.startswith("error: ")
@@ -416,7 +397,7 @@ def test_bad_shard_options_are_usage_errors(
 def test_an_existing_shard_directory_is_not_reused(runs: dict[str, Any], tmp_path: Path) -> None:
     [first, _] = _small_shards(runs, tmp_path / "a")
 
-    code, _, err = _cli_err(
+    code, _, err = call_cli(
         ["compare", str(runs["subject"]), "--shard", "1/2", "--out", str(tmp_path / "a")]
     )
 
@@ -430,8 +411,8 @@ def test_a_subject_folder_named_merge_is_compared_as_dot_slash_merge(
     (tmp_path / "merge").mkdir()
     monkeypatch.chdir(tmp_path)
 
-    code, _, err = _cli_err(["compare", "./merge"])
-    merge_code, _, merge_err = _cli_err(["compare", "merge", "./merge"])
+    code, _, err = call_cli(["compare", "./merge"])
+    merge_code, _, merge_err = call_cli(["compare", "merge", "./merge"])
 
     assert code == 2 and "compare.yaml" in err  # the compare command read the folder
     assert merge_code == 2 and "expected a compare shard directory" in merge_err
@@ -449,19 +430,19 @@ def test_a_session_unit_shards_whole_and_its_sub_cases_become_holes(
     monkeypatch.setenv("TRIALRUN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("COMPARE_AGENT_PLAN", raising=False)
     subject = make_session_subject(tmp_path)
-    assert _cli(["compare", str(subject), "-j", "4", "--no-commit"])[0] == 0
+    assert call_cli(["compare", str(subject), "-j", "4", "--no-commit"])[0] == 0
     full = _load(_receipts(tmp_path)[-1])
     out = tmp_path / "shards"
     for index in (1, 2, 3):  # units solo/0, solo/1, session/0, session/1: shard 1 has two
         args = ["compare", str(subject), "--shard", f"{index}/3", "--out", str(out), "-j", "4"]
-        assert _cli(args)[0] == 0
+        assert call_cli(args)[0] == 0
     shards = sorted(out.iterdir())
     assert [tuple(u) for u in _load(shards[0] / SHARD_FILE)["shard"]["units"]] == [
         ("solo", 0),
         ("session", 1),
     ]
 
-    assert _cli_err(["compare", "merge", *map(str, shards), "--no-commit"])[0] == 0
+    assert call_cli(["compare", "merge", *map(str, shards), "--no-commit"])[0] == 0
     merged = _load(_receipts(tmp_path)[-1])
     # This agent's transcripts name its sandbox, whose path differs between the store and a
     # shard directory, so the judge's reason ("827 vs 810 characters") may too; the decisions
@@ -469,7 +450,7 @@ def test_a_session_unit_shards_whole_and_its_sub_cases_become_holes(
     assert _without_reasons(_without_run(merged)) == _without_reasons(_without_run(full))
     assert merged["sign_p_pinned"] is True
 
-    assert _cli_err(["compare", "merge", str(shards[1]), str(shards[2]), "--no-commit"])[0] == 0
+    assert call_cli(["compare", "merge", str(shards[1]), str(shards[2]), "--no-commit"])[0] == 0
     partial = _load(_receipts(tmp_path)[-1])
     holes = [(hole["case"], hole["rep"]) for hole in partial["holes"]]
     assert holes == [("solo", 0), *((sub, 1) for sub in SUB_CASES)]
@@ -492,7 +473,7 @@ def test_a_merged_run_reads_back_and_rescores_like_any_run(runs: dict[str, Any])
     verified = run_cli(["receipt", "verify", str(run_dir / "run.jsonl")])
     assert verified == 0
 
-    code, _, err = _cli_err(
+    code, _, err = call_cli(
         ["compare", str(runs["subject"]), "--rescore", str(run_dir), "--no-commit"]
     )
 
@@ -520,7 +501,7 @@ def test_an_interrupted_shard_keeps_what_finished_and_merges_as_holes(
     monkeypatch.setattr(engine, "_run_arms", interrupted_after_one_unit)
     out = tmp_path / "shards"
     args = ["compare", str(runs["subject"]), "--shard", "1/2", "--out", str(out)]
-    code, _, err = _cli_err(args)
+    code, _, err = call_cli(args)
     monkeypatch.setattr(engine, "_run_arms", real)
 
     assert code == 130, err
@@ -558,13 +539,13 @@ def test_a_merge_commits_its_receipt_like_a_compare(
     team = tmp_path / "team.git"
     subprocess.run(["git", "init", "--quiet", "--bare", str(team)], check=True)
     subject = make_subject(tmp_path)
-    assert _cli(["publish", str(subject), "--team", str(team)])[0] == 0
+    assert call_cli(["publish", str(subject), "--team", str(team)])[0] == 0
     out = tmp_path / "shards"
     for index in (1, 2):
         args = ["compare", str(subject), "--shard", f"{index}/2", "--out", str(out)]
-        assert _cli([*args, "--case", "build", "--k", "1"])[0] == 0
+        assert call_cli([*args, "--case", "build", "--k", "1"])[0] == 0
 
-    code, _, err = _cli_err(
+    code, _, err = call_cli(
         ["compare", "merge", *map(str, sorted(out.iterdir())), "--team", str(team)]
     )
 
@@ -594,7 +575,7 @@ def test_a_plan_missing_what_the_merge_reads_is_refused_not_a_traceback(
             document["plan"][key] = value
         (path / SHARD_FILE).write_text(json.dumps(document))
 
-    code, _, err = _cli_err(["compare", "merge", *map(str, shards)])
+    code, _, err = call_cli(["compare", "merge", *map(str, shards)])
 
     assert code == 2
     [line] = _errors(err)
@@ -618,7 +599,7 @@ def test_a_changed_row_is_refused_not_a_traceback(
     document["rows"][0][field] = value
     (shard / SHARD_FILE).write_text(json.dumps(document))
 
-    code, _, err = _cli_err(["compare", "merge", str(shard)])
+    code, _, err = call_cli(["compare", "merge", str(shard)])
 
     assert code == 2
     [line] = _errors(err)
@@ -630,8 +611,8 @@ def test_a_shard_says_what_it_ran_and_json_prints_its_shard_file(
 ) -> None:
     args = ["compare", str(runs["subject"]), "--out", str(tmp_path)]
 
-    code, out, err = _cli_err([*args, "--shard", "2/3"])
-    json_code, json_out, _ = _cli_err([*args, "--shard", "3/3", "--json"])
+    code, out, err = call_cli([*args, "--shard", "2/3"])
+    json_code, json_out, _ = call_cli([*args, "--shard", "3/3", "--json"])
 
     assert code == 0, err
     shard = tmp_path / "demo-shard-2-of-3"
@@ -702,7 +683,7 @@ def test_out_gets_a_copy_of_an_unsharded_compare_too(runs: dict[str, Any], tmp_p
     # --rescore takes the same unsharded path as a compare, without running an arm again.
     full_run = runs["full_receipt"].parent
     out = tmp_path / "artifacts"
-    code, _out, err = _cli_err(
+    code, _out, err = call_cli(
         ["compare", str(runs["subject"]), "--rescore", str(full_run), "--out", str(out)]
     )
 

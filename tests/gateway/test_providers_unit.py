@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from provider_fake_upstream import event_frame
 from trialrun.gateway import Gateway
+from trialrun.gateway.exchange import error_of
 from trialrun.gateway.provider import Provider, RouteError, multipart_digest
 from trialrun.gateway.providers import (
     extract_usage,
@@ -57,7 +58,7 @@ def test_the_registry_names_every_builtin_and_refuses_a_taken_name() -> None:
     with pytest.raises(ValueError, match="already registered"):
         register_provider(provider("openai"))
     with pytest.raises(ValueError, match="without '/'"):
-        register_provider(Provider())
+        register_provider(Nameless())
 
 
 class Echo(Provider):
@@ -77,6 +78,31 @@ class Echo(Provider):
         self, method: str, path: str, content_type: str, body: str, headers: Mapping[str, str]
     ) -> Usage:
         return Usage(tokens_in=len(body), tokens_out=0)
+
+
+class Nameless(Echo):
+    name = ""
+
+
+def test_a_provider_must_say_what_it_serves_and_what_usage_it_reports() -> None:
+    class Unfinished(Provider):
+        name = "unfinished"
+
+        def endpoint(self, method: str, path: str) -> str:
+            return path
+
+    with pytest.raises(TypeError, match="usage"):
+        Unfinished()  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="endpoint"):
+        Provider()  # type: ignore[abstract]
+
+
+def test_an_error_without_a_provider_is_read_in_the_common_shape() -> None:
+    body = json.dumps({"error": {"message": "no such model"}})
+    assert error_of(404, body) == "HTTP 404: no such model"
+    assert error_of(500, json.dumps({"message": "bedrock shape"})) == "HTTP 500"
+    assert error_of(500, json.dumps({"message": "x"}), provider("bedrock")) == "HTTP 500: x"
+    assert error_of(200, body) is None
 
 
 def test_a_registered_provider_is_routed_recorded_and_replayed(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from builders import call_cli
 from paths import DATA_DIR, INCIDENT_AGENTS_DIR
-from trialrun.cli import run_cli
 
 AGENTS = INCIDENT_AGENTS_DIR
 EXPORT = DATA_DIR / "incidents" / "trialrun_run.jsonl"
@@ -45,7 +45,10 @@ def import_incident(
     capsys: pytest.CaptureFixture[str], root: Path, export: Path = EXPORT
 ) -> tuple[Path, list[str]]:
     out = root / export.stem
-    code, lines, err = invoke(capsys, "incident", "import", str(export), "--out", str(out), *REDACT)
+    code, stdout, err = call_cli(
+        ["incident", "import", str(export), "--out", str(out), *REDACT], capsys
+    )
+    lines = stdout.splitlines()
     assert code == 0, err
     return out / "incident.json", lines
 
@@ -55,12 +58,6 @@ def rules_path(tmp_path: Path) -> Path:
     path = tmp_path / "rules.yaml"
     path.write_text(RULES, encoding="utf-8")
     return path
-
-
-def invoke(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
-    code = run_cli(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out.splitlines(), captured.err
 
 
 def drop_timeout_and_duplicate(event: dict[str, Any]) -> bool:
@@ -98,11 +95,14 @@ def test_replay_of_an_imported_export_gives_each_result_last_and_gates_on_it(
     incident_path, _ = import_incident(capsys, tmp_path, export)
     base = ["incident", "replay", str(incident_path), "--agent", agent(variant)]
     base += ["--rules", str(rules_path)]
-    code, lines, _ = invoke(capsys, *base)
+    code, stdout, _ = call_cli(base, capsys)
+    lines = stdout.splitlines()
     assert (code, lines[-1]) == (0, result)
-    code, lines, _ = invoke(capsys, *base, "--gate")
+    code, stdout, _ = call_cli([*base, "--gate"], capsys)
+    lines = stdout.splitlines()
     assert (code, lines[-1]) == (gate_code, result)
-    code, lines, _ = invoke(capsys, *base, "--json", "--gate")
+    code, stdout, _ = call_cli([*base, "--json", "--gate"], capsys)
+    lines = stdout.splitlines()
     assert code == gate_code
     payload = json.loads(lines[-1])
     assert payload["result"] == result
@@ -114,18 +114,23 @@ def test_replay_text_output_explains_divergence_violations_and_gaps(
 ) -> None:
     incident_path, _ = import_incident(capsys, tmp_path)
     argv = ["incident", "replay", str(incident_path), "--rules", str(rules_path)]
-    _, lines, _ = invoke(capsys, *argv, "--agent", agent("fixed"))
+    _, stdout, _ = call_cli([*argv, "--agent", agent("fixed")], capsys)
+    lines = stdout.splitlines()
     assert "calls matched: 3" in lines
     assert "divergence at call 3: call 3 differs from the recording" in lines
     got = '  got:      {"args": {"template": "refund_confirmation", "to": "[REDACTED]"}'
     assert lines[-2].startswith(got)
-    _, lines, _ = invoke(capsys, *argv, "--agent", agent("buggy"))
+    _, stdout, _ = call_cli([*argv, "--agent", agent("buggy")], capsys)
+    lines = stdout.splitlines()
     assert any(line.startswith("violated one-refund-per-order at call 3") for line in lines)
     gap_path, import_lines = import_incident(
         capsys, tmp_path, export_without(tmp_path, "gap", drop_email_result)
     )
     assert "  missing: calls[4].result (send_email)" in import_lines
-    _, lines, _ = invoke(capsys, "incident", "replay", str(gap_path), "--agent", agent("buggy"))
+    _, stdout, _ = call_cli(
+        ["incident", "replay", str(gap_path), "--agent", agent("buggy")], capsys
+    )
+    lines = stdout.splitlines()
     assert "missing: calls[4].result (send_email)" in lines
     assert "missing: call 4 (send_email): result not captured" in lines
 
@@ -144,20 +149,22 @@ def test_bad_input_exits_2_naming_the_file(
     incident_path, _ = import_incident(capsys, tmp_path)
     rules_path.write_text("- {id: a, tool: t}\n", encoding="utf-8")
     argv = ["incident", "replay", str(incident_path), "--agent", agent("fixed"), "--gate"]
-    code, _, err = invoke(capsys, *argv, "--rules", str(rules_path))
+    code, _, err = call_cli([*argv, "--rules", str(rules_path)], capsys)
     assert code == 2
     assert err.startswith(f"error: {rules_path}")
     incident_path.write_text('{"schema_version": 99}', encoding="utf-8")
-    code, _, err = invoke(capsys, *argv)
+    code, _, err = call_cli(argv, capsys)
     assert code == 2
     assert "schema_version" in err
     absent = str(tmp_path / "absent.json")
-    code, _, err = invoke(capsys, "incident", "replay", absent, "--agent", "true")
+    code, _, err = call_cli(["incident", "replay", absent, "--agent", "true"], capsys)
     assert code == 2
     assert "absent.json" in err
     garbage = tmp_path / "garbage.txt"
     garbage.write_text("not an export\n", encoding="utf-8")
-    code, _, err = invoke(capsys, "incident", "import", str(garbage), "--out", str(tmp_path / "x"))
+    code, _, err = call_cli(
+        ["incident", "import", str(garbage), "--out", str(tmp_path / "x")], capsys
+    )
     assert code == 2
     assert err.startswith("error: ")
     assert not (tmp_path / "x" / "incident.json").exists()
@@ -169,12 +176,14 @@ def test_inspect_writes_the_views_and_reports_violations(
     incident_path, _ = import_incident(capsys, tmp_path)
     out = tmp_path / "inspect"
     argv = ["incident", "inspect", str(incident_path), "--out", str(out)]
-    code, lines, _ = invoke(capsys, *argv, "--rules", str(rules_path))
+    code, stdout, _ = call_cli([*argv, "--rules", str(rules_path)], capsys)
+    lines = stdout.splitlines()
     assert code == 0
     assert lines[0].startswith("VIOLATED one-refund-per-order at call 3")
     assert lines[-1] == "violated"
     assert {p.name for p in out.iterdir()} >= {"inspect.html", "inspect.json", "junit.xml"}
-    code, lines, _ = invoke(capsys, *argv)
+    code, stdout, _ = call_cli(argv, capsys)
+    lines = stdout.splitlines()
     assert (code, lines[-1]) == (0, "rules_pass")
 
 
@@ -185,7 +194,7 @@ def test_promote_refuses_an_inconclusive_incident(
         capsys, tmp_path, export_without(tmp_path, "gap", drop_email_result)
     )
     target = tmp_path / "suite" / "cases" / "x.yaml"
-    code, _, err = invoke(capsys, "incident", "promote", str(gap_path), "--to", str(target))
+    code, _, err = call_cli(["incident", "promote", str(gap_path), "--to", str(target)], capsys)
     assert code == 2
     assert err.startswith("error: ")
     assert not target.exists()
@@ -219,15 +228,17 @@ def test_end_to_end_import_promote_run_fails_the_buggy_agent_and_passes_the_fixe
     incident_path, _ = import_incident(capsys, tmp_path)
     suite = write_suite(tmp_path, variant)
     target = suite / "cases" / "refund-incident.json"
-    code, lines, err = invoke(
-        capsys, "incident", "promote", str(incident_path), "--to", str(target)
+    code, stdout, err = call_cli(
+        ["incident", "promote", str(incident_path), "--to", str(target)], capsys
     )
+    lines = stdout.splitlines()
     assert code == 0, err
     assert sorted(p.name for p in target.parent.iterdir()) == ["refund-incident.json"]
     cassette = suite / "cassettes" / "refund-incident.jsonl"
     assert CARD not in cassette.read_text(encoding="utf-8")
     out = tmp_path / f"out_{variant}"
-    code, lines, err = invoke(capsys, "run", str(suite), "--no-baseline", "--out", str(out))
+    code, stdout, err = call_cli(["run", str(suite), "--no-baseline", "--out", str(out)], capsys)
+    lines = stdout.splitlines()
     assert code == exit_code, "\n".join(lines) + err
     (summary_path,) = out.glob("*/*/summary.json")
     (case,) = json.loads(summary_path.read_text(encoding="utf-8"))["cases"]
@@ -241,9 +252,10 @@ def test_promote_refuses_a_case_file_name_no_suite_loads(
 ) -> None:
     incident_path, _ = import_incident(capsys, tmp_path)
     target = tmp_path / "suite" / "cases" / "refund.txt"
-    code, lines, err = invoke(
-        capsys, "incident", "promote", str(incident_path), "--to", str(target)
+    code, stdout, err = call_cli(
+        ["incident", "promote", str(incident_path), "--to", str(target)], capsys
     )
+    lines = stdout.splitlines()
     assert code == 2 and lines == []
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
     assert "expected a case file ending in .yaml, .yml, .json" in err
@@ -261,10 +273,12 @@ def test_shared_files_name_the_export_but_not_where_it_was(
     monkeypatch.chdir(tmp_path)
     incident_path, _ = import_incident(capsys, tmp_path / "bundle", export)
     out = tmp_path / "bundle" / "inspect"
-    code, _, err = invoke(capsys, "incident", "inspect", str(incident_path), "--out", str(out))
+    code, _, err = call_cli(["incident", "inspect", str(incident_path), "--out", str(out)], capsys)
     assert code == 0, err
     target = tmp_path / "suite" / "cases" / "x.yaml"
-    code, _, err = invoke(capsys, "incident", "promote", str(incident_path), "--to", str(target))
+    code, _, err = call_cli(
+        ["incident", "promote", str(incident_path), "--to", str(target)], capsys
+    )
     assert code == 0, err
     assert json.loads(incident_path.read_text(encoding="utf-8"))["source_file"] == "prod-run.jsonl"
     shared = [incident_path, target, *out.iterdir()]

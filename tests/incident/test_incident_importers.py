@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from builders import call_cli
 from fake_entry_point import FakeEntryPoint
 from paths import DATA_DIR
-from trialrun.cli import run_cli
 from trialrun.errors import ConfigError
 from trialrun.incident.importers import api, import_export, langfuse, otlp
 from trialrun.incident.importers.api import (
@@ -76,14 +76,6 @@ def install(monkeypatch: pytest.MonkeyPatch, *found: FakeEntryPoint) -> None:
     monkeypatch.setattr(api, "_DEFAULT_REGISTRY", ImporterRegistry(builtins=BUILTIN_IMPORTERS))
 
 
-def import_cli(
-    capsys: pytest.CaptureFixture[str], export: Path, out: Path, *extra: str
-) -> tuple[int, str, str]:
-    code = run_cli(["incident", "import", str(export), "--out", str(out), *extra])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.fixture
 def acme_export(tmp_path: Path) -> Path:
     path = tmp_path / "trace.json"
@@ -130,9 +122,8 @@ def test_a_plugin_importer_works_end_to_end_and_its_incident_is_redacted(
     acme_export: Path,
 ) -> None:
     install(monkeypatch, FakeEntryPoint("acme", "acme_importer:IMPORTER", ACME))
-    code, out, err = import_cli(
-        capsys, acme_export, tmp_path / "out", "--redact-path", "calls.*.args.card"
-    )
+    argv = ["incident", "import", str(acme_export), "--out", str(tmp_path / "out")]
+    code, out, err = call_cli([*argv, "--redact-path", "calls.*.args.card"], capsys)
     assert code == 0, err
     assert "Imported 1 tool call(s) from acme" in out
     written = (tmp_path / "out" / "incident.json").read_text(encoding="utf-8")
@@ -151,7 +142,10 @@ def test_a_plugin_cannot_take_a_builtin_name_or_a_builtin_format(
     rival = FakeEntryPoint("otlp", "rival:IMPORTER", Importer("otlp", _detect, _to_incident))
     greedy = FakeEntryPoint("any", "greedy:IMPORTER", Importer("any", lambda r: True, _to_incident))
     install(monkeypatch, rival, greedy)
-    code, out, err = import_cli(capsys, DATA / "otlp_collector.jsonl", tmp_path / "out")
+    code, out, err = call_cli(
+        ["incident", "import", str(DATA / "otlp_collector.jsonl"), "--out", str(tmp_path / "out")],
+        capsys,
+    )
     assert code == 0, err
     assert "from otlp" in out
     assert rival.loads == 0 and greedy.loads == 0
@@ -195,7 +189,9 @@ def test_a_plugin_that_cannot_be_loaded_is_one_error_line_naming_it(
     message: str,
 ) -> None:
     install(monkeypatch, entry_point)
-    code, _, err = import_cli(capsys, acme_export, tmp_path / "out")
+    code, _, err = call_cli(
+        ["incident", "import", str(acme_export), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 2
     assert err == f"error: {message}\n"
     assert not (tmp_path / "out").exists()
@@ -228,7 +224,9 @@ def test_a_plugin_failing_while_it_reads_is_one_error_line_naming_it(
     what: str,
 ) -> None:
     install(monkeypatch, FakeEntryPoint("acme", "acme_importer:IMPORTER", importer))
-    code, _, err = import_cli(capsys, acme_export, tmp_path / "out")
+    code, _, err = call_cli(
+        ["incident", "import", str(acme_export), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("error: ")

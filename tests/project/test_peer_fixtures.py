@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trialrun.cli import run_cli
+from builders import call_cli
 
 AGENT_TEMPLATE = """\
 import json, sys
@@ -55,12 +55,6 @@ def python_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = run_cli(args)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
 def summary_of(out_dir: Path) -> dict[str, Any]:
     (summary,) = out_dir.glob("*/*/summary.json")
     return json.loads(summary.read_text(encoding="utf-8"))
@@ -82,7 +76,8 @@ def test_upstream_example_suite_passes_against_its_baseline(
     repo = as_repo(peer_fixtures / "upstream", env / "repo")
     write_agent(repo / "examples/demo_agent_py/agent.py", [{"q": "reset login issue"}], GOOD_OUTPUT)
     monkeypatch.chdir(repo)  # its agent_command is relative to the repository root
-    code, text = run(["run", "examples/evals/demo", "--out", str(env / "out")], capsys)
+    code, out, err = call_cli(["run", "examples/evals/demo", "--out", str(env / "out")], capsys)
+    text = out + err
     assert code == 0, text
     summary = summary_of(env / "out")
     assert summary["run"]["exit_status"] == "success"
@@ -100,7 +95,8 @@ def test_demo_suites_pass(
     repo = as_repo(peer_fixtures / source, env / "repo")
     write_agent(repo / "evals/demo/agent/agent.py", [{"q": "reset password"}], GOOD_OUTPUT)
     monkeypatch.chdir(repo)
-    code, text = run(["run", "evals/demo", "--out", str(env / "out")], capsys)
+    code, out, err = call_cli(["run", "evals/demo", "--out", str(env / "out")], capsys)
+    text = out + err
     assert code == 0, text
     assert [c["status"] for c in summary_of(env / "out")["cases"]] == ["pass"]
 
@@ -124,7 +120,10 @@ def test_demo_repo_regression_variants_fail(
             shutil.copy(file, repo / "evals/demo" / file.relative_to(overlay))
     write_agent(repo / "evals/demo/agent/agent.py", [{"q": "reset password"}], GOOD_OUTPUT)
     monkeypatch.chdir(repo)
-    code, text = run(["run", "evals/demo", "--no-baseline", "--out", str(env / "out")], capsys)
+    code, out, err = call_cli(
+        ["run", "evals/demo", "--no-baseline", "--out", str(env / "out")], capsys
+    )
+    text = out + err
     assert code == 1, text
     (case,) = summary_of(env / "out")["cases"]
     assert case["status"] == "fail"
@@ -149,7 +148,8 @@ def test_mismatch_probe_fails_with_the_peers_message(
     probe = peer_fixtures / "generated-0.2.3/probe-runs/mismatch_text"
     suite = lay_out_probe(probe, env / "suite")
     write_agent(suite / "agent.py", [{"q": "reset pasword", "limit": 5}], GOOD_OUTPUT)
-    code, text = run(["run", str(suite), "--out", str(env / "out")], capsys)
+    code, out, err = call_cli(["run", str(suite), "--out", str(env / "out")], capsys)
+    text = out + err
     assert code == 1, text
     (case,) = summary_of(env / "out")["cases"]
     (peer_case,) = json.loads((probe / "summary.json").read_text())["cases"]
@@ -168,7 +168,8 @@ def test_xss_probe_fails_like_the_peer_and_the_report_stays_inert(
         if json.loads(line)["type"] == "final_output"
     ]
     write_agent(suite / "agent.py", [{"q": "reset password"}], peer_output)
-    code, text = run(["run", str(suite), "--out", str(env / "out")], capsys)
+    code, out, err = call_cli(["run", str(suite), "--out", str(env / "out")], capsys)
+    text = out + err
     assert code == 1, text
     (case,) = summary_of(env / "out")["cases"]
     (peer_case,) = json.loads((probe / "summary.json").read_text())["cases"]
@@ -207,9 +208,10 @@ def test_reg_gate_probe_fails_its_gates(
     )
     baseline = suite / "baseline_b2.json"
     shutil.copy(probe / "baseline_b2.json", baseline)
-    code, text = run(
+    code, out, err = call_cli(
         ["run", str(suite), "--baseline", str(baseline), "--out", str(env / "out")], capsys
     )
+    text = out + err
     assert code == 1, text
     regression = summary_of(env / "out")["regression"]
     peer_regression = json.loads((probe / "summary.json").read_text())["regression"]

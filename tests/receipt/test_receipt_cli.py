@@ -16,18 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import call_cli
 from paths import SRC_DIR
 from trialrun.base import canonjson
 from trialrun.cli import run_cli
 from trialrun.receipt.envelope import ZERO_HASH, event_hash
 
 SIGNER_PUBLIC_B64 = "MCowBQYDK2VwAyEAiojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w="
-
-
-def call(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_cli(["receipt", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def private_pem(seed: bytes) -> bytes:
@@ -118,8 +113,8 @@ def test_verify_json_matches_every_conformance_result(
     for entry in expected:
         for check in entry["checks"]:
             args = option_args(check["opts"], conformance)
-            code, out, err = call(
-                ["verify", str(conformance / entry["file"]), *args, "--json"], capsys
+            code, out, err = call_cli(
+                ["receipt", "verify", str(conformance / entry["file"]), *args, "--json"], capsys
             )
             result = {**check["result"], "status": expected_status(entry["file"], check["result"])}
             code_wanted = expected_exit(entry["file"], result)
@@ -139,7 +134,7 @@ def test_verify_human_output_matches_every_conformance_verdict(
         for check in entry["checks"]:
             args = option_args(check["opts"], conformance)
             path = conformance / entry["file"]
-            code, out, err = call(["verify", str(path), *args], capsys)
+            code, out, err = call_cli(["receipt", "verify", str(path), *args], capsys)
             result = check["result"]
             if entry["file"] in NOT_RECEIPTS:
                 assert (code, out) == (2, "") and err.startswith(f"error: {path}: ")
@@ -153,11 +148,11 @@ def test_verify_human_output_matches_every_conformance_verdict(
 
 
 def test_verify_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = call(["verify", str(tmp_path / "missing.jsonl")], capsys)
+    code, out, err = call_cli(["receipt", "verify", str(tmp_path / "missing.jsonl")], capsys)
     assert (code, out) == (2, "")
     missing = tmp_path / "missing.jsonl"
     assert err == f"error: {missing}: cannot read the receipt: No such file or directory\n"
-    code, out, err = call(["verify", str(tmp_path), "--json"], capsys)
+    code, out, err = call_cli(["receipt", "verify", str(tmp_path), "--json"], capsys)
     assert code == 2 and json.loads(out)["reason"] == "unreadable"
     assert err == f"error: {tmp_path}: cannot read the receipt: Is a directory\n"
 
@@ -166,10 +161,14 @@ def test_verify_public_key_as_base64_text(
     conformance: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     signed = str(conformance / "valid-signed.jsonl")
-    code, out, _ = call(["verify", signed, "--public-key", SIGNER_PUBLIC_B64], capsys)
+    code, out, _ = call_cli(
+        ["receipt", "verify", signed, "--public-key", SIGNER_PUBLIC_B64], capsys
+    )
     assert code == 0 and out.startswith("Verified:")
     attacker = str(conformance / "test-key-attacker.pub.pem")
-    code, out, _ = call(["verify", signed, "--public-key", attacker, "--json"], capsys)
+    code, out, _ = call_cli(
+        ["receipt", "verify", signed, "--public-key", attacker, "--json"], capsys
+    )
     assert code == 1 and json.loads(out)["reason"] == "untrusted_key"
 
 
@@ -177,8 +176,8 @@ def test_verify_public_key_as_base64_text(
 def test_verify_bad_public_key_exits_2(
     conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
 ) -> None:
-    code, out, err = call(
-        ["verify", str(conformance / "valid-signed.jsonl"), "--public-key", key], capsys
+    code, out, err = call_cli(
+        ["receipt", "verify", str(conformance / "valid-signed.jsonl"), "--public-key", key], capsys
     )
     assert (code, out) == (2, "")
     assert err.startswith("error: ") and err.endswith(" (--public-key)\n") and err.count("\n") == 1
@@ -189,8 +188,9 @@ def test_verify_public_key_file_that_is_not_a_key_exits_2(
 ) -> None:
     junk = tmp_path / "junk.pem"
     junk.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
-    code, _, err = call(
-        ["verify", str(conformance / "valid-signed.jsonl"), "--public-key", str(junk)], capsys
+    code, _, err = call_cli(
+        ["receipt", "verify", str(conformance / "valid-signed.jsonl"), "--public-key", str(junk)],
+        capsys,
     )
     assert code == 2 and "junk.pem" in err
 
@@ -198,7 +198,9 @@ def test_verify_public_key_file_that_is_not_a_key_exits_2(
 def test_verify_schema_flag(
     conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = call(["verify", str(conformance / "valid-unsigned.jsonl"), "--schema"], capsys)
+    code, out, _ = call_cli(
+        ["receipt", "verify", str(conformance / "valid-unsigned.jsonl"), "--schema"], capsys
+    )
     assert code == 0 and "Schema: valid" in out
     # A perfectly chained receipt whose run_start lacks the members the spec requires.
     prev, lines = ZERO_HASH, []
@@ -209,11 +211,11 @@ def test_verify_schema_flag(
         lines.append(canonjson.dumps(event) + "\n")
     odd = tmp_path / "odd.jsonl"
     odd.write_text("".join(lines), encoding="utf-8")
-    code, out, _ = call(["verify", str(odd)], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(odd)], capsys)
     assert code == 0
-    code, out, _ = call(["verify", str(odd), "--schema"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(odd), "--schema"], capsys)
     assert code == 1 and "problem(s)" in out and "line 1" in out
-    code, out, _ = call(["verify", str(odd), "--schema", "--json"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(odd), "--schema", "--json"], capsys)
     payload = json.loads(out)
     assert code == 1 and payload["ok"] is True and payload["schemaProblems"]
 
@@ -222,24 +224,24 @@ def test_sign_reproduces_the_reference_signed_receipt(
     unsigned: Path, signer_key: Path, conformance: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mode = stat.S_IMODE(unsigned.stat().st_mode)
-    code, out, _ = call(["sign", str(unsigned), "--key", str(signer_key)], capsys)
+    code, out, _ = call_cli(["receipt", "sign", str(unsigned), "--key", str(signer_key)], capsys)
     assert code == 0 and SIGNER_PUBLIC_B64 in out
     # Ed25519 is deterministic and the run_end line is canonical JSON: byte-identical.
     assert unsigned.read_bytes() == (conformance / "valid-signed.jsonl").read_bytes()
     assert stat.S_IMODE(unsigned.stat().st_mode) == mode
     pinned = str(conformance / "test-key-signer.pub.pem")
-    code, out, _ = call(["verify", str(unsigned), "--public-key", pinned], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(unsigned), "--public-key", pinned], capsys)
     assert code == 0 and "signature valid" in out
 
 
 def test_sign_refuses_an_already_signed_receipt(
     unsigned: Path, signer_key: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert call(["sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
+    assert call_cli(["receipt", "sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
     before = unsigned.read_bytes()
     other = tmp_path / "other.pem"
     other.write_bytes(private_pem(b"\x02" * 32))
-    code, out, err = call(["sign", str(unsigned), "--key", str(other)], capsys)
+    code, out, err = call_cli(["receipt", "sign", str(unsigned), "--key", str(other)], capsys)
     assert (code, out) == (2, "")
     assert err.startswith(f"error: {unsigned}: cannot sign it: it is already signed")
     assert SIGNER_PUBLIC_B64 in err and err.count("\n") == 1
@@ -265,7 +267,7 @@ def test_sign_refuses_an_invalid_receipt(
 ) -> None:
     target = tmp_path / name
     shutil.copyfile(conformance / name, target)
-    code, _, err = call(["sign", str(target), "--key", str(signer_key)], capsys)
+    code, _, err = call_cli(["receipt", "sign", str(target), "--key", str(signer_key)], capsys)
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: {target}: cannot sign it: it does not verify ({reason})")
     assert target.read_bytes() == (conformance / name).read_bytes()
@@ -276,26 +278,30 @@ def test_sign_keeps_crlf_and_a_missing_final_newline(
 ) -> None:
     lines = unsigned.read_bytes().splitlines()
     unsigned.write_bytes(b"\r\n".join(lines))  # CRLF, no newline after run_end
-    assert call(["sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
+    assert call_cli(["receipt", "sign", str(unsigned), "--key", str(signer_key)], capsys)[0] == 0
     signed = unsigned.read_bytes()
     assert signed.count(b"\r\n") == len(lines) - 1 and not signed.endswith(b"\n")
     assert signed.split(b"\r\n")[:-1] == lines[:-1]
-    code, out, _ = call(["verify", str(unsigned), "--require-signature"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(unsigned), "--require-signature"], capsys)
     assert code == 0, out
 
 
 def test_sign_with_unusable_inputs_exits_2(
     unsigned: Path, signer_key: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = call(["sign", str(tmp_path / "none.jsonl"), "--key", str(signer_key)], capsys)
+    code, _, err = call_cli(
+        ["receipt", "sign", str(tmp_path / "none.jsonl"), "--key", str(signer_key)], capsys
+    )
     assert code == 2 and err.startswith("error: ") and "cannot read the receipt" in err
     public = tmp_path / "pub.pem"
     public.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
-    code, _, err = call(["sign", str(unsigned), "--key", str(public)], capsys)
+    code, _, err = call_cli(["receipt", "sign", str(unsigned), "--key", str(public)], capsys)
     assert code == 2 and err.startswith("error: ")
-    code, _, err = call(["sign", str(unsigned), "--key", str(tmp_path / "missing.pem")], capsys)
+    code, _, err = call_cli(
+        ["receipt", "sign", str(unsigned), "--key", str(tmp_path / "missing.pem")], capsys
+    )
     assert code == 2 and "missing.pem" in err
-    code, _, _ = call(["sign", str(unsigned)], capsys)
+    code, _, _ = call_cli(["receipt", "sign", str(unsigned)], capsys)
     assert code == 2  # --key is required
 
 
@@ -303,21 +309,23 @@ def test_keygen_then_sign_and_verify_with_the_new_pair(
     unsigned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     keys = tmp_path / "keys"
-    code, out, _ = call(["keygen", str(keys)], capsys)
+    code, out, _ = call_cli(["receipt", "keygen", str(keys)], capsys)
     private, public = keys / "receipt-key.pem", keys / "receipt-key.pub.pem"
     assert code == 0 and str(private) in out and str(public) in out
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    assert call(["sign", str(unsigned), "--key", str(private)], capsys)[0] == 0
-    code, out, _ = call(["verify", str(unsigned), "--public-key", str(public), "--json"], capsys)
+    assert call_cli(["receipt", "sign", str(unsigned), "--key", str(private)], capsys)[0] == 0
+    code, out, _ = call_cli(
+        ["receipt", "verify", str(unsigned), "--public-key", str(public), "--json"], capsys
+    )
     assert code == 0 and json.loads(out)["signature"]["valid"] is True
     der = base64.b64decode(json.loads(out)["signature"]["publicKey"])
     assert len(der) == 44
 
 
 def test_keygen_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert call(["keygen", str(tmp_path)], capsys)[0] == 0
+    assert call_cli(["receipt", "keygen", str(tmp_path)], capsys)[0] == 0
     before = (tmp_path / "receipt-key.pem").read_bytes()
-    code, out, err = call(["keygen", str(tmp_path)], capsys)
+    code, out, err = call_cli(["receipt", "keygen", str(tmp_path)], capsys)
     assert (code, out) == (2, "") and "refusing to overwrite" in err
     assert (tmp_path / "receipt-key.pem").read_bytes() == before
 
@@ -327,7 +335,7 @@ def test_keygen_into_a_file_says_it_is_not_a_directory(
 ) -> None:
     target = tmp_path / "notes.txt"
     target.write_text("mine", encoding="utf-8")
-    code, out, err = call(["keygen", str(target)], capsys)
+    code, out, err = call_cli(["receipt", "keygen", str(target)], capsys)
     assert (code, out) == (2, "")
     assert err == f"error: {target}: expected a directory for the key pair, found a file\n"
     assert target.read_text(encoding="utf-8") == "mine"
@@ -336,16 +344,17 @@ def test_keygen_into_a_file_says_it_is_not_a_directory(
 def test_show_exit_codes_and_html(
     conformance: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = call(["show", str(conformance / "valid-unsigned.jsonl")], capsys)
+    code, out, _ = call_cli(["receipt", "show", str(conformance / "valid-unsigned.jsonl")], capsys)
     assert code == 0 and "Attempt 2 (claude-sonnet-4-5): verified" in out
     page = tmp_path / "out" / "receipt.html"
-    code, out, _ = call(
-        ["show", str(conformance / "tamper-deleted-middle.jsonl"), "--html", str(page)], capsys
+    code, out, _ = call_cli(
+        ["receipt", "show", str(conformance / "tamper-deleted-middle.jsonl"), "--html", str(page)],
+        capsys,
     )
     assert code == 1 and "(seq_mismatch)" in out and out.rstrip().endswith(f"Wrote {page}")
     assert "seq_mismatch" in page.read_text(encoding="utf-8")
     assert not [p for p in page.parent.iterdir() if p.name.endswith(".tmp")]
-    code, out, err = call(["show", str(tmp_path / "missing.jsonl")], capsys)
+    code, out, err = call_cli(["receipt", "show", str(tmp_path / "missing.jsonl")], capsys)
     assert (code, out) == (2, "") and err.startswith("error: ")
 
 
@@ -379,7 +388,7 @@ def test_show_never_fails_on_a_conformance_vector(
     from trialrun.receipt.verify import verify_receipt
 
     for path in sorted(conformance.glob("*.jsonl")):
-        code, out, err = call(["show", str(path)], capsys)
+        code, out, err = call_cli(["receipt", "show", str(path)], capsys)
         if path.name in NOT_RECEIPTS:
             assert (code, out) == (2, "") and err.startswith(f"error: {path}: "), path.name
             continue
@@ -459,7 +468,7 @@ def test_input_that_is_no_receipt_is_invalid_input(
 ) -> None:
     path = tmp_path / "missing.jsonl" if kind == "missing" else not_a_receipt(tmp_path, kind)
     extra = ["--key", str(signer_key)] if command == "sign" else []
-    code, out, err = call([*command.split(), str(path), *extra], capsys)
+    code, out, err = call_cli(["receipt", *command.split(), str(path), *extra], capsys)
     assert code == 2, (out, err)
     assert err.startswith(f"error: {path}: ") and err.count("\n") == 1, err
     assert "TAMPERED" not in out + err and "Traceback" not in err
@@ -472,7 +481,7 @@ def test_input_that_is_no_receipt_is_invalid_input(
 def test_the_error_says_what_was_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     found = {}
     for kind in ("empty", "binary", "json-object", "json-array"):
-        found[kind] = call(["verify", str(not_a_receipt(tmp_path, kind))], capsys)[2]
+        found[kind] = call_cli(["receipt", "verify", str(not_a_receipt(tmp_path, kind))], capsys)[2]
     expected = "expected a Run Receipt v0 file (JSON Lines, one event per line), found"
     assert all(expected in err for err in found.values())
     assert found["empty"].rstrip().endswith("found an empty file")
@@ -492,10 +501,10 @@ def test_a_receipt_with_a_garbage_line_is_tampered_not_invalid_input(
     lines = unsigned.read_bytes().split(b"\n")
     lines[line] = junk
     unsigned.write_bytes(b"\n".join(lines))
-    code, out, err = call(["verify", str(unsigned)], capsys)
+    code, out, err = call_cli(["receipt", "verify", str(unsigned)], capsys)
     assert (code, err) == (1, "")
     assert out.startswith(f"TAMPERED or invalid at seq {line} (")
-    assert call(["show", str(unsigned)], capsys)[0] == 1
+    assert call_cli(["receipt", "show", str(unsigned)], capsys)[0] == 1
 
 
 @pytest.mark.parametrize(
@@ -507,16 +516,16 @@ def test_a_misspelled_key_in_an_event_is_tampering_not_invalid_input(
     # A receipt is not written by hand: an edited key is a modified receipt, whatever the edit.
     text = unsigned.read_text(encoding="utf-8")
     unsigned.write_text(text.replace(f'"{key}"', f'"{misspelled}"', 1), encoding="utf-8")
-    code, out, err = call(["verify", str(unsigned)], capsys)
+    code, out, err = call_cli(["receipt", "verify", str(unsigned)], capsys)
     assert (code, err) == (1, "")
     assert out.startswith("TAMPERED or invalid at seq 0 (")
-    assert call(["show", str(unsigned)], capsys)[0] == 1
+    assert call_cli(["receipt", "show", str(unsigned)], capsys)[0] == 1
 
 
 def test_require_signature_on_an_unsigned_receipt_says_it_is_not_signed(
     unsigned: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = call(["verify", str(unsigned), "--require-signature"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(unsigned), "--require-signature"], capsys)
     head = out.splitlines()[0]
     assert code == 1
     assert "the receipt is not signed" in head and "seq" not in head
@@ -528,7 +537,7 @@ def test_a_signature_from_another_key_names_no_seq(
 ) -> None:
     signed = str(conformance / "valid-signed.jsonl")
     attacker = str(conformance / "test-key-attacker.pub.pem")
-    code, out, _ = call(["verify", signed, "--public-key", attacker], capsys)
+    code, out, _ = call_cli(["receipt", "verify", signed, "--public-key", attacker], capsys)
     assert code == 1 and out.startswith("UNTRUSTED SIGNER (untrusted_key): ")
 
 
@@ -544,12 +553,12 @@ def test_a_tampered_signed_receipt_reports_its_signature_as_present_and_unchecke
     )
     target = tmp_path / "tampered.jsonl"
     target.write_bytes(b"\n".join(lines))
-    code, out, _ = call(["verify", str(target)], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(target)], capsys)
     assert code == 1 and out.startswith(f"TAMPERED or invalid at seq {line} (hash_mismatch)")
     assert (
         "  signature: present, not checked because the chain is broken "
         f"(claims public key {SIGNER_PUBLIC_B64})"
     ) in out
-    code, out, _ = call(["verify", str(target), "--json"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(target), "--json"], capsys)
     assert code == 1
     assert json.loads(out)["signature"] == {"present": True, "publicKey": SIGNER_PUBLIC_B64}

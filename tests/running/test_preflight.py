@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from builders import call_cli
 from paths import BEHAVING_AGENT
-from trialrun.cli import run_cli
 from trialrun.config import load_suite
 from trialrun.errors import ConfigErrors
 from trialrun.running.preflight import MAX_PROBLEMS_PER_FILE, preflight
@@ -48,15 +48,6 @@ def write_lines(path: Path, lines: list[Any]) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def run(
-    cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.chdir(cwd)
-    code = run_cli(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_every_problem_of_every_cassette_is_reported_before_any_agent_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -66,7 +57,8 @@ def test_every_problem_of_every_cassette_is_reported_before_any_agent_starts(
         [GOOD, "not json", "[1, 2]", {"tool": 3, "args": {}, "ok": True}, {"args": [], "ok": "y"}],
     )
     (suite / "cassettes/t2.jsonl").write_bytes(json.dumps(GOOD).encode() + b"\n\x89PNG\xff\x00\n")
-    code, out, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--no-baseline")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = call_cli(["run", "suite", "--no-baseline"], capsys)
     assert code == 2
     assert err.splitlines() == [
         "error: suite/cassettes/t1.jsonl:2: invalid JSON: Expecting value at column 1",
@@ -88,7 +80,8 @@ def test_doctor_reports_the_same_problems(
 ) -> None:
     suite = write_suite(tmp_path)
     write_lines(suite / "cassettes/t1.jsonl", ["{", GOOD, "7"])
-    code, out, _ = run(tmp_path, monkeypatch, capsys, "doctor", "suite")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = call_cli(["doctor", "suite"], capsys)
     assert code == 1
     failing = [line for line in out.splitlines() if line.startswith("fail cassette: ")]
     assert [line.split(" (record it")[0] for line in failing] == [
@@ -163,7 +156,8 @@ def test_mcp_and_model_recordings_are_checked_at_load(
     write_lines(suite / "cassettes/t1.mcp-docs.jsonl", ["nope", {"tool": "a"}])
     write_lines(suite / "cassettes/t1.model.jsonl", [{"format": "other"}])
     # t2 has no MCP or model recording: its case fails when it runs, as a missing cassette does.
-    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--no-baseline")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_cli(["run", "suite", "--no-baseline"], capsys)
     assert code == 2
     assert err.splitlines() == [
         "error: suite/cassettes/t1.mcp-docs.jsonl:1: invalid JSON: Expecting value at column 1",
@@ -198,7 +192,8 @@ def test_a_tool_module_that_cannot_serve_the_registry_is_a_load_error(
     (suite / "broken_tools.py").write_text("1 / 0\n", encoding="utf-8")
     (suite / "other_tools.py").write_text("TOOLS = {}\n", encoding="utf-8")
     monkeypatch.setattr(sys, "path", list(sys.path))
-    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--mode", "live")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_cli(["run", "suite", "--mode", "live"], capsys)
     assert code == 2
     [line] = err.splitlines()
     assert line.startswith(f"error: {expected}")
@@ -211,7 +206,8 @@ def test_a_bad_baseline_and_a_bad_cassette_are_reported_together(
     suite = write_suite(tmp_path)
     write_lines(suite / "cassettes/t1.jsonl", ["oops"])
     (tmp_path / "base.json").write_text("{not json", encoding="utf-8")
-    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--baseline", "base.json")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_cli(["run", "suite", "--baseline", "base.json"], capsys)
     assert code == 2
     lines = err.splitlines()
     assert lines[0].startswith("error: suite/cassettes/t1.jsonl:1: invalid JSON")
@@ -224,7 +220,8 @@ def test_a_bad_price_table_is_a_load_error_and_no_run_directory_is_left(
 ) -> None:
     suite = write_suite(tmp_path, extra="model_gateway: {prices: prices.yaml}\n")
     (suite / "prices.yaml").write_text("gpt-x: {input_per_mtok: cheap}\n", encoding="utf-8")
-    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", "--mode", "record")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_cli(["run", "suite", "--mode", "record"], capsys)
     assert code == 2
     assert err.splitlines() == [
         "error: suite/prices.yaml:1: prices of 'gpt-x': 'input_per_mtok' must be a number, "
@@ -232,7 +229,8 @@ def test_a_bad_price_table_is_a_load_error_and_no_run_directory_is_left(
         "error: suite/prices.yaml:1: missing required key 'output_per_mtok' in prices of 'gpt-x'",
     ]
     assert not (tmp_path / "trialrun_out").exists()
-    code, out, _ = run(tmp_path, monkeypatch, capsys, "doctor", "suite")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = call_cli(["doctor", "suite"], capsys)
     assert "fail prices: suite/prices.yaml:1: missing required key 'output_per_mtok'" in out
 
 
@@ -243,7 +241,8 @@ def test_a_baseline_that_is_a_directory_is_a_load_error(
     suite = write_suite(tmp_path, extra="baseline_path: baselines\n" if how == "suite" else "")
     (suite / "baselines").mkdir()
     extra = ["--baseline", "suite/baselines"] if how == "option" else []
-    code, _, err = run(tmp_path, monkeypatch, capsys, "run", "suite", *extra)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call_cli(["run", "suite", *extra], capsys)
     assert code == 2
     assert err.endswith("baselines: expected a baseline file, found a directory\n")
     assert not (tmp_path / "agent-started").exists()

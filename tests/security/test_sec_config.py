@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import call_cli
 from paths import SRC_DIR
-from trialrun.cli import run_cli
 from trialrun.config import load_suite
 from trialrun.config.yamlgraph import MAX_ALIAS_VALUES
 from trialrun.config.yamlload import parse_yaml
@@ -52,12 +52,6 @@ def _suite(root: Path, cases: dict[str, str] | None = None) -> Path:
     for name, text in (cases or {"a.yaml": CASE.format(id="a")}).items():
         (suite / "cases" / name).write_text(text, encoding="utf-8")
     return suite
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = run_cli(args)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def _one_error_line(output: str) -> str:
@@ -196,7 +190,8 @@ def test_a_case_file_symlinked_outside_the_repository_is_refused_inside_allowed(
     outside.write_text(f"{GITHUB_TOKEN}\n", encoding="utf-8")
     (suite / "cases" / "z.yaml").symlink_to(outside)
 
-    code, output = _cli(["run", str(suite)], capsys)
+    code, out, err = call_cli(["run", str(suite)], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -224,7 +219,8 @@ def test_a_tool_module_symlinked_outside_the_repository_is_refused(
     elsewhere.write_text("TOOLS = {}\n", encoding="utf-8")
     (suite / "tools.py").symlink_to(elsewhere)
 
-    code, output = _cli(["run", str(suite), "--mode", "live"], capsys)
+    code, out, err = call_cli(["run", str(suite), "--mode", "live"], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -245,11 +241,36 @@ def test_a_model_recording_symlinked_outside_the_repository_is_refused(
     (suite / "cassettes" / "a.model.jsonl").symlink_to(outside)
 
     for mode in ("replay", "record"):
-        code, output = _cli(["run", str(suite), "--mode", mode], capsys)
+        code, out, err = call_cli(["run", str(suite), "--mode", mode], capsys)
+        output = out + err
 
         assert code == 2
         line = _one_error_line(output)
         assert line.startswith("error: repo/suite/cassettes/a.model.jsonl: a symbolic link")
+        assert "outside the repository" in line
+        assert GITHUB_TOKEN[4:12] not in output
+    assert outside.read_text(encoding="utf-8") == f"{GITHUB_TOKEN}\n"
+
+
+def test_an_http_recording_symlinked_outside_the_repository_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The HTTP recorder's file beside the cassette is checked even when no model or MCP
+    # service is configured; live mode neither reads nor writes it.
+    monkeypatch.chdir(tmp_path)
+    suite = _suite(tmp_path / "repo")
+    (suite / "cassettes").mkdir()
+    outside = tmp_path / "credentials"
+    outside.write_text(f"{GITHUB_TOKEN}\n", encoding="utf-8")
+    (suite / "cassettes" / "a.http.jsonl").symlink_to(outside)
+
+    for mode in ("replay", "record"):
+        code, out, err = call_cli(["run", str(suite), "--mode", mode], capsys)
+        output = out + err
+
+        assert code == 2
+        line = _one_error_line(output)
+        assert line.startswith("error: repo/suite/cassettes/a.http.jsonl: a symbolic link")
         assert "outside the repository" in line
         assert GITHUB_TOKEN[4:12] not in output
     assert outside.read_text(encoding="utf-8") == f"{GITHUB_TOKEN}\n"
@@ -271,7 +292,8 @@ def test_a_compare_case_symlinked_outside_the_subject_is_refused(
     outside.write_text(f"aws_secret_access_key = {AWS_SECRET}\n", encoding="utf-8")
     (evals / "cases" / "two.yaml").symlink_to(outside)
 
-    code, output = _cli(["compare", str(tmp_path / "skill")], capsys)
+    code, out, err = call_cli(["compare", str(tmp_path / "skill")], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -312,7 +334,8 @@ def test_a_megabyte_in_a_bad_place_gives_a_short_error_line(
     monkeypatch.chdir(tmp_path)
     suite = _suite(tmp_path / "repo", {"a.yaml": CASE.format(id="a"), name: case_text})
 
-    code, output = _cli(["run", str(suite)], capsys)
+    code, out, err = call_cli(["run", str(suite)], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -346,7 +369,8 @@ def test_a_value_its_tag_cannot_hold_is_an_error_line_not_a_traceback(
         text = f"id: b\ncassette: c.jsonl\ninput: {{n: {value}}}\n"
     suite = _suite(tmp_path / "repo", {"a.yaml": CASE.format(id="a"), name: text})
 
-    code, output = _cli(["run", str(suite)], capsys)
+    code, out, err = call_cli(["run", str(suite)], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -361,7 +385,8 @@ def test_a_megabyte_suite_name_gives_a_short_error_line(
     text = SUITE.replace("suite_name: demo", f"suite_name: a/{MEGABYTE}")
     (suite / "suite.yaml").write_text(text, encoding="utf-8")
 
-    code, output = _cli(["run", str(suite)], capsys)
+    code, out, err = call_cli(["run", str(suite)], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -401,7 +426,8 @@ def test_a_credentials_file_a_path_points_at_never_has_its_secret_printed(
     text = SUITE.replace("cases_path: cases", "cases_path: secrets")
     (suite / "suite.yaml").write_text(text, encoding="utf-8")
 
-    code, output = _cli(["run", str(suite)], capsys)
+    code, out, err = call_cli(["run", str(suite)], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -423,7 +449,8 @@ def test_an_incident_field_of_the_wrong_type_is_quoted_redacted(
     }
     (tmp_path / "incident.json").write_text(json.dumps(incident, indent=2), encoding="utf-8")
 
-    code, output = _cli(["incident", "inspect", "incident.json", "--out", "out"], capsys)
+    code, out, err = call_cli(["incident", "inspect", "incident.json", "--out", "out"], capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)
@@ -524,7 +551,8 @@ def test_key_text_given_for_a_key_path_is_never_printed(
     if how == "TRIALRUN_SIGN_KEY":
         monkeypatch.setenv("TRIALRUN_SIGN_KEY", key)
 
-    code, output = _cli(args, capsys)
+    code, out, err = call_cli(args, capsys)
+    output = out + err
 
     assert code == 2
     line = _one_error_line(output)

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import call_cli
 from paths import DATA_DIR
 from trialrun.base import canonjson
 from trialrun.cli import run_cli
@@ -125,12 +126,6 @@ ATTACKS: list[tuple[Callable[[Path], Path], str, int, str]] = [
 ATTACK_IDS = [attack.__name__.removeprefix("attack_") for attack, *_ in ATTACKS]
 
 
-def call(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_cli(["receipt", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.mark.parametrize(("attack", "reason", "seq", "why"), ATTACKS, ids=ATTACK_IDS)
 def test_unsigned_content_in_a_signed_receipt_is_rejected_with_its_seq(
     tmp_path: Path, attack: Callable[[Path], Path], reason: str, seq: int, why: str
@@ -153,15 +148,15 @@ def test_the_cli_rejects_unsigned_content(
     why: str,
 ) -> None:
     path = str(attack(tmp_path / "receipt.jsonl"))
-    code, out, err = call(["verify", path], capsys)
+    code, out, err = call_cli(["receipt", "verify", path], capsys)
     assert (code, err) == (1, "")
     assert out.startswith(f"TAMPERED or invalid at seq {seq} ({reason}): ") and why in out
     assert "It does not prove the run happened" not in out  # said only of a valid receipt
-    code, out, _ = call(["verify", path, "--json"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", path, "--json"], capsys)
     document = json.loads(out)
     assert code == 1 and (document["reason"], document["firstBadSeq"]) == (reason, seq)
     assert document["ok"] is False and document["status"] == "tampered"
-    code, out, _ = call(["show", path], capsys)
+    code, out, _ = call_cli(["receipt", "show", path], capsys)
     assert code == 1
     assert out.splitlines()[1].startswith(f"TAMPERED or invalid at seq {seq} ({reason})")
 
@@ -264,7 +259,7 @@ def test_verify_says_incomplete_and_no_tampering_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = str(interrupted_receipt(tmp_path / "receipt.jsonl"))
-    code, out, err = call(["verify", path], capsys)
+    code, out, err = call_cli(["receipt", "verify", path], capsys)
     assert (code, err) == (1, "")
     head = out.splitlines()[0]
     assert head == f"{INCOMPLETE}: no run_end after seq 1 (the 2 events up to there are intact)"
@@ -275,7 +270,7 @@ def test_verify_json_gives_an_incomplete_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = str(interrupted_receipt(tmp_path / "receipt.jsonl"))
-    code, out, _ = call(["verify", path, "--json"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", path, "--json"], capsys)
     document = json.loads(out)
     assert code == 1
     assert (document["reason"], document["firstBadSeq"], document["status"]) == (
@@ -290,7 +285,7 @@ def test_show_says_incomplete_in_the_terminal_and_the_page(
 ) -> None:
     path = interrupted_receipt(tmp_path / "receipt.jsonl")
     page_path = tmp_path / "receipt.html"
-    code, out, _ = call(["show", str(path), "--html", str(page_path)], capsys)
+    code, out, _ = call_cli(["receipt", "show", str(path), "--html", str(page_path)], capsys)
     assert code == 1
     assert out.splitlines()[1].startswith(INCOMPLETE) and "TAMPERED" not in out
     page = page_path.read_text(encoding="utf-8")
@@ -325,7 +320,7 @@ def test_every_strict_vector_gives_its_result(
     result = verify_receipt(VECTORS / file, **_options(opts))
     assert (result.to_json(), result.status) == (expected, status)
     args = [] if opts == "(none)" else ["--public-key", str(VECTORS / opts.split()[1])]
-    code, out, _ = call(["verify", str(VECTORS / file), *args, "--json"], capsys)
+    code, out, _ = call_cli(["receipt", "verify", str(VECTORS / file), *args, "--json"], capsys)
     assert (code, json.loads(out)) == (1, {**expected, "status": status})
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import call_cli
 from hangup_peers import http_post, read_response
 from trialrun.gateway import Gateway
 from trialrun.gateway.cassette import Recording, write_cassette
@@ -288,9 +288,10 @@ def test_the_standalone_servers_take_a_token_from_the_environment(tmp_path: Path
     assert token not in errors and "Traceback" not in errors
 
 
-def test_a_non_loopback_address_is_served_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_non_loopback_address_is_served_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import trialrun.gateway.standalone as standalone
-    from trialrun.cli.gateway_cmd import gateway
 
     served: list[str] = []
 
@@ -301,11 +302,10 @@ def test_a_non_loopback_address_is_served_with_a_warning(monkeypatch: pytest.Mon
     monkeypatch.setattr(standalone, "serve_until_signal", serve)
     outcomes = {}
     for listen in ("0.0.0.0:0", "[::]:0", "127.0.0.1:0", "[::1]:0", "localhost:0"):
-        result = CliRunner().invoke(
-            gateway, ["--cassette-dir", ".", "--mode", "live", "--listen", listen]
-        )
-        assert result.exit_code == 0, result.output
-        outcomes[listen] = "warning:" in result.stderr
+        argv = ["gateway", "--cassette-dir", ".", "--mode", "live", "--listen", listen]
+        code, out, err = call_cli(argv, capsys)
+        assert code == 0, out + err
+        outcomes[listen] = "warning:" in err
     assert outcomes == {
         "0.0.0.0:0": True,
         "[::]:0": True,

@@ -14,7 +14,6 @@ or kept apart as a bounded tail (the agent: stdout is its transcript).
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from typing import IO
 
 from trialrun.base import leftovers
 from trialrun.base.linesredact import redacting_sink
+from trialrun.base.signals import signal_group
 
 __all__ = ["CommandResult", "run_shell"]
 
@@ -106,7 +106,7 @@ def run_shell(
         _stop_group(proc, grace_s=0.0)
         raise
     finally:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         leftovers.note_ended(proc.pid)
         for reader in readers:
             reader.join(_READER_JOIN_S)
@@ -133,15 +133,9 @@ def _start_reader(stream: IO[bytes], sink: Callable[[str], None]) -> threading.T
 
 def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the group, give it ``grace_s`` to go, then SIGKILL it and reap the shell."""
-    _signal_group(proc.pid, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    # The group outlives bash while its children run, so the id cannot have been reused yet.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)

@@ -129,11 +129,6 @@ class LocalServer(QuietServerMixin, ThreadingHTTPServer):
             if connection in self._open:
                 self._open[connection] = None
 
-    @property
-    def open_connections(self) -> int:
-        with self._slots:
-            return len(self._open)
-
     # ---- stopping ----------------------------------------------------------------------
 
     def shutdown(self) -> None:

@@ -21,11 +21,6 @@ HANDOFF_PREFIX = "handoff:"
 """The name of a handoff in the trace: ``handoff:<agent>`` (a tool-like event, never a call)."""
 
 
-def is_handoff(call: ToolCall) -> bool:
-    """A handoff between agents, not a tool call: no cassette serves it, no budget counts it."""
-    return call.kind == "handoff"
-
-
 @dataclass(slots=True)
 class ToolCall:
     """One tool call the agent made and the answer it got."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Collection, Iterator
@@ -9,7 +11,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "Handler", "routed_signals"]
+__all__ = ["STOP_SIGNALS", "Handler", "routed_signals", "signal_group"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """What asks a process to stop: a cancelled CI job (SIGTERM), Ctrl-C (SIGINT)."""
@@ -35,3 +37,13 @@ def routed_signals(
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def signal_group(pgid: int, signum: signal.Signals = signal.SIGKILL) -> None:
+    """Send ``signum`` to process group ``pgid``; a group that has ended is no error.
+
+    ``pgid`` is the pid of a child started in a new session and not yet reaped, so the id still
+    names that child's group: it cannot have been reused.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)

@@ -268,47 +268,30 @@ class RequiredFieldsAssertion:
 
 
 @dataclass(frozen=True)
-class MustCallAssertion:
+class ToolPresenceAssertion:
+    """``must_call``: every tool of ``tools`` is called; ``must_not_call``: none of them is."""
+
     tools: tuple[str, ...]
-    type: str = "must_call"
+    type: str
 
     def check(self, subject: CheckSubject) -> list[CheckFailure]:
         calls = _call_names(subject)
         called = set(calls)
-        missing = [tool for tool in self.tools if tool not in called]
-        if not missing:
+        forbid = self.type == "must_not_call"
+        wrong = [tool for tool in self.tools if (tool in called) == forbid]
+        if not wrong:
             return []
+        if forbid:
+            head, expected, key = "Forbidden tool calls observed", "no calls to", "forbidden"
+        else:
+            head, expected, key = "Missing required tool calls", "calls to", "missing"
         return [
             CheckFailure(
                 type=self.type,
-                message=f"Missing required tool calls: {', '.join(missing)}. "
-                f"Observed: {_names(calls)}",
-                expected=f"calls to: {_names(missing)}",
+                message=f"{head}: {', '.join(wrong)}. Observed: {_names(calls)}",
+                expected=f"{expected}: {_names(wrong)}",
                 observed=_arrows(calls),
-                details={"missing": missing, "observed_calls": calls},
-            )
-        ]
-
-
-@dataclass(frozen=True)
-class MustNotCallAssertion:
-    tools: tuple[str, ...]
-    type: str = "must_not_call"
-
-    def check(self, subject: CheckSubject) -> list[CheckFailure]:
-        calls = _call_names(subject)
-        called = set(calls)
-        forbidden = [tool for tool in self.tools if tool in called]
-        if not forbidden:
-            return []
-        return [
-            CheckFailure(
-                type=self.type,
-                message=f"Forbidden tool calls observed: {', '.join(forbidden)}. "
-                f"Observed: {_names(calls)}",
-                expected=f"no calls to: {_names(forbidden)}",
-                observed=_arrows(calls),
-                details={"forbidden": forbidden, "observed_calls": calls},
+                details={key: wrong, "observed_calls": calls},
             )
         ]
 
@@ -437,12 +420,14 @@ REQUIRED_FIELDS: AssertionType = BuiltinType(
     lambda params, _ctx: RequiredFieldsAssertion(tuple(params["fields"])),
 )
 MUST_CALL: AssertionType = BuiltinType(
-    "must_call", (TOOL_NAMES,), lambda params, _ctx: MustCallAssertion(tuple(params["tools"]))
+    "must_call",
+    (TOOL_NAMES,),
+    lambda params, _ctx: ToolPresenceAssertion(tuple(params["tools"]), "must_call"),
 )
 MUST_NOT_CALL: AssertionType = BuiltinType(
     "must_not_call",
     (TOOL_NAMES,),
-    lambda params, _ctx: MustNotCallAssertion(tuple(params["tools"])),
+    lambda params, _ctx: ToolPresenceAssertion(tuple(params["tools"]), "must_not_call"),
 )
 CALL_ORDER: AssertionType = BuiltinType(
     "call_order",

@@ -56,7 +56,6 @@ TEMPLATES: dict[str, Template] = {
     "openai-agents": Template("openai-agents", ("agents",), "trialrun[openai-agents]"),
     "langgraph": Template("langgraph", ("langgraph", "langchain_openai"), "trialrun[langgraph]"),
 }
-TEMPLATE_NAMES = ("demo", *TEMPLATES)
 
 _AGENT_FILES: dict[Language, tuple[str, list[str]]] = {
     "python": ("agent/agent.py", ["python3", "agent/agent.py"]),

@@ -49,14 +49,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
 import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -65,6 +63,7 @@ from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.linesredact import redacting_sink
 from trialrun.base.redact import redact_text
 from trialrun.base.reported import as_cost_usd, as_count, as_ms
+from trialrun.base.signals import signal_group
 from trialrun.compare.checkspec import Check
 
 __all__ = [
@@ -122,12 +121,7 @@ class Efficiency:
     duration_ms: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "turns": self.turns,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "duration_ms": self.duration_ms,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -368,13 +362,13 @@ def _run_command(command: str, sandbox: Path, timeout_s: float) -> tuple[bool, s
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            signal_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=_REAP_S)
             return False, f"timed out after {timeout_s:g}s (its process group was killed)", True
         finally:
             # Background helpers the command left must not outlive the check.
-            _kill_group(proc.pid)
+            signal_group(proc.pid)
             leftovers.note_ended(proc.pid)
         tail = _redacted_tail(output)
     said = f": {tail}" if tail else ""
@@ -403,12 +397,6 @@ def _redacted_tail(output: IO[bytes]) -> str:
     for raw in iter(lambda: output.readline(_LINE_READ_BYTES), b""):
         sink(raw.decode("utf-8", "replace").rstrip("\r\n"))
     return "\n".join(kept)[-_OUTPUT_TAIL_CHARS:].strip()
-
-
-def _kill_group(pgid: int) -> None:
-    # The shell was started with start_new_session, so its pid is the group id.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def _shown(text: str) -> str:

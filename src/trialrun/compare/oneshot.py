@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
-import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trialrun.base import leftovers
+from trialrun.base.signals import signal_group
 
 REAP_S = 5.0
 """How long to wait for the pipes after a kill; a grandchild that left the group may hold them."""
@@ -58,17 +57,12 @@ def ask_command(
         _kill_group(proc)
         raise
     finally:
-        _signal_group(proc.pid)
+        signal_group(proc.pid)
         leftovers.note_ended(proc.pid)
     return Answer(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    _signal_group(proc.pid)
+    signal_group(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=REAP_S)
-
-
-def _signal_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)

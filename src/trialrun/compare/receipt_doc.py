@@ -18,6 +18,7 @@ sandboxes stay on the machine and are never copied here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,16 +156,7 @@ def assemble_receipt(
             for arm, tally in outcome.case_runs.items()
         },
         "triggers": _triggers(outcome.triggers),
-        "efficiency": {
-            arm: {
-                "turns": eff.turns,
-                "duration_ms": eff.duration_ms,
-                "cost_usd": eff.cost_usd,
-                "tokens": eff.tokens,
-                "samples": eff.samples,
-            }
-            for arm, eff in outcome.efficiency.items()
-        },
+        "efficiency": {arm: dataclasses.asdict(eff) for arm, eff in outcome.efficiency.items()},
         "per_case": _per_case(outcome),
         "command_health": {
             health.command: {
@@ -211,15 +203,7 @@ def _comparison(stats: ComparisonStats) -> dict[str, Any]:
         "sign_p": stats.sign_p,
         "row_sign_p": stats.row_sign_p,
         "net_lift_ci95": _pair(stats.net_lift_interval),
-        "case_level": None
-        if level is None
-        else {
-            "clusters": level.clusters,
-            "p_value": level.p_value,
-            "min_attainable_p": level.min_attainable_p,
-            "method": level.method,
-            "draws": level.draws,
-        },
+        "case_level": None if level is None else dataclasses.asdict(level),
         "judge": {
             "judged": judge.judged,
             "agreed": judge.agreed,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import posixpath
 import shutil
 import signal
@@ -33,6 +32,7 @@ from pathlib import Path
 from trialrun.base import leftovers
 from trialrun.base.fsutil import atomic_write_text
 from trialrun.base.linesredact import redacting_sink
+from trialrun.base.signals import signal_group
 from trialrun.errors import TrialrunError
 
 __all__ = [
@@ -177,14 +177,14 @@ async def run_command(
             timed_out = True
             await _stop_group(proc)
     except BaseException:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         for reader in readers:
             reader.cancel()
         # Reap it here: a transport left to the garbage collector may outlive the event loop.
         await _reap(proc)
         raise
     finally:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         leftovers.note_ended(proc.pid)
     _, pending = await asyncio.wait(readers, timeout=_PIPE_DRAIN_S)
     for reader in pending:
@@ -231,15 +231,9 @@ async def _pump_lines(stream: asyncio.StreamReader, sink: Callable[[str], None])
 
 
 async def _stop_group(proc: asyncio.subprocess.Process) -> None:
-    _signal_group(proc.pid, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-    _signal_group(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), 5.0)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    # Our own group is never this one: the child was started in a new session.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)

@@ -28,6 +28,7 @@ A shard directory holds ``shard.json`` (below), ``run.jsonl`` (the shard's event
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ def shard_document(
         "rows": [row_record(row) for row in rows],
         "triggers": None
         if triggers is None
-        else {"probes": [_probe_record(probe) for probe in triggers.probes]},
+        else {"probes": [dataclasses.asdict(probe) for probe in triggers.probes]},
     }
 
 
@@ -309,14 +310,7 @@ def sample_record(sample: ArmSampleResult) -> dict[str, Any]:
     """The run log's ``sample_checks`` event plus what the merge needs to roll the sample up."""
     efficiency = sample.efficiency
     return sample_event(sample) | {
-        "efficiency": None
-        if efficiency is None
-        else {
-            "turns": efficiency.turns,
-            "duration_ms": efficiency.duration_ms,
-            "cost_usd": efficiency.cost_usd,
-            "tokens": efficiency.tokens,
-        },
+        "efficiency": None if efficiency is None else dataclasses.asdict(efficiency),
         "attempts": sample.attempts,
         "error": sample.error,
         "unrunnable": [[name, detail] for name, detail in sample.unrunnable],
@@ -388,15 +382,6 @@ def _row(record: dict[str, Any]) -> CompareRow:
     return CompareRow(str(record["case"]), int(record["rep"]), str(record["opponent"]), decision)
 
 
-def _probe_record(probe: TriggerProbe) -> dict[str, Any]:
-    return {
-        "prompt": probe.prompt,
-        "should_trigger": probe.should_trigger,
-        "fired": probe.fired,
-        "error": probe.error,
-    }
-
-
 def _probe(record: dict[str, Any]) -> TriggerProbe:
     fired = record["fired"]
     return TriggerProbe(
@@ -408,13 +393,7 @@ def _probe(record: dict[str, Any]) -> TriggerProbe:
 
 
 def hole_record(hole: Hole) -> dict[str, Any]:
-    return {
-        "case": hole.case,
-        "rep": hole.rep,
-        "kind": hole.kind,
-        "detail": hole.detail,
-        "arm": hole.arm,
-    }
+    return dataclasses.asdict(hole)
 
 
 def hole_from_record(record: dict[str, Any]) -> Hole:

@@ -198,7 +198,3 @@ class CaseConfig(Record):
     )
     budgets: Budgets | None = keyed(Optional(Nested(Budgets)), default=None)
     normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
-
-
-SUITE_KEYS = tuple(f.name for f in dataclasses.fields(SuiteConfig))
-CASE_KEYS = tuple(f.name for f in dataclasses.fields(CaseConfig))

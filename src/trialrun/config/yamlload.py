@@ -40,14 +40,12 @@ if TYPE_CHECKING:  # CSafeLoader exists at run time only when PyYAML was built w
 _FAST_LOADER: _LoaderClass | None = getattr(yaml, "CSafeLoader", None)
 
 
-@dataclass(frozen=True)
-class LoadedYaml:
-    """A YAML mapping document and the node graph it was built from."""
+class _Lines:
+    """The lines of a loaded document: where a path is, and errors placed there."""
 
-    data: dict[str, Any]
     file: str
     """The file name as shown in error messages."""
-    root: yaml.MappingNode
+    root: yaml.Node
 
     def line_of(self, path: Sequence[PathElement]) -> int:
         """1-based line of the key (or list item) at ``path``.
@@ -62,6 +60,15 @@ class LoadedYaml:
     ) -> ConfigError:
         """A ConfigError in this file at the line of ``path``."""
         return _error_at(message, self.file, self.line_of(path), key)
+
+
+@dataclass(frozen=True)
+class LoadedYaml(_Lines):
+    """A YAML mapping document and the node graph it was built from."""
+
+    data: dict[str, Any]
+    file: str
+    root: yaml.MappingNode
 
 
 _MESSAGE_CHARS = 600
@@ -87,23 +94,12 @@ def load_yaml_file(path: Path, *, display: str | None = None) -> LoadedYaml:
 
 
 @dataclass(frozen=True)
-class LoadedValue:
+class LoadedValue(_Lines):
     """A YAML (or JSON) document of any top-level type and the node graph it was built from."""
 
     data: Any
     file: str
-    """The file name as shown in error messages."""
     root: yaml.Node
-
-    def line_of(self, path: Sequence[PathElement]) -> int:
-        """As ``LoadedYaml.line_of``: the line of ``path`` or of its nearest existing ancestor."""
-        return _line_of(self.root, path)
-
-    def error(
-        self, message: str, path: Sequence[PathElement] = (), key: str | None = None
-    ) -> ConfigError:
-        """A ConfigError in this file at the line of ``path``."""
-        return _error_at(message, self.file, self.line_of(path), key)
 
 
 def load_yaml_value(path: Path, *, expected: str, display: str | None = None) -> LoadedValue:

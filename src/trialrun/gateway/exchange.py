@@ -17,7 +17,7 @@ from typing import Any
 
 from trialrun.base.redact import redact, redact_text
 from trialrun.gateway.cassette import Recording
-from trialrun.gateway.provider import Provider, Route, parse_json
+from trialrun.gateway.provider import Provider, Route, error_message, parse_json
 from trialrun.gateway.runs import RunState
 from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
 from trialrun.gateway.usage import Usage
@@ -173,6 +173,6 @@ def error_of(status: int, body: str, provider: Provider | None = None) -> str | 
         data = json.loads(body)
     except (ValueError, RecursionError):
         data = None
-    message = (provider or Provider()).error_message(data)
+    message = error_message(data) if provider is None else provider.error_message(data)
     text = f"HTTP {status}" + (f": {message}" if message else "")
     return redact_text(text)[:300]

@@ -12,8 +12,11 @@ The gateway has one recorder (``exchange``, ``cassette``) and a provider per API
 * the usage a response reports (``usage``), and which response headers are kept;
 * its error body shape (``error_body``) and default upstream.
 
-``Provider`` implements a plain JSON-over-HTTP API; each provider overrides what differs. A
-provider is registered by name (``providers.register_provider``); the built-ins are loaded on
+``Provider`` is abstract: each provider must say what it serves (``endpoint``) and what usage
+its responses report (``usage``); the rest defaults to a plain JSON-over-HTTP API, errors in
+the ``{"error": {"message": ...}}`` shape (``error_message``, also what ``exchange.error_of``
+reads when it knows no provider), and each provider overrides what differs. A provider is
+registered by name (``providers.register_provider``); the built-ins are loaded on
 first use, so a gateway that only sees OpenAI traffic never imports the others.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,8 +74,9 @@ def shown(text: str, limit: int = 120) -> str:
     return repr(shortened(text, limit))
 
 
-class Provider:
-    """A JSON-over-HTTP model API. Subclasses set the class attributes and override methods."""
+class Provider(ABC):
+    """A JSON-over-HTTP model API. Subclasses set the class attributes, implement ``endpoint``
+    and ``usage``, and override the other methods where their API differs."""
 
     name: str = ""
     default_upstream: str | None = None
@@ -88,10 +93,10 @@ class Provider:
 
     # ---- routing ---------------------------------------------------------------------------
 
+    @abstractmethod
     def endpoint(self, method: str, path: str) -> str:
         """The endpoint as stored and matched (``path``, possibly canonicalized), or
         ``RouteError`` 404 / 405 saying what is served."""
-        raise NotImplementedError
 
     def upstream_path(self, path: str) -> str:
         """The stored endpoint as the provider is sent it (the same path unless ``endpoint``
@@ -167,11 +172,14 @@ class Provider:
 
     # ---- responses -------------------------------------------------------------------------
 
+    @abstractmethod
     def usage(
         self, method: str, path: str, content_type: str, body: str, headers: Mapping[str, str]
     ) -> Usage:
-        """The tokens and model a response reports; an empty ``Usage`` where it reports none."""
-        return Usage()
+        """The tokens and model a response reports; an empty ``Usage`` where it reports none.
+
+        Abstract because a provider that forgot it would report no tokens and no cost, and
+        every budget on them would pass."""
 
     def error_body(self, status: int, message: str, *, code: str) -> bytes:
         body = {"error": {"message": message, "type": code, "param": None, "code": code}}
@@ -179,11 +187,17 @@ class Provider:
 
     def error_message(self, body: Any) -> str | None:
         """The provider's own message in a parsed error body, if it has one."""
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            found: str = error["message"]
-            return found
-        return None
+        return error_message(body)
+
+
+def error_message(body: Any) -> str | None:
+    """The message of a parsed error body in the ``{"error": {"message": ...}}`` shape that
+    OpenAI, Anthropic, Azure and Gemini share; None for any other body."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        found: str = error["message"]
+        return found
+    return None
 
 
 def parse_json(body: bytes) -> Any:

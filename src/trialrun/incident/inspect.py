@@ -53,17 +53,7 @@ def inspect_incident(incident: Incident, *, rules: Sequence[Rule], out_dir: Path
 
 def call_record(call: IncidentCall) -> dict[str, Any]:
     """A call as plain, redacted JSON data (one ``trace.jsonl`` line)."""
-    record = {
-        "index": call.index,
-        "name": call.name,
-        "args": call.args,
-        "ok": call.ok,
-        "result": call.result,
-        "error": call.error,
-        "started_at": call.started_at,
-        "duration_ms": call.duration_ms,
-    }
-    redacted: dict[str, Any] = redact(record)
+    redacted: dict[str, Any] = redact(call.to_json())
     return redacted
 
 

@@ -14,6 +14,7 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -70,16 +71,7 @@ class IncidentCall:
     duration_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "args": self.args,
-            "ok": self.ok,
-            "result": self.result,
-            "error": self.error,
-            "started_at": self.started_at,
-            "duration_ms": self.duration_ms,
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: Any, where: Where) -> IncidentCall:

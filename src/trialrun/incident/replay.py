@@ -25,7 +25,6 @@ from trialrun.errors import ProtocolError
 from trialrun.incident.model import Incident, IncidentCall, capture_gaps, is_inconclusive
 from trialrun.incident.rules import Rule, check_rules
 
-RESULTS = ("inconclusive", "diverged", "reproduced", "passes")
 GATE_FAILING = frozenset({"inconclusive", "diverged", "reproduced"})
 DEFAULT_IDLE_S = 30.0
 _MAX_MESSAGE_BYTES = 8 * 1024 * 1024

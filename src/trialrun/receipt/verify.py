@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, get_args
 
 from trialrun.base import canonjson
+from trialrun.base.jsonnames import json_type
 from trialrun.base.jsonnumbers import refuse_constant
 from trialrun.base.redact import redact_text
 from trialrun.base.signedjson import DuplicateKeyError
@@ -436,16 +437,11 @@ def _first_line_problem(raw: bytes) -> str:
     except (ValueError, RecursionError):
         return "line 1 is not JSON"
     if type(value) is not dict:
-        return f"line 1 is a JSON {_json_kind(value)}"
+        return f"line 1 is a JSON {json_type(value)}"
     missing = [member for member in _ENVELOPE if member not in value]
     if missing:
         return f"line 1 is a JSON object without {', '.join(missing)}"
     return f"line 1: {_shape_problem(value)}"
-
-
-def _json_kind(value: object) -> str:
-    names = {list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
 
 
 # Parses as JSON.parse does: the same grammar, and NaN/Infinity refused (JSON.parse refuses them;

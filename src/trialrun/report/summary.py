@@ -60,7 +60,6 @@ METRIC_NAMES = (
     "cost_usd",
     "steps",
 )
-WALL_GATE_KEYS = ("max_avg_wall_ms_delta_pct", "max_p95_wall_ms_delta_pct")
 
 
 def build_summary(

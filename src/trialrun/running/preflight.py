@@ -24,7 +24,7 @@ gateway otherwise read as the run started, after its run directory existed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,18 +138,7 @@ def recordings_outside(suite: Suite) -> list[ConfigError]:
     boundary (the cassettes themselves were checked where the suite names them)."""
     if not suite.config.mcp_servers and suite.config.model_gateway is None:
         return []  # no recordings: keep the services' modules out of a plain run
-    from trialrun.config.paths import SuitePaths
-
-    paths = SuitePaths.for_suite_dir(suite.suite_dir)
-    return [
-        ConfigError(
-            f"a symbolic link that resolves outside {paths.boundary} ({paths.root}); a suite "
-            "reads and writes no recording outside it",
-            file=display_path(path),
-        )
-        for path in dict.fromkeys(service_recordings(suite))
-        if os.path.lexists(path) and not paths.is_inside(path)
-    ]
+    return _outside(suite, dict.fromkeys(service_recordings(suite)), os.path.lexists)
 
 
 def http_recordings(suite: Suite) -> Iterator[Path]:
@@ -161,6 +150,13 @@ def http_recordings(suite: Suite) -> Iterator[Path]:
 
 def http_recordings_outside(suite: Suite) -> list[ConfigError]:
     """HTTP recordings that are symbolic links out of the suite's boundary."""
+    return _outside(suite, http_recordings(suite), os.path.islink)
+
+
+def _outside(
+    suite: Suite, recordings: Iterable[Path], present: Callable[[Path], bool]
+) -> list[ConfigError]:
+    """The ``present`` recordings that resolve outside the suite's boundary."""
     from trialrun.config.paths import SuitePaths
 
     paths = SuitePaths.for_suite_dir(suite.suite_dir)
@@ -170,8 +166,8 @@ def http_recordings_outside(suite: Suite) -> list[ConfigError]:
             "reads and writes no recording outside it",
             file=display_path(path),
         )
-        for path in http_recordings(suite)
-        if os.path.islink(path) and not paths.is_inside(path)
+        for path in recordings
+        if present(path) and not paths.is_inside(path)
     ]
 
 

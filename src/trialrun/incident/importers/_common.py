@@ -21,7 +21,9 @@ __all__ = [
     "RawCall",
     "build_incident",
     "decode_text",
+    "document_list",
     "first_root",
+    "io_gaps",
     "iso_from_datetime",
     "moment_from_epoch",
     "parse_iso",
@@ -84,6 +86,26 @@ def build_incident(
         calls=normalized,
         missing=gaps,
     )
+
+
+def io_gaps(input_value: Any, final_output: Any) -> list[str]:
+    """``missing`` entries for an input or a final output the source did not capture."""
+    named = (("input", input_value), ("final_output", final_output))
+    return [name for name, value in named if value is None]
+
+
+def document_list(records: list[Any], *keys: str) -> list[Any]:
+    """The items of a source: one JSON document that is a list or holds one under ``keys``
+    (the first that does), else ``records`` themselves (one item a line)."""
+    if len(records) == 1:
+        only = records[0]
+        if isinstance(only, list):
+            return list(only)
+        if isinstance(only, dict):
+            for key in keys:
+                if isinstance(only.get(key), list):
+                    return list(only[key])
+    return records
 
 
 def _previous_start(calls: list[RawCall], position: int) -> datetime:

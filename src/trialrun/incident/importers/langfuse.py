@@ -15,7 +15,9 @@ from trialrun.incident.importers._common import (
     RawCall,
     build_incident,
     decode_text,
+    document_list,
     first_root,
+    io_gaps,
     parse_iso,
 )
 from trialrun.incident.importers.api import Importer
@@ -30,7 +32,7 @@ _OBSERVATION_TYPES = frozenset(
 
 
 def detect(records: list[Any]) -> bool:
-    observations = _observations(records)
+    observations = document_list(records, "observations", "data")
     return bool(observations) and all(
         isinstance(o, dict)
         and isinstance(o.get("type"), str)
@@ -41,35 +43,22 @@ def detect(records: list[Any]) -> bool:
 
 
 def to_incident(records: list[Any], source_file: str) -> Incident:
-    observations = [o for o in _observations(records) if isinstance(o, dict)]
+    observations = [
+        o for o in document_list(records, "observations", "data") if isinstance(o, dict)
+    ]
     trace = records[0] if len(records) == 1 and isinstance(records[0], dict) else {}
     root = first_root(observations, "id", "parentObservationId") or {}
     input_value = decode_text(trace.get("input", root.get("input")))
     final_output = decode_text(trace.get("output", root.get("output")))
     calls = [_call(o) for o in observations if o.get("type") == "TOOL"]
-    missing = [
-        name
-        for name, value in (("input", input_value), ("final_output", final_output))
-        if value is None
-    ]
     return build_incident(
         source_format="langfuse",
         source_file=source_file,
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=missing,
+        missing=io_gaps(input_value, final_output),
     )
-
-
-def _observations(records: list[Any]) -> list[Any]:
-    if len(records) == 1 and isinstance(records[0], dict):
-        for key in ("observations", "data"):
-            if isinstance(records[0].get(key), list):
-                return list(records[0][key])
-    if len(records) == 1 and isinstance(records[0], list):
-        return list(records[0])
-    return records
 
 
 def _call(observation: dict[str, Any]) -> RawCall:

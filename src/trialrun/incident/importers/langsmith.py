@@ -17,7 +17,9 @@ from trialrun.incident.importers._common import (
     RawCall,
     build_incident,
     decode_text,
+    document_list,
     first_root,
+    io_gaps,
     parse_iso,
 )
 from trialrun.incident.importers.api import Importer
@@ -29,42 +31,25 @@ _EXCEPTION_REPR = re.compile(r"^[\w.]+\((['\"])(?P<message>.*)\1\)$", re.DOTALL)
 
 
 def detect(records: list[Any]) -> bool:
-    runs = _runs(records)
+    runs = document_list(records, "runs")
     return bool(runs) and all(isinstance(r, dict) and "run_type" in r for r in runs)
 
 
 def to_incident(records: list[Any], source_file: str) -> Incident:
-    runs = [r for r in _runs(records) if isinstance(r, dict)]
+    runs = [r for r in document_list(records, "runs") if isinstance(r, dict)]
     runs.sort(key=lambda r: str(r.get("dotted_order") or ""))
     root = first_root(runs, "id", "parent_run_id")
     calls = [_call(r) for r in runs if r.get("run_type") == "tool"]
     input_value = _unwrap(root.get("inputs"), "input") if root else None
     final_output = _unwrap(root.get("outputs"), "output") if root else None
-    missing = [
-        name
-        for name, value in (("input", input_value), ("final_output", final_output))
-        if value is None
-    ]
     return build_incident(
         source_format="langsmith",
         source_file=source_file,
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=missing,
+        missing=io_gaps(input_value, final_output),
     )
-
-
-def _runs(records: list[Any]) -> list[Any]:
-    if len(records) == 1 and isinstance(records[0], list):
-        return list(records[0])
-    if (
-        len(records) == 1
-        and isinstance(records[0], dict)
-        and isinstance(records[0].get("runs"), list)
-    ):
-        return list(records[0]["runs"])
-    return records
 
 
 def _unwrap(value: Any, key: str) -> Any:

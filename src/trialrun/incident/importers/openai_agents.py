@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trialrun.incident.importers._common import RawCall, build_incident, decode_text, parse_iso
+from trialrun.incident.importers._common import (
+    RawCall,
+    build_incident,
+    decode_text,
+    document_list,
+    io_gaps,
+    parse_iso,
+)
 from trialrun.incident.importers.api import Importer
 from trialrun.incident.model import Incident
 
@@ -19,7 +26,7 @@ __all__ = ["IMPORTER", "detect", "to_incident"]
 
 
 def detect(records: list[Any]) -> bool:
-    objects = _records(records)
+    objects = document_list(records, "data")
     return bool(objects) and all(
         isinstance(r, dict) and r.get("object") in ("trace", "trace.span") for r in objects
     )
@@ -27,7 +34,9 @@ def detect(records: list[Any]) -> bool:
 
 def to_incident(records: list[Any], source_file: str) -> Incident:
     spans = [
-        r for r in _records(records) if isinstance(r, dict) and r.get("object") == "trace.span"
+        r
+        for r in document_list(records, "data")
+        if isinstance(r, dict) and r.get("object") == "trace.span"
     ]
     calls: list[RawCall] = []
     generations: list[dict[str, Any]] = []
@@ -50,32 +59,14 @@ def to_incident(records: list[Any], source_file: str) -> Incident:
         ),
         None,
     )
-    missing = [
-        name
-        for name, value in (("input", input_value), ("final_output", final_output))
-        if value is None
-    ]
     return build_incident(
         source_format="openai-agents",
         source_file=source_file,
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=missing,
+        missing=io_gaps(input_value, final_output),
     )
-
-
-def _records(records: list[Any]) -> list[Any]:
-    # A JSON document may hold the spans under ``data`` (the traces API shape) or be a list.
-    if (
-        len(records) == 1
-        and isinstance(records[0], dict)
-        and isinstance(records[0].get("data"), list)
-    ):
-        return list(records[0]["data"])
-    if len(records) == 1 and isinstance(records[0], list):
-        return list(records[0])
-    return records
 
 
 def _call(span: dict[str, Any], data: dict[str, Any]) -> RawCall:

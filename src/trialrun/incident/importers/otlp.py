@@ -25,6 +25,7 @@ from trialrun.incident.importers._common import (
     RawCall,
     build_incident,
     decode_text,
+    io_gaps,
     moment_from_epoch,
 )
 from trialrun.incident.importers.api import Importer
@@ -59,24 +60,19 @@ def to_incident(records: list[Any], source_file: str) -> Incident:
     for span in spans:
         if span.span_id in tool_ids and span.parent_id not in tool_ids:
             calls.append(_call(span))
-    missing: list[str] = []
     span_ids = {s.span_id for s in spans}
     roots = [s for s in spans if not s.parent_id or s.parent_id not in span_ids]
     agents = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"]
     carriers = agents + roots
     input_value = _first(carriers, ("gen_ai.input.messages", "input.value"), "user")
     final_output = _first(carriers, ("gen_ai.output.messages", "output.value"), "assistant")
-    if input_value is None:
-        missing.append("input")
-    if final_output is None:
-        missing.append("final_output")
     return build_incident(
         source_format="otlp",
         source_file=source_file,
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=missing,
+        missing=io_gaps(input_value, final_output),
     )
 
 
