@@ -2,7 +2,8 @@
 do not exempt (127.0.0.2), with a test certificate authority of its own for HTTPS.
 
 Routes: ``GET /items?page=N`` (JSON naming the page), ``POST /echo`` (the body back, with a
-``Set-Cookie``), ``GET /stream`` (server-sent events in chunks), anything else 404. Every request
+``Set-Cookie``), ``GET /stream`` (server-sent events in chunks; after the first it waits for
+``stream_gate`` when that is set), anything else 404. Every request
 is counted and its ``Authorization`` header kept, so a test can say the server received nothing.
 """
 
@@ -101,6 +102,7 @@ class ScriptedApi:
     def __init__(self, tls: UpstreamAuthority | None = None) -> None:
         self.requests: list[tuple[str, str]] = []
         self.authorizations: list[str] = []
+        self.stream_gate: threading.Event | None = None
         self._lock = threading.Lock()
         api = self
 
@@ -142,8 +144,11 @@ class ScriptedApi:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for number in range(3):
+                    if number == 1 and api.stream_gate is not None:
+                        api.stream_gate.wait(timeout=60)
                     event = f'data: {{"n": {number}}}\n\n'.encode()
                     self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                    self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
 
         self._server = ThreadingHTTPServer((HOST, 0), Handler)

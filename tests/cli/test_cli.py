@@ -510,13 +510,15 @@ def test_an_output_path_of_the_wrong_kind_is_invalid_input(
 
 
 # Stands in for the `trialrun` console script, noting what the run has imported at the moment it
-# spawns its first agent (the demo agent's command names agent.py).
+# spawns its first agent (the demo agent's command names agent.py; a sealed replay starts its
+# spawner, seal_spawner.py, with its first agent and the agent from there).
 FIRST_AGENT_PROBE = """\
 import subprocess, sys
 from trialrun.cli import main
 spawn = subprocess.Popen.__init__
 def noting(self, args, *rest, **options):
-    if "agent.py" in str(args) and not hasattr(noting, "seen"):
+    first = "agent.py" in str(args) or "seal_spawner.py" in str(args)
+    if first and not hasattr(noting, "seen"):
         noting.seen = sorted(sys.modules)
         print("MODULES", *noting.seen, file=sys.stderr)
     spawn(self, args, *rest, **options)

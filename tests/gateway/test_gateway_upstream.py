@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trialrun.gateway.upstream import Upstream, forward_headers
+from trialrun.httprec.upstream import Upstream, forward_headers
 
 
 @pytest.mark.parametrize(

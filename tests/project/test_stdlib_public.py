@@ -140,12 +140,31 @@ def forks_or_skips_exit(source: str) -> Iterator[tuple[int, str]]:
             yield node.lineno, f"{node.value.id}.{node.attr}"
 
 
+OWN_PROCESS = frozenset({"conversation/seal_spawner.py"})
+"""Programs trialrun runs as processes of their own (``python -I -S FILE``), never imports: the
+sealed spawner starts each replayed agent and seals it before its exec (docs/internals.md)."""
+
+
 def test_the_source_neither_forks_nor_skips_the_interpreters_exit() -> None:
     found = [
         f"{path.relative_to(PACKAGE_DIR).as_posix()}:{line}: {what}"
         for path in sorted(PACKAGE_DIR.rglob("*.py"))
         for line, what in forks_or_skips_exit(path.read_text(encoding="utf-8"))
     ]
+    assert found == []
+
+
+def test_what_runs_as_its_own_process_is_never_imported() -> None:
+    names = {f"trialrun.{path.removesuffix('.py').replace('/', '.')}" for path in OWN_PROCESS}
+    found = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = []
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                imported = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            found += [f"{path.name}:{node.lineno}: {name}" for name in imported if name in names]
     assert found == []
 
 

@@ -35,6 +35,7 @@ from trialrun.base.hangups import AnswerTrackingHandler, QuietServerMixin
 LISTEN_BACKLOG = 1024
 MAX_CONNECTIONS = 128
 IDLE_TIMEOUT_S = 120.0
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class LocalServer(QuietServerMixin, ThreadingHTTPServer):
@@ -213,6 +214,45 @@ def declared_length(headers: Message, limit: int, *, service: str) -> int | None
             413, f"request body of {text[:40]} bytes is over the {service}'s limit of {limit} bytes"
         )
     return length
+
+
+def read_body(handler: LocalHandler, limit: int, *, service: str) -> bytes:
+    """A request's body, ``Content-Length`` or chunked (chunked wins, as RFC 9112 says);
+    ``BadLength`` 400 for a malformed or short body, 413 over ``limit``."""
+    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
+        return _read_chunked(handler, limit, service)
+    length = declared_length(handler.headers, limit, service=service)
+    if length is None:
+        return b""
+    body = handler.rfile.read(length)
+    if len(body) != length:
+        raise BadLength(400, "the request body ended before its Content-Length")
+    return body
+
+
+def _read_chunked(handler: LocalHandler, limit: int, service: str) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        size_line = handler.rfile.readline(1024).split(b";")[0].strip()
+        # Hex digits only: int(..., 16) also takes "-5", and read(-5) reads to the end.
+        if not size_line or len(size_line) > 16 or size_line.strip(_HEX_DIGITS):
+            raise BadLength(400, "malformed chunked request body")
+        size = int(size_line, 16)
+        if size == 0:
+            while handler.rfile.readline(1024).strip():  # trailer fields, ignored
+                pass
+            return b"".join(parts)
+        total += size
+        if total > limit:
+            raise BadLength(
+                413, f"request body of {total} bytes is over the {service}'s limit of {limit} bytes"
+            )
+        part = handler.rfile.read(size)
+        if len(part) != size:
+            raise BadLength(400, "the chunked request body ended early")
+        parts.append(part)
+        handler.rfile.readline(1024)  # the CRLF after the chunk
 
 
 def is_loopback(host: str) -> bool:

@@ -26,17 +26,20 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
-import sys
-import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from trialrun.base import leftovers
-from trialrun.base.linesredact import LineRedactor
-from trialrun.base.redact import redact_text
+from trialrun.conversation.launch import (
+    EXAMPLE_COMMAND,
+    KILL_REAP_S,
+    AgentStartError,
+    Started,
+    spawn_sealed,
+    spawn_subprocess,
+    stop_group,
+)
 from trialrun.conversation.lines import (
     ChannelLostError,
     LineReader,
@@ -45,7 +48,7 @@ from trialrun.conversation.lines import (
     UnterminatedLine,
 )
 from trialrun.conversation.protocol import encode
-from trialrun.errors import TrialrunError
+from trialrun.conversation.tail import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrRing
 
 if TYPE_CHECKING:
     from trialrun.conversation.seal import AgentSeal
@@ -64,133 +67,12 @@ __all__ = [
     "resolve_command",
 ]
 
-STDERR_TAIL_LINES = 200
-STDERR_TAIL_BYTES = 64 * 1024
 _STDERR_SETTLE_S = 0.5
 """How long to wait, after the group is dead, for the last stderr bytes already in the pipe."""
-_KILL_REAP_S = 5.0
-"""How long a SIGKILLed agent may take to be reported as exited before we stop waiting."""
-
-_EXAMPLE_COMMAND = '["python3", "agent/agent.py"]'
 
 Channel = Literal["stdio", "fd"]
 CHANNEL_FD_ENV = "TRIALRUN_FD"
 """Names the agent's end of the socket pair when the channel is ``fd``."""
-
-
-class AgentStartError(TrialrunError):
-    """The agent command could not be started (the case fails as ``agent_error``)."""
-
-
-class StderrRing:
-    """The last lines an agent wrote to stderr, bounded in lines and in bytes, redacted.
-
-    A private key block is dropped as its lines arrive (``LineRedactor``), before the ring can
-    drop its BEGIN line and keep the rest; everything else is redacted when the text is read
-    (a line is kept whole or dropped whole, so no secret is cut in two on the way), which costs
-    a chatty agent nothing per line.
-    """
-
-    def __init__(self, max_lines: int = STDERR_TAIL_LINES, max_bytes: int = STDERR_TAIL_BYTES):
-        self._lines: deque[bytes] = deque()
-        self._max_lines = max_lines
-        self._max_bytes = max_bytes
-        self._size = 0
-        self._partial = bytearray()
-        self._redactor = LineRedactor()
-
-    def feed(self, chunk: bytes) -> None:
-        """Add the next bytes, in chunks of any size: how they were split changes nothing."""
-        self._partial += chunk
-        if b"\n" in chunk:
-            data = bytes(self._partial)
-            *complete, rest = data.split(b"\n")
-            self._partial = bytearray(rest)
-            if self._redactor.in_block or b"-----BEGIN" in data:
-                for line in complete:
-                    self._push_guarded(line)
-            else:
-                for line in complete:
-                    self._push(line)
-        if len(self._partial) > self._max_bytes:
-            # One endless line: keep its end, which is what a reader wants to see, redacted
-            # before it is cut.
-            text = self._redactor.unfinished(self._partial.decode("utf-8", "replace"))
-            self._partial = bytearray(text.encode("utf-8")[-self._max_bytes :])
-
-    def text(self) -> str:
-        lines = list(self._lines)
-        if self._partial:
-            lines.append(bytes(self._partial))
-        return redact_text(b"\n".join(lines).decode("utf-8", "replace"))
-
-    def _push_guarded(self, line: bytes) -> None:
-        """``_push`` for lines that may open, lie in or close a private key block."""
-        if self._redactor.in_block or b"-----BEGIN" in line:
-            text = self._redactor.line(line.decode("utf-8", "replace"))
-            if text is None:
-                return
-            line = text.encode("utf-8")
-        self._push(line)
-
-    def _push(self, line: bytes) -> None:
-        line = line[-self._max_bytes :]
-        self._lines.append(line)
-        self._size += len(line) + 1
-        while len(self._lines) > self._max_lines or self._size > self._max_bytes:
-            self._size -= len(self._lines.popleft()) + 1
-
-
-class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The standard stream protocol, plus the agent's own exit and its output tail.
-
-    The tail pipe (stderr; stdout too on the ``fd`` channel) feeds ``tail`` as its bytes arrive:
-    no reader task per agent, and no buffer that could fill up and block a chatty agent.
-    """
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, tail_fd: int) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.tail = StderrRing()
-        self.tail_closed: asyncio.Future[None] = loop.create_future()
-        self._tail_fd = tail_fd
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if fd == self._tail_fd:
-            assert isinstance(data, bytes)  # pipes carry bytes; str exists only in the stubs
-            self.tail.feed(data)
-        else:
-            super().pipe_data_received(fd, data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        super().pipe_connection_lost(fd, exc)
-        if fd == self._tail_fd and not self.tail_closed.done():
-            self.tail_closed.set_result(None)
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-_PIDFD_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
-
-
-def _watch_children_with_pidfd(loop: asyncio.AbstractEventLoop) -> None:
-    """Python 3.11 starts a new thread to wait for each child it spawns; a pidfd needs none.
-
-    Python 3.12 picks the pidfd watcher by itself, and its child-watcher API is deprecated.
-    """
-    if sys.version_info >= (3, 12) or loop in _PIDFD_LOOPS or not hasattr(os, "pidfd_open"):
-        return
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except OSError:  # kernel older than 5.3, or a sandbox that forbids pidfds
-        return
-    watcher = asyncio.PidfdChildWatcher()
-    asyncio.set_child_watcher(watcher)
-    watcher.attach_loop(loop)
-    _PIDFD_LOOPS.add(loop)
 
 
 class AgentProcess:
@@ -198,22 +80,19 @@ class AgentProcess:
 
     def __init__(
         self,
-        transport: asyncio.SubprocessTransport,
-        protocol: _AgentProtocol,
-        process: asyncio.subprocess.Process,
+        started: Started,
         max_message_bytes: int,
         messages: tuple[asyncio.ReadTransport, LineReader],
         socket_writer: asyncio.StreamWriter | None = None,
     ) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._process = process
-        self.pid = process.pid
+        self._handle = started.handle
+        self._tail = started.tail
+        self.pid = started.handle.pid
         self._messages, self._lines = messages
         """The agent's stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
         if socket_writer is None:
-            assert process.stdin is not None
-            self._writer: asyncio.StreamWriter = process.stdin
+            assert started.stdin is not None
+            self._writer: asyncio.StreamWriter = started.stdin
         else:
             self._writer = socket_writer
         self._closed = False
@@ -236,8 +115,8 @@ class AgentProcess:
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
-        ``seal``: the agent starts through its shim, which seals its network and execs it
-        (conversation/seal.py).
+        ``seal``: the run's sealed spawner starts the agent inside the seal
+        (conversation/seal.py, conversation/spawner.py); else asyncio starts it.
         Raises ``AgentStartError`` with a message a user can act on.
         """
         child_env = dict(os.environ if env is None else env)
@@ -247,61 +126,27 @@ class AgentProcess:
         if cwd is not None and not Path(cwd).is_dir():
             raise AgentStartError(f"Agent working directory does not exist: {cwd}")
         loop = asyncio.get_running_loop()
-        _watch_children_with_pidfd(loop)
-        pipes: dict[str, Any] = {
-            "stdin": subprocess.PIPE,
-            "stdout": subprocess.PIPE,
-            "stderr": subprocess.PIPE,
-        }
         ours: socket.socket | None = None
         theirs: socket.socket | None = None
         stdout_r, stdout_w = -1, -1
         if channel == "stdio":
             # stdout on a pipe of our own, read by LineReader (see conversation/lines.py).
             stdout_r, stdout_w = os.pipe()
-            pipes["stdout"] = stdout_w
         else:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
-            pipes = {
-                "stdin": subprocess.DEVNULL,
-                "stdout": subprocess.PIPE,
-                "stderr": subprocess.STDOUT,
-                "pass_fds": (theirs.fileno(),),
-            }
-        if seal is not None:
-            # The shim execs the agent: find it first, so a missing command is the same start
-            # error as without the seal (the shim could only exit 127).
-            _check_executable(command[0], child_env.get("PATH"), cwd)
-            command = seal.command(command)
-            pipes["pass_fds"] = (*pipes.get("pass_fds", ()), *seal.pass_fds)
-        # On the fd channel the agent's stdout joins its stderr (stderr=STDOUT) in the tail.
-        tail_fd = 2 if channel == "stdio" else 1
-        spawning = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: _AgentProtocol(max_message_bytes, loop, tail_fd),
-                *command,
-                cwd=cwd,
-                env=child_env,
-                start_new_session=True,
-                **pipes,
-            )
-        )
         try:
-            # Shielded: a Ctrl-C while asyncio connects the pipes would otherwise stop only the
-            # agent itself, and whatever it had started in its group would live on.
-            transport, protocol = await asyncio.shield(spawning)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                await _stop_cancelled_spawn(spawning)
+            if seal is None:
+                started = await spawn_subprocess(
+                    loop, command, cwd, child_env, max_message_bytes, stdout_w, theirs
+                )
+            else:
+                started = await spawn_sealed(loop, command, cwd, child_env, stdout_w, theirs, seal)
+        except BaseException:
             if ours is not None:
                 ours.close()
             if stdout_r >= 0:
                 os.close(stdout_r)
-            if isinstance(exc, OSError):
-                raise AgentStartError(_start_problem(command[0], exc)) from None
-            if isinstance(exc, ValueError):  # a NUL in the command, its environment or cwd
-                raise AgentStartError(f"Could not start agent command {command!r}: {exc}") from None
             raise
         finally:
             # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
@@ -309,10 +154,7 @@ class AgentProcess:
                 theirs.close()
             if stdout_w >= 0:
                 os.close(stdout_w)
-            if seal is not None:
-                seal.spawned()
-        process = asyncio.subprocess.Process(transport, protocol, loop)
-        leftovers.note_group(process.pid)
+        handle = started.handle
         if ours is None:
             stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
             try:
@@ -321,57 +163,52 @@ class AgentProcess:
                 )
             except BaseException:
                 stdout_pipe.close()
-                _stop_group(transport)
+                stop_group(handle)
                 raise
-            return cls(transport, protocol, process, max_message_bytes, stdout)
+            return cls(started, max_message_bytes, stdout)
         try:
             sock_transport, lines = await loop.create_unix_connection(
                 lambda: SocketLineReader(max_message_bytes), sock=ours
             )
         except BaseException:
             ours.close()
-            _stop_group(transport)
+            stop_group(handle)
             raise
         writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(transport, protocol, process, max_message_bytes, (sock_transport, lines), writer)
+        return cls(started, max_message_bytes, (sock_transport, lines), writer)
 
     @property
     def returncode(self) -> int | None:
         """The agent's exit status once it exited (negative: killed by that signal)."""
-        return self._transport.get_returncode()
+        return self._handle.returncode
+
+    @property
+    def killed_because(self) -> str | None:
+        """Why trialrun killed the agent when the case did not ask for it (its spawner died)."""
+        return self._handle.killed_because
 
     @property
     def exited(self) -> bool:
-        return self._protocol.exited.done()
+        return self._handle.exited.done()
 
     def on_exit(self, callback: Callable[[], object]) -> None:
         """Have the event loop call ``callback`` once the agent itself has exited."""
-        self._protocol.exited.add_done_callback(lambda _: callback())
+        self._handle.exited.add_done_callback(lambda _: callback())
 
     async def wait_exited(self, timeout_s: float | None = None) -> bool:
         """Wait until the agent itself exits (its children may live on); False on timeout."""
         if self.exited:
             return True
         # asyncio.wait, unlike wait_for on Python 3.11, starts no task and cancels nothing.
-        done, _ = await asyncio.wait((self._protocol.exited,), timeout=timeout_s)
+        done, _ = await asyncio.wait((self._handle.exited,), timeout=timeout_s)
         if done:
             return True
         # The timeout and the exit can be due in the same turn of a loop that a busy machine
         # held back, and the timeout runs first: ask the kernel before saying the agent runs.
-        if not self._has_exited():
+        if not self._handle.has_exited():
             return False
-        await self._protocol.exited  # the loop is about to reap it; its status comes with it
+        await self._handle.exited  # the loop is about to reap it; its status comes with it
         return True
-
-    def _has_exited(self) -> bool:
-        """Whether the kernel holds the agent's exit status (WNOWAIT: the loop still reaps it)."""
-        if not hasattr(os, "waitid"):  # not on every Unix: then only the loop can tell
-            return False
-        try:
-            status = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:  # reaped already: its exit is on its way to the loop
-            return True
-        return status is not None
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
@@ -436,7 +273,7 @@ class AgentProcess:
             writer.close()
 
     def stderr_tail(self) -> str:
-        return self._protocol.tail.text()
+        return self._tail.tail.text()
 
     def kill_now(self) -> None:
         """SIGKILL the whole group at once, without waiting (used when we are being cancelled)."""
@@ -453,11 +290,11 @@ class AgentProcess:
         """
         self.kill_now()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + _KILL_REAP_S
+        deadline = loop.time() + KILL_REAP_S
         cancelled = False
         while not self.exited and (remaining := deadline - loop.time()) > 0:
             try:
-                await asyncio.wait((self._protocol.exited,), timeout=remaining)
+                await asyncio.wait((self._handle.exited,), timeout=remaining)
             except asyncio.CancelledError:
                 cancelled = True
         if cancelled:
@@ -477,7 +314,7 @@ class AgentProcess:
         # No SIGTERM for helpers of an agent that exited: the SIGKILL right after leaves them no
         # time to act on it.
         self._signal_group(signal.SIGKILL)
-        await self.wait_exited(_KILL_REAP_S)
+        await self.wait_exited(KILL_REAP_S)
         await self._settle_stderr()
         self.close()
 
@@ -495,7 +332,7 @@ class AgentProcess:
         if self.channel == "fd":
             self._writer.close()
         self._messages.close()
-        self._transport.close()
+        self._handle.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:
         # The group outlives the agent while its children run, so this is not a stale-pid risk.
@@ -506,37 +343,8 @@ class AgentProcess:
             leftovers.note_ended(self.pid)
 
     async def _settle_stderr(self) -> None:
-        if not self._protocol.tail_closed.done():
-            await asyncio.wait((self._protocol.tail_closed,), timeout=_STDERR_SETTLE_S)
-
-
-def _stop_group(transport: asyncio.SubprocessTransport) -> None:
-    """SIGKILL an agent's whole group (it leads a session of its own), then close its transport:
-    for an agent whose start was cut short, so that nothing it started outlives the run."""
-    pid = transport.get_pid()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    transport.close()
-
-
-async def _stop_cancelled_spawn(spawning: asyncio.Future[Any]) -> None:
-    """For a start cancelled while spawning: let the spawn finish, then kill the agent's group
-    and reap it, each wait bounded. Left unreaped, the agent would keep the event loop's child
-    watcher waiting as the loop closes. Further cancellations wait too; the caller re-raises."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _KILL_REAP_S
-    while not spawning.done() and (remaining := deadline - loop.time()) > 0:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait((spawning,), timeout=remaining)
-    if not spawning.done() or spawning.cancelled() or spawning.exception() is not None:
-        return
-    transport, protocol = spawning.result()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(transport.get_pid(), signal.SIGKILL)
-    while not protocol.exited.done() and (remaining := deadline - loop.time()) > 0:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait((protocol.exited,), timeout=remaining)
-    transport.close()
+        if not self._tail.tail_closed.done():
+            await asyncio.wait((self._tail.tail_closed,), timeout=_STDERR_SETTLE_S)
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
@@ -544,7 +352,7 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
     if not argv or not argv[0]:
         raise AgentStartError(
             "agent_command is empty: set agent_command in suite.yaml to the command that starts "
-            f"your agent (for example {_EXAMPLE_COMMAND})."
+            f"your agent (for example {EXAMPLE_COMMAND})."
         )
     command = list(argv)
     if command[0] != "python":
@@ -556,47 +364,3 @@ def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:
         if python3 is not None:
             command[0] = "python3"
     return command
-
-
-def _check_executable(program: str, path: str | None, cwd: str | Path | None) -> None:
-    """Raise ``AgentStartError`` as a failed spawn of ``program`` would (PATH as execvp)."""
-    if "/" in program:
-        candidates = [Path(cwd or ".", program)]
-    else:
-        directories = (path if path is not None else os.defpath).split(os.pathsep)
-        candidates = [Path(cwd or ".", directory or ".", program) for directory in directories]
-    found = [candidate for candidate in candidates if candidate.is_file()]
-    if not found:
-        raise AgentStartError(_start_problem(program, FileNotFoundError(program)))
-    if not any(os.access(candidate, os.X_OK) for candidate in found):
-        raise AgentStartError(_start_problem(program, PermissionError(program)))
-
-
-def _start_problem(program: str, exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return _not_found_message(program)
-    if isinstance(exc, PermissionError):
-        return (
-            f"Agent command is not executable: {program!r} (permission denied). Make it "
-            f"executable (chmod +x) or start it through its interpreter, for example "
-            f"{_EXAMPLE_COMMAND}."
-        )
-    return (
-        f"Could not start agent command {program!r}: {exc}. If it is a script, give it "
-        f"a #! line or start it through its interpreter, for example {_EXAMPLE_COMMAND}."
-    )
-
-
-def _not_found_message(program: str) -> str:
-    if program == "python":
-        return (
-            "Agent command not found: 'python'. Neither python nor python3 is on PATH. Install "
-            "Python, or set agent_command in suite.yaml to the full path of the interpreter that "
-            f"runs your agent (for example {_EXAMPLE_COMMAND})."
-        )
-    return (
-        f"Agent command not found: {program!r}. trialrun could not start the agent because that "
-        "program is not on PATH and is not an existing file. Install it, or set agent_command "
-        "in suite.yaml to the command that starts your agent "
-        f"(for example {_EXAMPLE_COMMAND})."
-    )

@@ -2,7 +2,8 @@
 
 In replay an agent's whole process tree may connect only to the case's own services (gateway,
 HTTP MCP proxies, the recorder) and to what the suite's ``network: {allow: [...]}`` names. Two
-kernel layers, both unprivileged, are applied by ``seal_shim`` just before the agent's exec:
+kernel layers, both unprivileged, are applied by the run's sealed spawner (``seal_spawner``,
+driven by ``spawner.SealSpawner``) between the agent's fork and its exec:
 
 - **Landlock** (Linux 6.7+, ABI 4): TCP connect only to the allowed *ports* (any host); enforced
   by the kernel, race-free, but the agent only sees EACCES and trialrun sees nothing.
@@ -31,7 +32,8 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from trialrun.conversation.spawner import SealSpawner
 
 __all__ = [
     "LAYERS_ENV",
@@ -42,7 +44,6 @@ __all__ = [
 ]
 
 LAYERS_ENV = "TRIALRUN_SEAL_LAYERS"
-SHIM = Path(__file__).with_name("seal_shim.py")
 
 _SYS_LANDLOCK_CREATE_RULESET = 444
 _LANDLOCK_CREATE_RULESET_VERSION = 1
@@ -162,16 +163,18 @@ class SealPolicy:
 
 @dataclass
 class AgentSeal:
-    """The seal of one agent (and everything it starts): the shim's command line, and the watch
-    that answers its seccomp notifications and notes what it refused.
+    """The seal of one agent (and everything it starts): what the spawner applies, and the
+    watch that answers its seccomp notifications and notes what it refused.
 
-    ``AgentProcess.start`` runs ``command(argv)`` with ``pass_fds``, then calls ``spawned()``
-    whether or not the spawn worked. The watching thread ends when every sealed process is
-    gone, or on ``stop()``; a connect still waiting then fails (ENOSYS), never passes.
+    ``AgentProcess.start`` hands ``notify_fd()`` and ``ports`` to ``spawner``, then calls
+    ``spawned()`` whether or not the spawn worked. The watching thread ends when every sealed
+    process is gone, or on ``stop()``; a connect still waiting then fails (ENOSYS), never passes.
     """
 
     policy: SealPolicy
     layers: SealLayers
+    spawner: SealSpawner = field(default_factory=SealSpawner)
+    """The run's spawner, shared by its cases (one of its own when none is given)."""
     _refused: list[str] = field(default_factory=list)
     _ours: socket.socket | None = None
     _theirs: socket.socket | None = None
@@ -179,22 +182,20 @@ class AgentSeal:
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def command(self, argv: list[str]) -> list[str]:
-        """``argv`` run through the shim, which seals and then execs it."""
-        shim = [sys.executable, "-I", "-S", str(SHIM)]
-        if self.layers.landlock:
-            shim += ["--ports", ",".join(str(port) for port in self.policy.ports)]
-        if self.layers.seccomp:
-            if self._ours is None:
-                self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                self._wake = os.pipe()
-            assert self._theirs is not None
-            shim += ["--notify", str(self._theirs.fileno())]
-        return [*shim, "--", *argv]
-
     @property
-    def pass_fds(self) -> tuple[int, ...]:
-        return () if self._theirs is None else (self._theirs.fileno(),)
+    def ports(self) -> list[int] | None:
+        """The ports Landlock lets TCP connect to; None: Landlock is off."""
+        return self.policy.ports if self.layers.landlock else None
+
+    def notify_fd(self) -> int | None:
+        """The socket the agent's seccomp listener comes back over; None: seccomp is off."""
+        if not self.layers.seccomp:
+            return None
+        if self._ours is None:
+            self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._wake = os.pipe()
+        assert self._theirs is not None
+        return self._theirs.fileno()
 
     def spawned(self) -> None:
         """The agent holds its end now (or never will): start watching."""
@@ -236,7 +237,7 @@ class AgentSeal:
             _, fds, _, _ = socket.recv_fds(self._ours, 1, 1)
         except OSError:
             return
-        if not fds:  # the shim stopped before handing over a listener: it failed closed
+        if not fds:  # the agent never ran: no listener was handed over
             return
         listener = fds[0]
         try:

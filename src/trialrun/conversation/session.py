@@ -454,7 +454,7 @@ class _Session:
         if self._draining:
             self._fail(
                 "agent_crashed",
-                f"{wording.exit_description(agent.returncode)} before sending final_output "
+                f"{_exit_of(agent)} before sending final_output "
                 f"(a process it started still holds its {wording.source(agent)} open)",
                 "error",
             )
@@ -480,7 +480,7 @@ class _Session:
         """The agent's messages ended; ``how`` ("closed its ...") says what it left undone."""
         self._decide()
         if await agent.wait_exited(_EXIT_DRAIN_S):
-            problem = f"{wording.exit_description(agent.returncode)} before sending final_output"
+            problem = f"{_exit_of(agent)} before sending final_output"
             if how is not None:
                 problem += f"; it {how}"
         else:
@@ -547,3 +547,7 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
+
+
+def _exit_of(agent: AgentProcess) -> str:
+    return wording.exit_description(agent.returncode, agent.killed_because)

@@ -61,7 +61,8 @@ def inbox(agent: AgentProcess) -> str:
     return "stdin" if agent.channel == "stdio" else "channel"
 
 
-def exit_description(returncode: int | None) -> str:
+def exit_description(returncode: int | None, killed_because: str | None = None) -> str:
+    """``killed_because``: why trialrun killed it, when the case did not ask for it."""
     if returncode is None:
         return "Agent exited"
     if returncode < 0:
@@ -69,5 +70,7 @@ def exit_description(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
+        if killed_because is not None:
+            return f"Agent was killed by {name} because {killed_because}"
         return f"Agent was killed by {name}"
     return f"Agent exited with code {returncode}"

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialrun.base.redact import redact, redact_text
+from trialrun.errors import ConfigError
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.provider import Provider, Route, error_message, parse_json
 from trialrun.gateway.runs import RunState
-from trialrun.gateway.upstream import Upstream, forward_headers, open_upstream
 from trialrun.gateway.usage import Usage
-from trialrun.gateway.wire import Handler, relay, send_error, send_whole
+from trialrun.gateway.wire import Handler, send_error, send_whole
 from trialrun.httprec.difference import describe, first_difference
+from trialrun.httprec.relay import relay
+from trialrun.httprec.upstream import SharedTls, Upstream, forward_headers, open_upstream
 
 __all__ = ["Exchange", "Outcome", "error_of", "forward", "parse_json", "replay"]
 
@@ -62,18 +64,18 @@ class Outcome:
 def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     """Answer from the run's cassette; a miss is a 400 ``cassette mismatch`` in provider shape."""
     state, route = exchange.state, exchange.route
-    assert state.cassette is not None
+    assert state.replay is not None
     warning = miss = None
     with state.lock:
-        recording = state.cassette.take(exchange.key)
+        recording = state.replay.take(exchange.key)
         if recording is None and lenient:
-            recording = state.cassette.take_next((route.provider, exchange.method, route.path))
+            recording = state.replay.take_next((route.provider, exchange.method, route.path))
             if recording is not None:
                 difference = first_difference(recording.request, exchange.normalized)
                 served = describe(recording.line, difference, used=False, label="the recording")
                 warning = f"drift: no recording of this request, lenient replay served {served}"
         if recording is None:
-            miss = state.cassette.explain_miss(
+            miss = state.replay.explain_miss(
                 route.provider,
                 exchange.method,
                 route.path,
@@ -97,8 +99,11 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
     return Outcome(recording.status, usage, replayed=True, error=error, warning=warning)
 
 
-def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout: float) -> Outcome:
-    """Forward to the provider and pass the answer on as it arrives; in record mode keep it."""
+def forward(
+    handler: Handler, exchange: Exchange, upstream: Upstream, *, tls: SharedTls, timeout: float
+) -> Outcome:
+    """Forward to the provider through the recorder's forwarder and pass the answer on as it
+    arrives (``httprec.relay``); in record mode keep it."""
     state, route = exchange.state, exchange.route
     slot = state.reserve(exchange.key) if state.mode == "record" else None
     sent_path = exchange.provider.upstream_path(route.path)
@@ -110,17 +115,12 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
         query=route.query,
         body=exchange.body,
     )
+    target = sent_path + (f"?{route.query}" if route.query else "")
+    request = upstream.request(exchange.method, target, headers.items(), exchange.body)
     try:
-        connection, response = open_upstream(
-            upstream,
-            exchange.method,
-            sent_path,
-            route.query,
-            headers,
-            exchange.body,
-            timeout=timeout,
-        )
-    except (OSError, http.client.HTTPException) as exc:
+        context = tls.get() if upstream.scheme == "https" else None
+        connection, response = open_upstream(request, context, timeout=timeout)
+    except (OSError, http.client.HTTPException, ConfigError) as exc:
         message = f"the gateway could not reach the {route.provider} upstream {upstream.url}: {exc}"
         LOG.warning("run %s: %s", state.run_id, message)
         send_error(handler, route.provider, 502, message, code="upstream_error", retry=True)
@@ -159,7 +159,7 @@ def forward(handler: Handler, exchange: Exchange, upstream: Upstream, *, timeout
             elapsed_ms=(time.monotonic() - exchange.started) * 1000,
             usage=usage,
         )
-        state.fill(index, recording)
+        state.arrivals.fill(index, recording)
     return Outcome(
         response.status, usage, replayed=False, error=error_of(response.status, text, provider)
     )

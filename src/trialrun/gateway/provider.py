@@ -34,8 +34,8 @@ from trialrun.base.jsonnumbers import loads_finite
 from trialrun.base.nesting import nests_deeper_than
 from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact
-from trialrun.gateway.upstream import Upstream
 from trialrun.gateway.usage import Usage
+from trialrun.httprec.upstream import Upstream
 
 # Response headers worth keeping for every provider: request ids for audit, retry hints the
 # SDKs act on. A provider adds its own (``Provider.recorded_headers``).

@@ -5,23 +5,22 @@ URLs ``RunScope.env()`` gives it. Every request of the run becomes a ``ModelCall
 forwarded, successful or not (a cassette mismatch, an unreachable upstream and a path the gateway
 does not serve are failed calls too), so the run's events show all model traffic.
 
-In record mode each request reserves its place in the cassette when it *arrives*
-(``httprec.arrivals``).
+A run's state is the recorder's per-case core (``httprec.traffic.Traffic``) with the gateway's
+provider-aware parts; in record mode each request reserves its place in the cassette when it
+*arrives* (``httprec.arrivals``).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from trialrun.gateway.cassette import ModelCassette, Recording
 from trialrun.gateway.normalize import RequestNormalizer
-from trialrun.httprec.arrivals import Arrivals
+from trialrun.httprec.traffic import Traffic
 
 Mode = Literal["record", "replay", "live"]
 MODES: tuple[Mode, ...] = ("record", "replay", "live")
@@ -95,7 +94,7 @@ class RunScope:
 
     @property
     def mode(self) -> Mode:
-        return self._state.mode
+        return cast(Mode, self._state.mode)  # open_run takes MODES only
 
     @property
     def cassette_path(self) -> Path:
@@ -162,83 +161,41 @@ class RunScope:
         return self._state.unused_recordings()
 
 
-class RunState:
-    """Everything the gateway keeps for one open run; every method is thread-safe."""
+@dataclass(slots=True, eq=False)
+class RunState(Traffic[Recording]):
+    """One open run of the gateway: the recorder's per-case core (``httprec.traffic.Traffic``:
+    mode, cassette path, recordings in arrival order, requests in flight) plus what is
+    provider-aware: the run's key, its normalizer, the model cassette it replays and the model
+    calls it made. Every method is thread-safe."""
 
-    def __init__(
-        self,
-        run_id: str,
-        mode: Mode,
-        cassette_path: Path,
-        normalizer: RequestNormalizer,
-        cassette: ModelCassette | None,
-        *,
-        key: str | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.key = key
-        self.mode = mode
-        self.cassette_path = cassette_path
-        self.normalizer = normalizer
-        self.cassette = cassette
-        self.lock = threading.Lock()
-        self._idle = threading.Condition(self.lock)
-        self._inflight = 0
-        self._calls: list[ModelCall] = []
-        self._recorded: Arrivals[Recording] = Arrivals()
-        self._occurrences: Counter[str] = Counter()
+    run_id: str = field(kw_only=True)
+    normalizer: RequestNormalizer = field(kw_only=True)
+    replay: ModelCassette | None = field(default=None, kw_only=True)
+    key: str | None = field(default=None, kw_only=True)
+    _calls: list[ModelCall] = field(default_factory=list, kw_only=True)
+    _occurrences: Counter[str] = field(default_factory=Counter, kw_only=True)
 
-    # -- requests in flight: close_run waits for them --------------------------------------
-
-    def begin(self) -> None:
-        with self.lock:
-            self._inflight += 1
-
-    def end(self) -> None:
-        with self.lock:
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while self._inflight:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
-            return True
-
-    # -- record mode -----------------------------------------------------------------------
+    @property
+    def cassette_path(self) -> Path:
+        return self.cassette
 
     def reserve(self, key: str) -> tuple[int, int]:
         """A place in the cassette for a request that just arrived: ``(slot, occurrence)``."""
         with self.lock:
             occurrence = self._occurrences[key]
             self._occurrences[key] += 1
-            return self._recorded.reserve(), occurrence
-
-    def fill(self, slot: int, recording: Recording) -> None:
-        self._recorded.fill(slot, recording)
-
-    def recordings(self) -> list[Recording]:
-        """Complete recordings in arrival order (a request that got no answer leaves none)."""
-        return self._recorded.filled()
+            return self.arrivals.reserve(), occurrence
 
     def recordings_arrived(self) -> list[tuple[float, Recording]]:
         """``recordings()`` with when each request arrived (seconds since the epoch)."""
-        return self._recorded.arrived()
-
-    # -- replay mode -----------------------------------------------------------------------
+        return self.arrivals.arrived()
 
     def unused_recordings(self) -> list[Recording]:
-        if self.cassette is None:
+        """In replay: the recordings no request consumed (so far); empty in other modes."""
+        if self.replay is None:
             return []
         with self.lock:
-            return self.cassette.unused()
-
-    # -- every mode ------------------------------------------------------------------------
+            return self.replay.unused()
 
     def add_call(self, call: ModelCall) -> None:
         with self.lock:

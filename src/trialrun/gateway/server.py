@@ -41,12 +41,15 @@ from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import provider, provider_names
 from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
-from trialrun.gateway.upstream import DEFAULT_TIMEOUT_S, Upstream
 from trialrun.gateway.usage import Price, cost_usd, load_prices
-from trialrun.gateway.wire import Handler, Server, read_body, send_error
+from trialrun.gateway.wire import Handler, guarded, read_body, send_error
+from trialrun.httprec.upstream import DEFAULT_TIMEOUT_S, SharedTls, Upstream
 
 if TYPE_CHECKING:
+    from trialrun.base.localserver import LocalHandler
     from trialrun.config.models import Normalization
+    from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.front import HttpRecorder
 
 LOG = logging.getLogger("trialrun.gateway")
 CLOSE_TIMEOUT_S = 30.0
@@ -105,51 +108,58 @@ class Gateway:
         self._auto_open = auto_open
         self._workdir = workdir
         self._upstream_timeout = upstream_timeout
+        self._tls = SharedTls()
         self._token = token
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
         self._closed: set[str] = set()
         self._unserved: list[UnservedRequest] = []
-        self._server: Server | None = None
-        self._thread: threading.Thread | None = None
+        self._front: HttpRecorder | None = None
+        self._owns_front = False
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Listen (port 0: any free port) and serve in a thread; returns ``url``."""
-        if self._server is not None:
+        if self._front is not None:
             raise RuntimeError("the gateway is already started")
-        self._server = Server((host, port), self._serve)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="trialrun-gateway",
-            daemon=True,
-        )
-        self._thread.start()
+        from trialrun.httprec.front import HttpRecorder
+
+        front = HttpRecorder(_no_authority, host, port)
+        front.report_error = _log_error
+        self._owns_front = True
+        return self.attach(front)
+
+    def attach(self, front: HttpRecorder) -> str:
+        """Serve on the listener of the run's HTTP recorder (one address for the agent's model
+        calls and its other HTTP traffic); ``stop`` detaches. Returns ``url``."""
+        if self._front is not None:
+            raise RuntimeError("the gateway is already started")
+        self._front = front
+        front.front_door = self._serve_guarded
         return self.url
 
     @property
     def url(self) -> str:
         """``http://HOST:PORT`` of the running gateway (without any key)."""
-        if self._server is None:
+        if self._front is None:
             raise RuntimeError("the gateway is not started; call start() first")
-        return self._server.url
+        return self._front.url
 
     def stop(self) -> None:
-        """Stop serving and drop open connections. Open runs are not written: close them first."""
-        server, self._server = self._server, None
-        if server is None:
+        """Stop serving (and, on a listener of its own, drop open connections). Open runs are
+        not written: close them first."""
+        front, self._front = self._front, None
+        if front is None:
             return
-        server.shutdown()
-        server.server_close()
-        server.drop_connections()
-        if self._thread is not None:
-            self._thread.join()
+        front.front_door = None
+        if self._owns_front:
+            self._owns_front = False
+            front.stop()
 
     def __enter__(self) -> Gateway:
-        if self._server is None:
+        if self._front is None:
             self.start()
         return self
 
@@ -183,7 +193,9 @@ class Gateway:
             self._normalization, defaults=self._default_rules, workdir=workdir
         )
         cassette = ModelCassette.load(cassette_path, normalizer) if mode == "replay" else None
-        state = RunState(run_id, mode, cassette_path, normalizer, cassette, key=key)
+        state = RunState(
+            mode, cassette_path, run_id=run_id, normalizer=normalizer, replay=cassette, key=key
+        )
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"run {run_id!r} is already open")
@@ -293,6 +305,10 @@ class Gateway:
 
     # ---- requests ------------------------------------------------------------------------
 
+    def _serve_guarded(self, handler: LocalHandler) -> None:
+        assert isinstance(handler, Handler)
+        guarded(handler, self._serve)
+
     def _serve(self, handler: Handler) -> None:
         started, timestamp = time.monotonic(), time.time()
         # The key leaves the path first: whatever logs or echoes the path never shows it.
@@ -335,7 +351,9 @@ class Gateway:
                 outcome = replay(handler, exchange, lenient=self.lenient)
             else:
                 upstream = self._upstream(route.provider)
-                outcome = forward(handler, exchange, upstream, timeout=self._upstream_timeout)
+                outcome = forward(
+                    handler, exchange, upstream, tls=self._tls, timeout=self._upstream_timeout
+                )
             self._finish(exchange, outcome)
         except RouteError as exc:  # a body the gateway cannot take
             exc.run_id = route.run_id
@@ -425,3 +443,13 @@ class Gateway:
             " failed" if outcome.error else "",
             call.duration_ms,
         )
+
+
+def _no_authority() -> RunAuthority:
+    # A gateway's own listener opens no case to the recorder: every CONNECT is refused with
+    # 407 before an authority could be needed.
+    raise RuntimeError("a gateway's own listener has no certificate authority")
+
+
+def _log_error(line: str) -> None:
+    LOG.error("%s", line)

@@ -1,217 +1,84 @@
-"""HTTP plumbing of the gateway: the threaded server, reading requests, writing responses.
+"""HTTP plumbing of the gateway: reading requests, writing responses, errors on a connection.
 
 Kept apart from the gateway's logic (``server``) so that module reads as what happens to a model
-call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), upstream
-responses passed on chunk by chunk as they arrive, whole replayed responses, and error bodies.
+call, and this one as how bytes move: request bodies (``Content-Length`` or chunked), whole
+replayed responses, and error bodies. The listener is the HTTP recorder's (``httprec.front``)
+and an upstream answer is passed on by the recorder's ``httprec.relay``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
 from collections.abc import Callable, Mapping
-from io import BufferedIOBase
-from typing import Any
 
+from trialrun.base import localserver
 from trialrun.base.hangups import HANG_UPS, describe
-from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.base.localserver import BadLength
 from trialrun.gateway.routes import RouteError, error_body
-from trialrun.httprec.exchange import HOP_BY_HOP
+from trialrun.httprec.exchange import Response
+from trialrun.httprec.proxy import RecorderHandler
+from trialrun.httprec.relay import send
 
 LOG = logging.getLogger("trialrun.gateway")
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_CHUNK_BYTES = 64 * 1024
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
-
-# Connection headers, and the length and encoding the gateway sets again for its own framing.
-_NOT_PASSED_ON = HOP_BY_HOP | {"host", "content-length", "content-encoding"}
 
 
-class Server(LocalServer):
-    """The gateway's listener: ``base.localserver`` bounds connections and idle time.
-
-    A client that hangs up (an SDK closing its keep-alive connection at exit) ends its
-    connection without a word; any other error on a connection is logged as one line.
-    """
-
-    def __init__(self, address: tuple[str, int], serve: Callable[[Handler], None]) -> None:
-        self.serve = serve
-        super().__init__(address, Handler)
-
-    def report_error(self, line: str) -> None:
-        LOG.error("%s", line)
+Handler = RecorderHandler
+"""A connection to the gateway: the gateway's routes are the front door of the HTTP recorder's
+listener (``httprec.front``), so its requests arrive on the recorder's handler."""
 
 
-class Handler(LocalHandler):
-    """Hands every request, whatever its method, to the server's ``serve`` callable."""
+def guarded(handler: Handler, serve: Callable[[Handler], None]) -> None:
+    """``serve(handler)``; a client that hangs up ends its connection without a word, and any
+    other error is logged as one line and answered with a 500 while it still can be."""
+    try:
+        serve(handler)
+    except HANG_UPS:  # the client went away mid-request: nothing left to answer
+        LOG.info("the client hung up during %s %r", handler.command, handler.path)
+        handler.close_connection = True
+    except Exception as exc:  # a bug must not end the connection's thread silently
+        problem = describe(exc)
+        LOG.error("gateway error while serving %s %r: %s", handler.command, handler.path, problem)
+        handler.close_connection = True
+        if not handler.answered:
+            # The client learns that it is a bug, not where: source paths stay in the log.
+            _answer_internal_error(
+                handler,
+                f"trialrun gateway internal error ({type(exc).__name__}); "
+                "the gateway's log has the details",
+            )
 
-    # Each SSE chunk goes out at once, and a body written after its headers does not wait for
-    # the client's delayed ACK, which Nagle's algorithm would otherwise add to every response.
-    disable_nagle_algorithm = True
-    server: Server
 
-    def do_POST(self) -> None:
-        try:
-            self.server.serve(self)
-        except HANG_UPS:  # the client went away mid-request: nothing left to answer
-            LOG.info("the client hung up during %s %r", self.command, self.path)
-            self.close_connection = True
-        except Exception as exc:  # a bug must not end the connection's thread silently
-            problem = describe(exc)
-            LOG.error("gateway error while serving %s %r: %s", self.command, self.path, problem)
-            self.close_connection = True
-            if not self.answered:
-                # The client learns that it is a bug, not where: source paths stay in the log.
-                self._answer_internal_error(
-                    f"trialrun gateway internal error ({type(exc).__name__}); "
-                    "the gateway's log has the details"
-                )
-
-    def _answer_internal_error(self, message: str) -> None:
-        # "/run/<id>/<provider>/...": that provider's error shape (OpenAI's for an unknown one).
-        segments = self.path.split("?")[0].split("/")
-        provider = segments[3] if len(segments) > 3 and segments[1] == "run" else None
-        body = error_body(provider, 500, message, code="trialrun_gateway_error")
-        with contextlib.suppress(OSError):
-            self.send_response(500)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(body)
-
-    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are logged as model calls; stderr belongs to the caller
+def _answer_internal_error(handler: Handler, message: str) -> None:
+    # "/run/<id>/<provider>/...": that provider's error shape (OpenAI's for an unknown one).
+    segments = handler.path.split("?")[0].split("/")
+    provider = segments[3] if len(segments) > 3 and segments[1] == "run" else None
+    body = error_body(provider, 500, message, code="trialrun_gateway_error")
+    with contextlib.suppress(OSError):
+        handler.send_response(500)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(body)
 
 
 def read_body(handler: Handler, provider: str | None) -> bytes:
     """The request body (``Content-Length`` or chunked); ``RouteError`` 400/413 when bad."""
-    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-        return _read_chunked(handler.rfile, provider)
     try:
-        length = declared_length(handler.headers, MAX_BODY_BYTES, service="gateway")
+        return localserver.read_body(handler, MAX_BODY_BYTES, service="gateway")
     except BadLength as exc:
         raise RouteError(exc.status, exc.message, provider=provider) from None
-    if length is None:
-        return b""
-    body = handler.rfile.read(length)
-    if len(body) != length:
-        raise RouteError(400, "the request body ended before its Content-Length", provider=provider)
-    return body
-
-
-def _too_large(size: int) -> str:
-    return f"request body of {size} bytes is over the gateway's limit of {MAX_BODY_BYTES} bytes"
-
-
-def _read_chunked(stream: BufferedIOBase, provider: str | None) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        size_line = stream.readline(1024).split(b";")[0].strip()
-        # Hex digits only: int(..., 16) also takes "-5", and read(-5) reads to the end.
-        if not size_line or len(size_line) > 16 or size_line.strip(_HEX_DIGITS):
-            raise RouteError(400, "malformed chunked request body", provider=provider)
-        size = int(size_line, 16)
-        if size == 0:
-            while stream.readline(1024).strip():  # trailer fields, ignored
-                pass
-            return b"".join(parts)
-        total += size
-        if total > MAX_BODY_BYTES:
-            raise RouteError(413, _too_large(total), provider=provider)
-        part = stream.read(size)
-        if len(part) != size:
-            raise RouteError(400, "the chunked request body ended early", provider=provider)
-        parts.append(part)
-        stream.readline(1024)  # the CRLF after the chunk
-
-
-def relay(handler: Handler, response: http.client.HTTPResponse) -> tuple[bytes, bool]:
-    """Pass an upstream response on as it arrives; returns ``(body received, complete)``.
-
-    Each piece the upstream sends is written (as an HTTP chunk when the length is unknown, which
-    is how streams come) and flushed before the next is read. If the agent goes away the rest is
-    still read, so a recording holds the whole answer.
-    """
-    length = response.getheader("Content-Length")
-    no_body = response.status in (204, 304) or response.status < 200
-    chunked = not no_body and (response.chunked or length is None)
-    client_ok = _send_head(handler, response, length, no_body=no_body, chunked=chunked)
-    pieces: list[bytes] = []
-    complete = True
-    while not no_body:
-        try:
-            data = response.read1(_CHUNK_BYTES)
-        except (OSError, http.client.HTTPException):
-            complete = False
-            break
-        if not data:
-            break
-        pieces.append(data)
-        if client_ok:
-            client_ok = _write(handler, b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-    received = b"".join(pieces)
-    if not chunked and not no_body and length is not None and len(received) != int(length):
-        complete = False
-    if client_ok and complete and chunked:
-        client_ok = _write(handler, b"0\r\n\r\n")
-    if not (client_ok and complete):
-        handler.close_connection = True
-    return received, complete
-
-
-def _send_head(
-    handler: Handler,
-    response: http.client.HTTPResponse,
-    length: str | None,
-    *,
-    no_body: bool,
-    chunked: bool,
-) -> bool:
-    """The status line and headers; False when the client already hung up."""
-    handler.send_response(response.status, response.reason)
-    for name, value in response.getheaders():
-        if name.lower() not in _NOT_PASSED_ON:
-            handler.send_header(name, value)
-    if chunked:
-        handler.send_header("Transfer-Encoding", "chunked")
-    elif not no_body:
-        handler.send_header("Content-Length", str(length))
-    try:
-        handler.end_headers()
-    except OSError:
-        return False
-    return True
-
-
-def _write(handler: Handler, data: bytes) -> bool:
-    try:
-        handler.wfile.write(data)
-        handler.wfile.flush()
-    except OSError:
-        return False
-    return True
 
 
 def send_whole(
     handler: Handler, status: int, content_type: str, headers: Mapping[str, str], body: bytes
 ) -> None:
     """Send a complete response (replayed recordings, gateway errors)."""
-    try:
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        if content_type:
-            handler.send_header("Content-Type", content_type)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-    except OSError:
-        handler.close_connection = True
+    typed = [("Content-Type", content_type)] if content_type else []
+    length = [("Content-Length", str(len(body)))]
+    send(handler, Response(status, [*headers.items(), *typed, *length], body))
 
 
 def send_error(

@@ -15,12 +15,13 @@ import base64
 import binascii
 import select
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trialrun.base.localserver import LocalServer
+    from trialrun.base.localserver import LocalHandler, LocalServer
     from trialrun.httprec.authority import RunAuthority
     from trialrun.httprec.traffic import CaseTraffic
 
@@ -59,14 +60,27 @@ class _Case:
 
 
 class HttpRecorder:
-    """The run's recording proxy: start, open a case, close it, stop."""
+    """The run's recording proxy: start, open a case, close it, stop.
+
+    Its listener is also the front door of the services that are reached by a base URL rather
+    than as a proxy (the model gateway): a request in origin form (``POST /key/.../run/...``)
+    goes to ``front_door`` when one is set. Proxy requests (an absolute URL, ``CONNECT``) are
+    the recorder's own.
+    """
 
     def __init__(
         self,
         authority: RunAuthority | Callable[[], RunAuthority],
         host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        """``authority``: the run's certificate authority, or what makes it when first needed."""
+        """``authority``: the run's certificate authority, or what makes it when first needed.
+        ``port`` 0: any free port."""
+        self.front_door: Callable[[LocalHandler], None] | None = None
+        """Answers a request in origin form on its connection (None: refused as a proxy
+        request without an absolute URL)."""
+        self.report_error: Callable[[str], None] = _print_error
+        """Where an unexpected error on a connection is reported, as one line."""
         self._authority = None if callable(authority) else authority
         self._make_authority = authority if callable(authority) else None
         self._cases: dict[str, _Case] = {}
@@ -76,7 +90,10 @@ class HttpRecorder:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
-            self._socket.bind((host, 0))
+            # A fixed port (``trialrun gateway --listen``) can be bound again at once after a
+            # restart, as http.server's own servers allow.
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._socket.bind((host, port))
             self._socket.listen(LISTEN_BACKLOG)
         except OSError:
             self._socket.close()
@@ -105,10 +122,15 @@ class HttpRecorder:
         host, port = self._socket.getsockname()[:2]
         return str(host), int(port)
 
-    def proxy_url(self, run_id: str, key: str) -> str:
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (an IPv6 host in brackets): the front door's base URL."""
         host, port = self.address
         shown = f"[{host}]" if ":" in host else host
-        return f"http://{run_id}:{key}@{shown}:{port}"
+        return f"http://{shown}:{port}"
+
+    def proxy_url(self, run_id: str, key: str) -> str:
+        return self.url.replace("http://", f"http://{run_id}:{key}@", 1)
 
     def open_case(
         self, run_id: str, key: str, traffic: CaseTraffic | Callable[[], CaseTraffic]
@@ -120,11 +142,14 @@ class HttpRecorder:
         return self.proxy_url(run_id, key)
 
     def close_case(self, run_id: str) -> CaseTraffic | None:
-        """Stop serving ``run_id``: its credentials open nothing from now on. Its traffic, or
-        None when no request ever needed it made."""
+        """Stop serving ``run_id``: its credentials open nothing from now on. Its traffic once
+        the requests it was serving have ended, or None when no request ever needed it made."""
         with self._lock:
             entry = self._cases.pop(run_id, None)
-        return None if entry is None else entry.traffic
+        if entry is None or entry.traffic is None:
+            return None
+        entry.traffic.wait_idle()
+        return entry.traffic
 
     def traffic_for(self, authorization: str | None) -> CaseTraffic | None:
         """The case whose credentials ``Proxy-Authorization`` carries, or None."""
@@ -171,3 +196,7 @@ class HttpRecorder:
         self._socket.close()
         self._wake_read.close()
         self._wake_write.close()
+
+
+def _print_error(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

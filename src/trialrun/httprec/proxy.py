@@ -10,6 +10,8 @@ only keyed requests); the key is compared in constant time.
 Plain HTTP comes as absolute-form requests (``GET http://host/path``). HTTPS comes as
 ``CONNECT host:port``; the proxy answers 200, then speaks TLS as ``host`` with a certificate of
 the run's authority (``authority.RunAuthority``) and reads the requests inside the tunnel.
+A request in origin form (``POST /key/<key>/run/...``) is for the front door the recorder was
+given (the model gateway's routes), which checks its own key.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
-from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, declared_length
+from trialrun.base.localserver import BadLength, LocalHandler, LocalServer, read_body
 from trialrun.httprec.exchange import Request, Response
+from trialrun.httprec.relay import send
 from trialrun.httprec.traffic import CaseTraffic, refusal
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ NEEDS_CREDENTIALS = (
 
 def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServer:
     """The HTTP server of ``front``, on its listening socket."""
-    server = _ProxyServer(("", 0), _ProxyHandler, listening=listening)
+    server = _ProxyServer(("", 0), RecorderHandler, listening=listening)
     server.recorder = front
     return server
 
@@ -45,8 +48,15 @@ def recorder_server(front: HttpRecorder, listening: socket.socket) -> LocalServe
 class _ProxyServer(LocalServer):
     recorder: HttpRecorder
 
+    def report_error(self, line: str) -> None:
+        self.recorder.report_error(line)
 
-class _ProxyHandler(LocalHandler):
+
+class RecorderHandler(LocalHandler):
+    """A connection to the recorder: proxy requests, tunnels, and the front door's requests."""
+
+    # Each piece of a relayed stream goes out at once, not after the client's delayed ACK.
+    disable_nagle_algorithm = True
     server: _ProxyServer
     _tunnel: tuple[str, int, CaseTraffic] | None = None
     _tls: ssl.SSLSocket | None = None
@@ -115,6 +125,10 @@ class _ProxyHandler(LocalHandler):
         return traffic
 
     def _serve(self) -> None:
+        door = self.server.recorder.front_door
+        if door is not None and self._tunnel is None and self.path.startswith("/"):
+            door(self)
+            return
         if self._tunnel is not None:
             host, port, traffic = self._tunnel
             scheme, target = "https", _origin_form(self.path)
@@ -149,49 +163,17 @@ class _ProxyHandler(LocalHandler):
             headers=list(self.headers.items()),
             body=body,
         )
-        self._answer(traffic.serve(request), head=self.command == "HEAD")
+        traffic.serve(request, self)
 
     def _read_body(self) -> bytes:
-        length = declared_length(self.headers, MAX_BODY_BYTES, service="HTTP recorder")
-        if length is not None:
-            return self.rfile.read(length)
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return self._read_chunks()
-        return b""
-
-    def _read_chunks(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            size_line = self.rfile.readline(1024)
-            try:
-                size = int(size_line.split(b";")[0].strip(), 16)
-            except ValueError:
-                raise BadLength(400, "a chunk of the request body has no valid size") from None
-            if size == 0:
-                while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers: not recorded
-                return b"".join(parts)
-            total += size
-            if total > MAX_BODY_BYTES:
-                raise BadLength(413, f"request body over the limit of {MAX_BODY_BYTES} bytes")
-            parts.append(self.rfile.read(size))
-            self.rfile.readline(8)  # the CRLF after the chunk
+        return read_body(self, MAX_BODY_BYTES, service="HTTP recorder")
 
     def _discard_body(self) -> None:
         with contextlib.suppress(BadLength, OSError):
             self._read_body()
 
-    def _answer(
-        self, response: Response, *, extra: list[tuple[str, str]] | None = None, head: bool = False
-    ) -> None:
-        self.send_response(response.status, response.reason or None)
-        for name, value in [*response.headers, *(extra or [])]:
-            self.send_header(name, value)
-        self.end_headers()
-        if not head and response.body:
-            self.wfile.write(response.body)
-        self.wfile.flush()
+    def _answer(self, response: Response, *, extra: list[tuple[str, str]] | None = None) -> None:
+        send(self, response, extra=extra)
 
 
 def _origin_form(target: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
     from trialrun.httprec.front import HttpRecorder
     from trialrun.httprec.traffic import CaseTraffic
 
-UPSTREAM_CA_ENV = "TRIALRUN_HTTP_UPSTREAM_CA"
-"""A PEM file of authorities the HTTP recorder trusts upstream, besides the system's."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
@@ -62,6 +59,8 @@ class RunHttp:
         # The authority is made only when a case needs it (see CaseHttp.open).
         self._recorder = HttpRecorder(self._make_authority)
         if self._mode == "record":
+            from trialrun.httprec.upstream import upstream_tls
+
             self._upstream_tls = upstream_tls()
 
     def _make_authority(self) -> RunAuthority:
@@ -217,9 +216,10 @@ def _marked_exchanges(traffic: CaseTraffic, bodies: ToolBodies) -> list[Exchange
     inside = bodies.inside
     if inside is None:
         return traffic.recorded_exchanges()
+    traffic.wait_idle()  # as recorded_exchanges(): a request still being served is kept too
     marked = [
         dataclasses.replace(exchange, inside_tool=inside(arrived))
-        for arrived, exchange in traffic.exchanges.arrived()
+        for arrived, exchange in traffic.arrivals.arrived()
     ]
     bodies.made("http", [exchange.inside_tool for exchange in marked])
     return marked
@@ -237,24 +237,3 @@ def http_env(proxy_url: str, ca_bundle: Path | None) -> dict[str, str]:
     if ca_bundle is not None:
         env.update(dict.fromkeys(CA_VARIABLES, str(ca_bundle)))
     return env
-
-
-def upstream_tls() -> ssl.SSLContext:
-    """How record mode verifies upstreams: the system's authorities, plus the file named by
-    ``TRIALRUN_HTTP_UPSTREAM_CA`` (a private API's own authority)."""
-    import ssl
-
-    from trialrun.errors import ConfigError
-
-    context = ssl.create_default_context()
-    extra = os.environ.get(UPSTREAM_CA_ENV)
-    if extra:
-        try:
-            context.load_verify_locations(cafile=extra)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"{UPSTREAM_CA_ENV} must name a PEM file of certificate authorities; "
-                f"cannot load it: {exc}",
-                file=Path(extra),
-            ) from None
-    return context

@@ -26,11 +26,17 @@ if TYPE_CHECKING:
     from trialrun.gateway import Gateway, Price, RunScope
     from trialrun.gateway import ModelCall as GatewayCall
     from trialrun.gateway.cassette import Recording
+    from trialrun.httprec.front import HttpRecorder
 
 
 def start_gateway(
-    settings: ModelGateway, suite_dir: Path, prices: dict[str, Price] | None
+    settings: ModelGateway,
+    suite_dir: Path,
+    prices: dict[str, Price] | None,
+    front: HttpRecorder | None = None,
 ) -> Gateway:
+    """The run's gateway, on the listener of the run's HTTP recorder when there is one (live
+    mode has none: the gateway listens on its own)."""
     from trialrun.gateway import Gateway
 
     if prices is None:
@@ -44,7 +50,10 @@ def start_gateway(
         # a checkout at another path must still match the recordings.
         workdir=Path.cwd(),
     )
-    gateway.start()
+    if front is None:
+        gateway.start()
+    else:
+        gateway.attach(front)
     return gateway
 
 

@@ -91,8 +91,8 @@ async def run_suite(
     gate = asyncio.Semaphore(jobs)
     if options.prestart is None:
         options = dataclasses.replace(options, prestart=prestarts(suite, options.mode))
-    if options.seal is None:
-        options = dataclasses.replace(options, seal=network_seal(suite, options.mode))
+    run_seal = options.seal if options.seal is not None else network_seal(suite, options.mode)
+    options = dataclasses.replace(options, seal=run_seal)
     agents = asyncio.Semaphore(jobs + 1 if options.prestart else jobs)
     reported = 0
     done: dict[int, CaseResult] = {}
@@ -129,6 +129,7 @@ async def run_suite(
         await _all_or_none([one(i, case) for i, case in enumerate(suite.cases)])
         await teardowns.wait_all()
     finally:
+        run_seal.close()  # every agent has been reaped: what it stops is only the spawner
         if services is not None:
             services.stop()
     return progress.ordered()
@@ -177,6 +178,14 @@ async def run_case(
     ``services``, a suite that needs them (MCP proxies, the model gateway) gets its own for
     this case (the pytest plugin runs cases one by one).
     """
+    if options.seal is None:
+        seal = network_seal(suite, options.mode)
+        try:
+            options = dataclasses.replace(options, seal=seal)
+            return await run_case(suite, case, options, tools, teardowns, services)
+        finally:
+            if teardowns is None:  # else the spawner ends with us, once its agents are done
+                seal.close()
     if services is None and (own := _services_for(suite, options)) is not None:
         return await _run_case_with_own_services(suite, case, options, tools, teardowns, own)
     options = dataclasses.replace(options, prestart=False)  # one case: nothing to overlap with
@@ -257,7 +266,8 @@ async def _prepare(
         await prepared.discard()
         prepared.setup_failure = _setup_failure(case, "cassette_error", str(exc))
         return prepared
-    seal = options.seal if options.seal is not None else network_seal(suite, options.mode)
+    assert options.seal is not None  # run_suite and run_case decide it first
+    seal = options.seal
     ports = prepared.case_services.ports() if prepared.case_services is not None else []
     prepared.seal = seal.for_case(ports)
     if options.prestart:

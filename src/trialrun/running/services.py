@@ -36,7 +36,6 @@ from trialrun.running.http_service import (
     DIRECT,
     NO_PROXY_VARIABLES,
     PROXY_VARIABLES,
-    UPSTREAM_CA_ENV,
     CaseHttp,
     RunHttp,
     http_env,
@@ -78,7 +77,6 @@ __all__ = [
     "NO_MODEL_CALL",
     "NO_PROXY_VARIABLES",
     "PROXY_VARIABLES",
-    "UPSTREAM_CA_ENV",
     "CaseServices",
     "HttpMcpProxy",
     "RecordedCalls",
@@ -120,7 +118,9 @@ class RunServices:
             self._run_http.start()
         settings = self._suite.config.model_gateway
         if settings is not None and self._gateway is None:
-            self._gateway = start_gateway(settings, self._suite.suite_dir, self._prices)
+            self._gateway = start_gateway(
+                settings, self._suite.suite_dir, self._prices, self._run_http.recorder
+            )
         for name, server in self._suite.config.mcp_servers.items():
             if server.transport == "http" and name not in self._http:
                 if self._workdir is None:

@@ -37,8 +37,8 @@ from urllib.parse import quote, unquote
 from trialrun.base.reported import as_count
 from trialrun.gateway.provider import COMMON_RECORDED_HEADERS, Provider, RouteError
 from trialrun.gateway.sigv4 import Credentials, region_of, sign
-from trialrun.gateway.upstream import Upstream
 from trialrun.gateway.usage import Usage, extract_usage
+from trialrun.httprec.upstream import Upstream
 
 OPERATIONS: tuple[str, ...] = (
     "converse",
