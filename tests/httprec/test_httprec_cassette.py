@@ -34,6 +34,7 @@ exchanges = st.builds(
     request_headers=st.dictionaries(st.sampled_from(["content-type", "accept"]), header_text),
     response_headers=st.lists(st.tuples(header_text, header_text), max_size=3),
     elapsed_ms=st.floats(0, 1e6).map(lambda value: round(value, 3)),
+    inside_tool=st.none() | st.text(max_size=20),
 )
 
 
@@ -48,7 +49,16 @@ def test_a_dumped_cassette_loads_back_the_same_exchanges(recorded: list[Exchange
         for e in recorded
     ]
     assert [e.response_headers for e in loaded] == [e.response_headers for e in recorded]
+    assert [e.inside_tool for e in loaded] == [e.inside_tool for e in recorded]
     assert [e.line for e in loaded] == list(range(2, 2 + len(recorded)))
+
+
+def test_an_unmarked_exchange_is_written_as_before_the_mark_existed() -> None:
+    exchange = Exchange("GET", "https://a.example/x", 200)
+    [_, line] = dump_cassette([exchange]).decode("utf-8").splitlines()
+    assert "inside_tool" not in json.loads(line)
+    marked = dump_cassette([Exchange("GET", "https://a.example/x", 200, inside_tool="research")])
+    assert json.loads(marked.decode("utf-8").splitlines()[1])["inside_tool"] == "research"
 
 
 @given(st.text(max_size=300))
@@ -86,6 +96,10 @@ def test_any_object_as_an_exchange_loads_or_names_its_line(data: dict[str, objec
         (
             '{"method": "GET", "url": "https://a/", "status": 200, "response_headers": [["a"]]}',
             "[name, value] pairs",
+        ),
+        (
+            '{"method": "GET", "url": "https://a/", "status": 200, "inside_tool": null}',
+            "field 'inside_tool' must be a tool name (a string); found null",
         ),
         ("[1, 2]", "expected a recorded exchange (a JSON object); found a list"),
         ("{not json", "not valid JSON"),

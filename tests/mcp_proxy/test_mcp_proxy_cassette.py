@@ -73,6 +73,11 @@ GOOD_CALL = '{"tool": "t", "args": {}, "ok": true, "result": null, "error": null
             1,
             "'duration_ms' must be",
         ),
+        (
+            '{"tool": "t", "args": {}, "ok": true, "inside_tool": 7}\n',
+            1,
+            "'inside_tool' must be a string (a tool's name), found a number",
+        ),
         ('{"method": "ping", "params": {}}\n', 1, "exactly one of 'result' and 'error'"),
         (
             '{"method": "ping", "result": {}, "error": {"code": 1, "message": "m"}}\n',
@@ -185,20 +190,29 @@ JSON_VALUES = st.recursive(
     args=st.dictionaries(st.sampled_from(["q", "n", "limit"]), JSON_VALUES, max_size=3),
     result=JSON_VALUES,
     ok=st.booleans(),
+    inside=st.none() | st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=10),
 )
 def test_any_recorded_call_round_trips(
-    tmp_path_factory: pytest.TempPathFactory, tool: str, args: dict[str, Any], result: Any, ok: bool
+    tmp_path_factory: pytest.TempPathFactory,
+    tool: str,
+    args: dict[str, Any],
+    result: Any,
+    ok: bool,
+    inside: str | None,
 ) -> None:
     path = tmp_path_factory.mktemp("example") / "rt.jsonl"
-    record = CallRecord(tool, args, ok, result, None if ok else "failed")
+    record = CallRecord(tool, args, ok, result, None if ok else "failed", inside_tool=inside)
     write_cassette(path, None, [record])
     [loaded] = load_cassette(path).calls
-    assert (loaded.key, loaded.result, loaded.ok, loaded.error) == (
+    assert (loaded.key, loaded.result, loaded.ok, loaded.error, loaded.inside_tool) == (
         record.key,
         result,
         ok,
         record.error,
+        inside,
     )
+    # Unmarked, the line is what it was before the field existed.
+    assert ("inside_tool" in json.loads(path.read_text(encoding="utf-8"))) == (inside is not None)
 
 
 @settings(max_examples=150)

@@ -108,8 +108,8 @@ def test_a_fresh_recording_replays_with_nothing_unused(
     lines = model_lines(suite)
     assert [line.get("inside_tool") for line in lines] == ([None] if plan else []) + ["summarize"]
     assert notes(record_dir) == [
-        "model calls made by tool bodies: 1 inside 'summarize'; replay answers those tools from "
-        "the tool cassette and never runs their bodies, so it will not repeat these calls"
+        "calls made by tool bodies: 1 model call inside 'summarize'; replay answers those tools "
+        "from the tool cassette and never runs their bodies, so it will not repeat these calls"
     ]
 
     replayed, replay_dir = run(tmp_path, suite, "replay")
@@ -118,8 +118,9 @@ def test_a_fresh_recording_replays_with_nothing_unused(
     assert (case["status"], case["unused_recordings"]) == ("pass", 0)
     assert "Unused recordings" not in replayed.stdout
     assert notes(replay_dir) == [
-        "model recordings made by tool bodies while recording: 1 inside 'summarize'; replay "
-        "answered those tools from the tool cassette, so it never asked for them (not unused)"
+        "recordings made by tool bodies while recording: 1 model call inside 'summarize'; "
+        "replay answered those tools from the tool cassette, so it never asked for them "
+        "(not unused)"
     ]
 
 

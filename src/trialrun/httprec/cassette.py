@@ -12,7 +12,8 @@ Each following line is one exchange, in the order the requests arrived. A body i
 (``request_body``, ``response_body``) when it is UTF-8, else as ``request_body_base64`` /
 ``response_body_base64``. A streamed answer (chunked, server-sent events) is stored whole, as the
 bytes the client received once the transfer coding was taken off. Everything is redacted before
-it is written (``exchange.recorded``).
+it is written (``exchange.recorded``). ``inside_tool`` (only when set) names the agent's tool
+whose real body sent the request while recording.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _FIELDS = (
     "response_body",
     "response_body_base64",
     "elapsed_ms",
+    "inside_tool",
 )
 
 
@@ -59,6 +61,8 @@ def exchange_json(exchange: Exchange) -> dict[str, Any]:
             data[f"{side}_body"] = body.decode("utf-8")
         except UnicodeDecodeError:
             data[f"{side}_body_base64"] = base64.b64encode(body).decode("ascii")
+    if exchange.inside_tool is not None:  # absent otherwise: older files stay byte for byte
+        data["inside_tool"] = exchange.inside_tool
     return data
 
 
@@ -96,6 +100,9 @@ def _parse_exchange(data: Any, fail: Fail) -> Exchange:
         raise fail(f"field 'url' must start with http:// or https://; found {kind(data['url'])}")
     status = jsonl.status_of(data, fail)
     elapsed = jsonl.elapsed_of(data, fail)
+    inside_tool = data.get("inside_tool")
+    if "inside_tool" in data and not isinstance(inside_tool, str):
+        raise fail(f"field 'inside_tool' must be a tool name (a string); found {kind(inside_tool)}")
     request_headers = data.get("request_headers", {})
     if not isinstance(request_headers, dict) or not all(
         isinstance(v, str) for v in request_headers.values()
@@ -117,6 +124,7 @@ def _parse_exchange(data: Any, fail: Fail) -> Exchange:
         response_headers=[(k, v) for k, v in response_headers],
         elapsed_ms=elapsed,
         line=fail.line,
+        inside_tool=inside_tool,
     )
 
 

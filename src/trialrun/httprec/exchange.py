@@ -93,6 +93,9 @@ class Exchange:
     response_headers: list[tuple[str, str]] = field(default_factory=list)
     elapsed_ms: float = 0.0
     line: int = 0
+    inside_tool: str | None = None
+    """The agent's tool whose real body sent this request while recording (it arrived while
+    that tool ran): replay answers the tool from its cassette and never runs the body."""
 
     @property
     def address(self) -> str:

@@ -11,7 +11,8 @@ Three kinds of line, one JSON object each with its keys sorted (see docs/mcp.md)
 * a tool call in trialrun's tool-cassette shape: ``{"tool", "args", "ok", "result", "error"}``
   plus ``progress`` (the recorded progress notifications, token removed), ``rpc_error`` (when the
   call failed with a JSON-RPC error), ``duration_ms``, ``meta`` (the caller's ``_meta`` for
-  audit) and ``input_responses`` (2026-07-28 input-required retries).
+  audit), ``input_responses`` (2026-07-28 input-required retries) and ``inside_tool`` (the
+  agent's tool whose body made the call while recording; absent otherwise).
 
 ``P`` holds only what the answer depends on: nothing for ``initialize``/``server/discover``/
 ``ping``, the ``cursor`` for list pages (pages are keyed by cursor and the recorded cursor strings
@@ -96,6 +97,10 @@ class CallRecord:
     duration_ms: float | None = None
     meta: JsonObject | None = None
     line: int = 0
+    inside_tool: str | None = None
+    """The agent's tool whose real body made this call while recording (the call arrived while
+    that tool ran): replay answers the tool from its cassette and never runs the body, so this
+    recording is expected to stay unused there."""
 
     @property
     def key(self) -> str:
@@ -115,6 +120,7 @@ class CallRecord:
             "input_responses": self.input_responses,
             "duration_ms": self.duration_ms,
             "meta": self.meta or None,
+            "inside_tool": self.inside_tool,  # absent when None: older files stay byte for byte
         }
         line.update((k, v) for k, v in optional.items() if v is not None)
         return line
@@ -354,6 +360,7 @@ def _parse_record(raw: JsonObject, file: Path, line_no: int) -> Record:
             duration_ms=float(duration) if duration is not None else None,
             meta=expect("meta", dict, "an object", required=False),
             line=line_no,
+            inside_tool=expect("inside_tool", str, "a string (a tool's name)", required=False),
         )
     if "method" in raw:
         method = expect("method", str, "a string", required=True)

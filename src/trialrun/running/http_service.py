@@ -10,6 +10,7 @@ seal words it, and recordings no request used are reported as ``http:<METHOD> <u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,12 +22,14 @@ from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.running.recording_paths import http_cassette_path
 from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.tool_bodies import ToolBodies
 from trialrun.running.trace_merge import fail_mismatch
 
 if TYPE_CHECKING:
     import ssl
 
     from trialrun.httprec.authority import RunAuthority
+    from trialrun.httprec.exchange import Exchange
     from trialrun.httprec.front import HttpRecorder
     from trialrun.httprec.traffic import CaseTraffic
 
@@ -171,8 +174,13 @@ class CaseHttp:
             return None
         return recorder.close_case(self._run_id)
 
-    def finish(self, run: AgentRun, *, clean: bool) -> list[str]:
-        """Judge replay misses, write a clean recording; the unused recordings' names."""
+    def finish(self, run: AgentRun, *, clean: bool, bodies: ToolBodies) -> list[str]:
+        """Judge replay misses, write a clean recording; the unused recordings' names.
+
+        Record marks each exchange a tool's body sent with that tool; ``bodies`` hears of
+        them, and of the recordings replay left alone because the tool was answered from its
+        cassette.
+        """
         traffic = self.close_traffic()
         if traffic is None:
             return []
@@ -183,8 +191,8 @@ class CaseHttp:
             message = first.message + (f" (and {more} more refused request(s))" if more else "")
             fail_mismatch(run, message, kind=first.kind)
         if self._mode == "record":
+            exchanges = _marked_exchanges(traffic, bodies)
             if clean:
-                exchanges = traffic.recorded_exchanges()
                 if exchanges:
                     from trialrun.httprec.cassette import write_cassette
 
@@ -194,7 +202,27 @@ class CaseHttp:
                         traffic.cassette.unlink()
             return []
         assert traffic.replay is not None
-        return [f"http:{e.method} {e.url}" for e in traffic.replay.unused()]
+        unused = bodies.unused("http", traffic.replay.unused(), _exchange_inside)
+        return [f"http:{e.method} {e.url}" for e in unused]
+
+
+def _exchange_inside(exchange: Exchange) -> str | None:
+    return exchange.inside_tool
+
+
+def _marked_exchanges(traffic: CaseTraffic, bodies: ToolBodies) -> list[Exchange]:
+    """Record mode: the case's exchanges, each sent inside a tool's body marked with that tool
+    (``bodies`` hears of them)."""
+    inside = bodies.inside
+    if inside is None:
+        return traffic.recorded_exchanges()
+    traffic.wait_idle()  # as recorded_exchanges(): a request still being served is kept too
+    marked = [
+        dataclasses.replace(exchange, inside_tool=inside(arrived))
+        for arrived, exchange in traffic.arrivals.arrived()
+    ]
+    bodies.made("http", [exchange.inside_tool for exchange in marked])
+    return marked
 
 
 def http_env(proxy_url: str, ca_bundle: Path | None) -> dict[str, str]:

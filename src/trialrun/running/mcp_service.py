@@ -15,7 +15,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from trialrun.config.models import Mode
 from trialrun.errors import CassetteError
 from trialrun.running.recording_paths import mcp_cassette_path
 from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.tool_bodies import ToolBodies
 from trialrun.running.trace_merge import MISMATCH, fail, fail_mismatch, order_by_time
 
 if TYPE_CHECKING:
@@ -38,12 +39,13 @@ _PROXY_SAVE_S = 5.0
 MCP_CONFIG_ENV = "TRIALRUN_MCP_CONFIG"
 MCP_SERVERS_ENV = "TRIALRUN_MCP_SERVERS"
 
-RecordedCalls = tuple[tuple[int, str], ...]
-"""The ``(line, tool)`` of each ``tools/call`` an MCP recording holds, in file order."""
+RecordedCalls = tuple[tuple[int, str, str | None], ...]
+"""The ``(line, tool, inside_tool)`` of each ``tools/call`` an MCP recording holds, in file
+order."""
 
 
 def recorded_calls(cassette: McpCassette) -> RecordedCalls:
-    return tuple((call.line, call.tool) for call in cassette.calls)
+    return tuple((call.line, call.tool, call.inside_tool) for call in cassette.calls)
 
 
 class HttpMcpProxy:
@@ -196,33 +198,48 @@ class CaseMcp:
             if server.http is not None:
                 server.http.end_run(self._run_id)
 
-    async def close(self, run: AgentRun, unused: list[str], *, clean: bool) -> None:
+    async def close(
+        self, run: AgentRun, unused: list[str], *, clean: bool, bodies: ToolBodies
+    ) -> None:
         """Merge the proxies' calls into ``run``, add the recorded calls no call used to
-        ``unused`` (replay), commit the recordings (record, ``clean`` and no failure)."""
+        ``unused`` (replay), commit the recordings (record, ``clean`` and no failure). Record
+        marks the calls made inside a tool's body; ``bodies`` hears of them, and of the
+        recordings replay left alone because the tool was answered from its cassette."""
+        inside = bodies.inside
         for server in self._servers:
             if server.http is not None:  # its run ends: live server stopped, recording written
                 await asyncio.to_thread(server.http.end_run, self._run_id)
             events = _read_server_events(server)
             _merge_mcp_calls(run, server, events)
             if self._mode == "replay":
-                unused += self._unused_mcp(server, events)
-        await self._commit_mcp(run, clean=clean and run.failure is None)
+                unused += self._unused_mcp(server, events, bodies)
+            elif inside is not None:
+                bodies.made("mcp", [inside(float(e["timestamp"])) for e in _timed(events)])
+        await self._commit_mcp(run, clean=clean and run.failure is None, inside=inside)
 
     def remove_scratch(self) -> None:
         if self._workdir is not None:
             remove_tree(self._workdir)
 
-    def _unused_mcp(self, server: _McpServerRun, events: list[dict[str, Any]]) -> list[str]:
-        """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered."""
+    def _unused_mcp(
+        self, server: _McpServerRun, events: list[dict[str, Any]], bodies: ToolBodies
+    ) -> list[str]:
+        """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered;
+        ``bodies`` counts instead those made inside a tool the case called."""
         calls = self._mcp_calls.get(server.cassette)
         if calls is None:  # a run without preflight (doctor --probe): read the recording once
             from trialrun.mcp_proxy import load_cassette
 
             calls = recorded_calls(load_cassette(server.cassette))
         used = {event.get("recording") for event in events}
-        return [f"mcp:{server.name}/{tool}" for line, tool in calls if line not in used]
+        unused = bodies.unused(
+            "mcp", [call for call in calls if call[0] not in used], lambda call: call[2]
+        )
+        return [f"mcp:{server.name}/{tool}" for _line, tool, _inside in unused]
 
-    async def _commit_mcp(self, run: AgentRun, *, clean: bool) -> None:
+    async def _commit_mcp(
+        self, run: AgentRun, *, clean: bool, inside: Callable[[float], str | None] | None
+    ) -> None:
         if self._mode != "record" or not clean:
             return
         for server in self._servers:
@@ -238,10 +255,13 @@ class CaseMcp:
                     "error",
                 )
                 return
-            atomic_write_bytes(server.cassette, self._portable(server))
+            atomic_write_bytes(server.cassette, self._portable(server, inside))
 
-    def _portable(self, server: _McpServerRun) -> bytes:
-        """The recording, its header naming the server command as the suite declares it.
+    def _portable(
+        self, server: _McpServerRun, inside: Callable[[float], str | None] | None
+    ) -> bytes:
+        """The recording, its header naming the server command as the suite declares it, and
+        (given ``inside``) each call made inside a tool's body marked with that tool.
 
         The proxy ran the command with its paths made absolute; a committed recording must not
         change with the checkout's location, or every re-record on another machine is a diff.
@@ -249,10 +269,17 @@ class CaseMcp:
         from trialrun.mcp_proxy.cassette import cassette_lines, load_cassette
 
         recorded = load_cassette(server.writing)
+        records = recorded.records
+        if inside is not None:
+            from trialrun.mcp_proxy.marks import mark_inside
+
+            records = tuple(mark_inside(records, _read_server_events(server), inside))
         if recorded.header is None:
-            return server.writing.read_bytes()
+            if records == recorded.records:
+                return server.writing.read_bytes()
+            return cassette_lines(None, records)
         declared = self._suite.config.mcp_servers[server.name].command
-        return cassette_lines({**recorded.header, "upstream": list(declared)}, recorded.records)
+        return cassette_lines({**recorded.header, "upstream": list(declared)}, records)
 
 
 def server_command(suite: Suite, command: list[str]) -> list[str]:
@@ -271,6 +298,11 @@ def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:
     from trialrun.mcp_proxy import read_events
 
     return read_events(server.events) if server.events.exists() else []
+
+
+def _timed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The proxy's events that say when their call arrived."""
+    return [e for e in events if isinstance(e.get("timestamp"), int | float)]
 
 
 def _merge_mcp_calls(run: AgentRun, server: _McpServerRun, events: list[dict[str, Any]]) -> None:

@@ -9,18 +9,17 @@ fails an agent that ended well without a single model call while its recording h
 
 from __future__ import annotations
 
-import bisect
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import new_key
-from trialrun.base.results import AgentRun, ModelCall, count_names
+from trialrun.base.results import AgentRun, ModelCall
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
 from trialrun.running.recording_paths import model_cassette_path
+from trialrun.running.tool_bodies import ToolBodies
 from trialrun.running.trace_merge import MISMATCH, fail, fail_mismatch, order_by_time
 
 if TYPE_CHECKING:
@@ -108,22 +107,23 @@ class CaseModel:
         if self._scope is not None:
             self._gateway.close_run(self._run_id, clean=False)
 
-    def close(self, run: AgentRun, unused: list[str], *, clean: bool) -> None:
+    def close(self, run: AgentRun, unused: list[str], *, clean: bool, bodies: ToolBodies) -> None:
         """Merge the gateway's calls into ``run``, add the recordings no call used to ``unused``;
-        the recording is committed when ``clean`` and the case has no failure."""
+        the recording is committed when ``clean`` and the case has no failure. Record marks
+        the calls made inside a tool's body; ``bodies`` hears of them, and of the recordings
+        replay left alone because the tool was answered from its cassette."""
         scope = self._scope
         if scope is None:
             return
-        inside = _inside_tool(run) if self._mode == "record" else None
+        inside = bodies.inside
         calls = self._gateway.close_run(
             self._run_id, clean=clean and run.failure is None, inside_tool=inside
         )
         if inside is not None:
-            _note_inside(run, [inside(call.timestamp) for call in calls], "record")
+            bodies.made("model", [inside(call.timestamp) for call in calls])
         _merge_model_calls(run, calls)
-        left, skipped = _split_skipped(run, scope.unused_recordings())
+        left = bodies.unused("model", scope.unused_recordings(), _recording_inside)
         unused += [_model_recording_name(r) for r in left]
-        _note_inside(run, [r.inside_tool for r in skipped], "replay")
         if self._mode == "replay" and not calls and left and run.failure is None:
             fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
 
@@ -142,73 +142,8 @@ def _no_model_call(recorded: int) -> str:
     )
 
 
-def _inside_tool(run: AgentRun) -> Callable[[float], str | None]:
-    """Which tool was running (its body, in the agent or a tool module) at a given time.
-
-    From the case's ``tool_call`` / ``tool_result`` events; MCP calls and handoffs run no body
-    of the agent's. Only an unused recording is ever judged by it, so a model call of another
-    thread that happened to arrive during a tool's run costs nothing: replay still asks for it.
-    """
-    opened: dict[Any, tuple[float, str]] = {}
-    windows: list[tuple[float, float, str]] = []
-    for event in run.events:
-        kind = event.get("type")
-        if kind == "tool_call" and "mcp_server" not in event and event.get("kind") != "handoff":
-            opened[event.get("call_id")] = (float(event["timestamp"]), str(event["name"]))
-        elif kind == "tool_result" and event.get("call_id") in opened:
-            begin, name = opened.pop(event.get("call_id"))
-            windows.append((begin, float(event["timestamp"]), name))
-    windows.sort()
-    starts = [begin for begin, _end, _name in windows]
-
-    def inside(arrived: float) -> str | None:
-        index = bisect.bisect_right(starts, arrived) - 1
-        if index >= 0 and arrived <= windows[index][1]:
-            return windows[index][2]
-        return None
-
-    return inside
-
-
-def _split_skipped(
-    run: AgentRun, unused: list[Recording]
-) -> tuple[list[Recording], list[Recording]]:
-    """Unused recordings: those that are unused, and those made inside the body of a tool that
-    replay answered from its cassette (the body never runs there, so neither does the call)."""
-    answered = {call.name for call in run.tool_calls}
-    left: list[Recording] = []
-    skipped: list[Recording] = []
-    for recording in unused:
-        (skipped if recording.inside_tool in answered else left).append(recording)
-    return left, skipped
-
-
-def _note_inside(run: AgentRun, tools: list[str | None], mode: Mode) -> None:
-    """Say in the case's log which model calls belong to tool bodies replay never runs."""
-    counts = count_names(tool for tool in tools if tool is not None)
-    if not counts:
-        return
-    which = ", ".join(f"{n} inside {tool!r}" for tool, n in counts.items())
-    if mode == "record":
-        message = (
-            f"model calls made by tool bodies: {which}; replay answers those tools from the "
-            "tool cassette and never runs their bodies, so it will not repeat these calls"
-        )
-    else:
-        message = (
-            f"model recordings made by tool bodies while recording: {which}; replay answered "
-            "those tools from the tool cassette, so it never asked for them (not unused)"
-        )
-    run.events.append(
-        {
-            "type": "log",
-            "case_id": run.case_id,
-            "timestamp": time.time(),
-            "level": "info",
-            "message": message,
-            "data": {"source": "trialrun", "inside_tool": counts},
-        }
-    )
+def _recording_inside(recording: Recording) -> str | None:
+    return recording.inside_tool
 
 
 def _model_recording_name(recording: Recording) -> str:

@@ -61,6 +61,7 @@ from trialrun.running.recording_paths import (
     model_cassette_path,
 )
 from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.tool_bodies import ToolBodies
 
 if TYPE_CHECKING:
     import ssl
@@ -185,6 +186,7 @@ class CaseServices:
         run_services: RunServices | None = None,
     ) -> None:
         self._suite = suite
+        self._mode = mode
         self._run_services = run_services
         self._gateway = gateway
         self._http = http_proxies
@@ -244,12 +246,16 @@ class CaseServices:
     async def close(self, run: AgentRun, *, clean: bool) -> None:
         """Merge what the proxies and the gateway saw into ``run``; commit or drop recordings."""
         unused: list[str] = []
+        # The calls of tool bodies replay never runs: marked in record, said in one log line.
+        bodies = ToolBodies(run, self._mode)
         try:
-            await self._mcp.close(run, unused, clean=clean)
+            await self._mcp.close(run, unused, clean=clean, bodies=bodies)
             if self._model is not None:
-                self._model.close(run, unused, clean=clean)
+                self._model.close(run, unused, clean=clean, bodies=bodies)
             if self._http_case is not None:
-                unused += self._http_case.finish(run, clean=clean and run.failure is None)
+                clean_http = clean and run.failure is None
+                unused += self._http_case.finish(run, clean=clean_http, bodies=bodies)
+            bodies.note()
         finally:
             run.unused_recordings += len(unused)
             run.unused_recording_tools += unused
