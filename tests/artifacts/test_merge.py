@@ -16,6 +16,7 @@ import pytest
 from builders import make_shard_suite as make_suite
 from builders import only_run_dir, run_shard, run_trialrun
 from trialrun.artifacts.merge import MergeError, merge_runs
+from trialrun.receipt.schema import schema_problems
 from trialrun.receipt.verify import verify_receipt
 from trialrun.running.sharding import ShardSpec
 
@@ -135,6 +136,8 @@ def test_merged_event_log_is_every_shard_line_in_case_order(runs: dict[str, Any]
 def test_merged_receipt_verifies_and_names_each_shard(runs: dict[str, Any]) -> None:
     receipt = runs["merged_dir"] / "receipt.jsonl"
     assert verify_receipt(receipt).ok
+    for written in [receipt, *(shard / "receipt.jsonl" for shard in runs["shards"])]:
+        assert schema_problems(written) == []
     events = [json.loads(line) for line in receipt.read_text(encoding="utf-8").splitlines()]
     assert events[0]["type"] == "run_start" and events[0]["data"]["merge"]["shards"] == SHARDS
     assert "trialrun merge" in events[0]["data"]["verifyCommand"]

@@ -15,6 +15,7 @@ import pytest
 
 from builders import run_trialrun
 from paths import ATTEMPT_AGENTS_DIR
+from trialrun.receipt.schema import schema_problems
 from trialrun.receipt.verify import verify_receipt
 
 AGENT = ATTEMPT_AGENTS_DIR / "scripted.py"
@@ -81,6 +82,7 @@ def test_worse_attempt_is_rolled_back_and_the_fix_is_verified_and_signed(tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "verified: verified true after 2 attempt(s)" in proc.stdout
 
+    assert schema_problems(receipt) == []
     events = read_events(receipt)
     assert [e["type"] for e in events] == [
         "run_start",

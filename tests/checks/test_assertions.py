@@ -20,6 +20,7 @@ from trialrun.base.results import CheckFailure, ToolCall
 from trialrun.checks.builtin import (
     CALL_ORDER,
     JSON_SCHEMA,
+    MAX_SCHEMA_VIOLATIONS,
     MUST_CALL,
     MUST_NOT_CALL,
     REQUIRED_FIELDS,
@@ -90,19 +91,48 @@ def test_json_schema_missing_required_fields(tmp_path: Path, ctx: CompileContext
     }
 
 
-def test_json_schema_reports_the_first_error_by_path(tmp_path: Path, ctx: CompileContext) -> None:
+def test_json_schema_reports_every_violation_ordered_by_path(
+    tmp_path: Path, ctx: CompileContext
+) -> None:
     schema = {
         "type": "object",
         "properties": {
             "b": {"type": "string"},
             "a": {"type": "array", "items": {"type": "integer"}},
+            "c": {"type": "object", "required": ["x", "y"]},
         },
+        "required": ["a", "b", "c", "d", "e"],
     }
     check = compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
-    [failure] = run(check, {"b": 5, "a": [1, "x"]})
-    assert failure.message == "Schema validation failed at a/1: 'x' is not of type 'integer'"
-    assert failure.expected == "output valid against schema at a/1"
-    assert failure.observed == "'x' is not of type 'integer'"
+    failures = run(check, {"b": 5, "a": [1, "x", 2, "z"], "c": {"y": 0}})
+    assert [f.message for f in failures] == [
+        "Schema validation failed at <root>: missing required field(s): d, e",
+        "Schema validation failed at a/1: 'x' is not of type 'integer'",
+        "Schema validation failed at a/3: 'z' is not of type 'integer'",
+        "Schema validation failed at b: 5 is not of type 'string'",
+        "Schema validation failed at c: missing required field(s): x",
+    ]
+    assert {f.type for f in failures} == {"json_schema"}
+    assert failures[1].expected == "output valid against schema at a/1"
+    assert failures[1].observed == "'x' is not of type 'integer'"
+
+
+def test_json_schema_lists_a_bounded_number_of_violations(
+    tmp_path: Path, ctx: CompileContext
+) -> None:
+    schema = {"type": "array", "items": {"type": "integer"}}
+    check = compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
+    limit = MAX_SCHEMA_VIOLATIONS
+    failures = check.check(CheckSubject(output=["s"] * (limit + 7), tool_calls=[]))
+    assert len(failures) == limit + 1
+    assert failures[limit - 1].message.startswith(f"Schema validation failed at {limit - 1}: ")
+    assert failures[-1].message == (
+        f"Schema validation failed at 7 more place(s), not listed (the first {limit} are)"
+    )
+    assert failures[-1].details == {"not_listed": 7}
+    exactly = check.check(CheckSubject(output=["s"] * limit, tool_calls=[]))
+    assert len(exactly) == limit
+    assert "not listed" not in exactly[-1].message
 
 
 def test_json_schema_quotes_at_most_1000_characters_of_a_value(

@@ -339,7 +339,7 @@ def _compare_entry() -> Entry:
             _edit(
                 a.subject() / "evals" / "compare.yaml",
                 "seed: 0",
-                "seed: 0\narms:\n  incumbent: {path: ../gone}",
+                "seed: 0\narms:\n  incumbent: {path: ../../gone}",
             ),
         )
     )

@@ -16,7 +16,7 @@ SUITE = {
     "a.jsonl": "",
     "agent.py": "",
 }
-EXPECT = "    expect: [{case: a_reset, failure: f}]\n"
+EXPECT = "    expect: [{case: a_reset, failure: call_order}]\n"
 
 
 def _plan(tmp_path: Path, text: str) -> Path:
@@ -81,4 +81,4 @@ def test_a_valid_plan_reads_every_key(tmp_path: Path) -> None:
     assert plan.config.limits is not None and plan.config.limits.max_seconds == 90
     (step,) = plan.config.regressions
     assert step.patch is not None and step.patch.with_ == ""
-    assert [(e.case, e.failure) for e in step.expect] == [("a_reset", "f")]
+    assert [(e.case, e.failure) for e in step.expect] == [("a_reset", "call_order")]

@@ -253,3 +253,44 @@ def test_line_numbers_point_at_the_offending_key(root: Path) -> None:
 def test_missing_suite_is_a_bad_plan(tmp_path: Path) -> None:
     path = write_plan(tmp_path, {})
     assert run_cli(["verify", str(path), "--out", str(tmp_path / "o")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("failure", "hint"),
+    [
+        ("call_ordr", " (did you mean 'call_order'?)"),
+        ("budget:max_tool_call", " (did you mean 'budget:max_tool_calls'?)"),
+        ("casette_mismatch", " (did you mean 'cassette_mismatch'?)"),
+        ("zzz", ""),
+    ],
+)
+def test_unknown_failure_kind_is_refused_at_load(
+    root: Path, failure: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step = {**SWAPPED, "expect": [{"case": "a_reset", "failure": "call_order"},
+                                  {"case": "b_refund", "failure": failure}]}  # fmt: skip
+    path = root / "verify.yaml"
+    path.write_text(
+        "suite: suite\nregressions:\n" + "".join(f"  - {json.dumps(s)}\n" for s in [step]),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_plan(path)
+    [error] = caught.value.errors
+    assert str(error).endswith(
+        f"expected failure '{failure}' is not a failure kind or check type{hint}"
+    )
+    assert error.line == 3
+    assert run_cli(["verify", str(path), "--out", str(root / "o")]) == 2
+    assert f"'{failure}' is not a failure kind" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "failure",
+    ["call_order", "must_call", "budget:max_tool_calls", "budget:max_cost_usd", "timeout",
+     "cassette_mismatch", "assertion_failed", "json_schema_error"],
+)  # fmt: skip
+def test_every_known_failure_kind_loads(root: Path, failure: str) -> None:
+    step = {**SWAPPED, "expect": [{"case": "a_reset", "failure": failure}]}
+    plan = load_plan(write_plan(root, {"regressions": [step]}))
+    assert plan.config.regressions[0].expect[0].failure == failure

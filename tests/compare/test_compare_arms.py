@@ -123,11 +123,11 @@ def test_arm_specs_two_or_three_arms_and_version_without_a_team(
     with_path = _assets(
         tmp_path / "b",
         {"alpha": _case({})},
-        more={"old/SKILL.md": "old\n"},
-        x="arms:\n  incumbent:\n    path: ../old\n",
+        more={"evals/old/SKILL.md": "old\n"},
+        x="arms:\n  incumbent:\n    path: old\n",
     )
     assert arm_specs(with_path, with_path.subject)[-1] == ArmSpec(
-        "incumbent", with_path.subject / "old"
+        "incumbent", with_path.subject / "evals/old"
     )
     by_version = _assets(
         tmp_path / "c", {"alpha": _case({})}, x="arms:\n  incumbent:\n    version: 3\n"

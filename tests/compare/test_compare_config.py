@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from paths import REPO_ROOT
+from trialrun.cli import run_cli
 from trialrun.compare.checkspec import sandbox_path_problem
 from trialrun.compare.config import load_eval_assets
 from trialrun.errors import ConfigErrors
@@ -396,3 +399,64 @@ def test_max_concurrent_must_be_a_positive_whole_number(
         if message is not None
     ]
     assert errors == wanted
+
+
+@pytest.mark.parametrize("inside", ["..", "../previous", "../src/old", "../fixtures/old"])
+def test_incumbent_inside_the_subject_is_refused(
+    tmp_path: Path, inside: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compare = COMPARE.replace("path: ../../old", f"path: {inside}")
+    subject = _full(
+        tmp_path,
+        **{"evals/compare.yaml": compare, "src/old/x.txt": "x", "fixtures/old/x.txt": "x"},
+    )
+    (subject / "previous").mkdir()
+    errors = _errors(subject)
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"compare.yaml:9: incumbent path '{inside}' lies inside the subject"
+    )
+    assert errors[0].endswith(
+        "so the candidate would be staged and counted with it: put the incumbent outside the "
+        "subject (relative to evals/: '../../<folder>') or under evals/"
+    )
+    assert run_cli(["compare", str(subject)]) == 2
+    assert "lies inside the subject" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fixture", ["../..", "../../src", "../../src/data"])
+def test_fixture_in_the_staged_subject_is_refused(tmp_path: Path, fixture: str) -> None:
+    case = CASE.replace("fixture: ../fixtures/repo", f"fixture: {fixture}")
+    subject = _full(tmp_path, **{"evals/cases/fix-test.yaml": case, "src/data/a.txt": "a"})
+    errors = _errors(subject)
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"cases/fix-test.yaml:10: fixture '{fixture}' lies in the staged part of the subject"
+    )
+    assert errors[0].endswith("keep fixtures under evals/ (e.g. evals/fixtures/)")
+
+
+def test_incumbent_under_evals_loads(tmp_path: Path) -> None:
+    compare = COMPARE.replace("path: ../../old", "path: previous")
+    subject = _full(tmp_path, **{"evals/compare.yaml": compare, "evals/previous/SKILL.md": "x"})
+    assert load_eval_assets(subject).incumbent_path == (subject / "evals/previous").resolve()
+
+
+def test_fixture_in_the_unstaged_folders_loads(tmp_path: Path) -> None:
+    case = CASE.replace("fixture: ../fixtures/repo", "fixture: ../../fixtures/repo")
+    subject = _full(tmp_path, **{"evals/cases/fix-test.yaml": case, "fixtures/repo/a.py": "a"})
+    (fixture_case,) = load_eval_assets(subject).cases
+    assert fixture_case.fixture == (subject / "fixtures/repo").resolve()
+
+
+def test_the_compare_yaml_example_in_the_docs_loads(tmp_path: Path) -> None:
+    page = (REPO_ROOT / "docs/compare.md").read_text(encoding="utf-8")
+    example = page.split("```yaml\n# evals/compare.yaml\n", 1)[1].split("```", 1)[0]
+    subject = _subject(
+        tmp_path / "repo", {"evals/compare.yaml": example, "evals/cases/a.yaml": "task: t\n"}
+    )
+    incumbent = yaml.safe_load(example)["arms"]["incumbent"]["path"]
+    (subject / "evals" / incumbent).mkdir(parents=True)
+    assets = load_eval_assets(subject)
+    assert assets.incumbent_path is not None
+    assert not assets.incumbent_path.is_relative_to(subject.resolve())

@@ -110,9 +110,27 @@ def test_scripted_run_gives_the_known_rows_report_and_receipt(
     assert f"receipt: {run_dir / 'receipt.json'}" in err
     assert verify_receipt(run_dir / "run.jsonl").ok
     assert len(list((run_dir / "transcripts").iterdir())) == 18
+    assert_a_complete_run_receipt(run_dir / "run.jsonl", subject, capsys)
     # The candidate's sandbox is kept, staged without its answer key.
     staged = run_dir / "sandboxes" / "build" / "0" / "candidate" / ".claude" / "skills" / "demo"
     assert (staged / "SKILL.md").is_file() and not (staged / "evals").exists()
+
+
+def assert_a_complete_run_receipt(
+    log: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run.jsonl passes ``receipt verify --schema`` and ``receipt show`` has nothing empty."""
+    assert run_cli(["receipt", "verify", "--schema", str(log)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert run_cli(["receipt", "show", str(log)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert "Goal:    compare demo" in shown
+    assert f"Verify:  trialrun compare {subject} -j 4" in shown
+    assert "Repo:    (no commit)" in shown  # the subject is no git checkout
+    assert any(line.startswith("Tool:    trialrun ") for line in shown)
+    [end] = [line for line in shown if line.startswith("Run end:")]
+    assert end.startswith("Run end: stop reason completed, verified true; totals: attempts 18, ")
+    assert not [line for line in shown if line.rstrip().endswith(":")], shown
 
 
 def test_json_prints_the_receipt(

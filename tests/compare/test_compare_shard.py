@@ -692,3 +692,25 @@ def test_out_gets_a_copy_of_an_unsharded_compare_too(runs: dict[str, Any], tmp_p
     assert f"copied to: {copy}" in err
     assert (copy / "receipt.json").is_file() and (copy / "report.html").is_file()
     assert not (copy / "sandboxes").exists()
+
+
+def test_every_run_log_validates_against_the_receipt_schema(runs: dict[str, Any]) -> None:
+    from trialrun.receipt.schema import schema_problems
+
+    code, _, err, merged = _merge(runs, runs["shards"][2])
+    assert code == 0, err
+    logs = [
+        runs["full_receipt"].parent / "run.jsonl",
+        merged.parent / "run.jsonl",
+        *(shard / "run.jsonl" for shard in runs["shards"][2]),
+    ]
+    for log in logs:
+        assert schema_problems(log) == [], log
+        code, out, err = _cli_err(["receipt", "verify", "--schema", str(log)])
+        assert code == 0, out + err
+    merged_start = json.loads((merged.parent / "run.jsonl").read_text().splitlines()[0])
+    assert merged_start["data"]["goal"] == "compare demo"
+    assert merged_start["data"]["verifyCommand"].startswith("trialrun compare merge ")
+    shard_lines = (runs["shards"][2][0] / "run.jsonl").read_text().splitlines()
+    shard_end = json.loads(shard_lines[-1])["data"]
+    assert shard_end["stopReason"] == "completed" and shard_end["verified"] is False

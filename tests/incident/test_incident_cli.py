@@ -286,3 +286,49 @@ def test_shared_files_name_the_export_but_not_where_it_was(
         text = path.read_text(encoding="utf-8")
         assert str(tmp_path) not in text and "dana" not in text, path
     assert "prod-run.jsonl" in (out / "inspect.html").read_text(encoding="utf-8")
+
+
+def test_import_never_overwrites_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    incident_path, _ = import_incident(capsys, tmp_path)
+    incident_path.write_text("edited by hand\n", encoding="utf-8")
+    argv = ["incident", "import", str(EXPORT), "--out", str(incident_path.parent), *REDACT]
+    code, lines, err = invoke(capsys, *argv)
+    assert code == 2 and lines == []
+    assert err == (
+        f"error: {incident_path}: already exists; pass --force to overwrite it, or choose "
+        "another --out\n"
+    )
+    assert incident_path.read_text(encoding="utf-8") == "edited by hand\n"
+    code, lines, err = invoke(capsys, *argv, "--force")
+    assert code == 0, err
+    assert json.loads(incident_path.read_text(encoding="utf-8"))["source_format"] == (
+        "trialrun-run-jsonl"
+    )
+
+
+def test_import_refuses_a_redact_path_that_matches_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "typo"
+    argv = ["incident", "import", str(EXPORT), "--out", str(out)]
+    code, lines, err = invoke(capsys, *argv, "--redact-path", "calls.*.args.card_numbr")
+    assert code == 2 and lines == []
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert err.rstrip().endswith(
+        "--redact-path 'calls.*.args.card_numbr' matches nothing in the incident, so it would "
+        "redact nothing (did you mean 'calls.*.args.card_number'?)"
+    )
+    assert not out.exists()
+
+
+def test_import_redacts_card_numbers_and_emails_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plain"
+    code, _, err = invoke(capsys, "incident", "import", str(EXPORT), "--out", str(out))
+    assert code == 0, err
+    text = (out / "incident.json").read_text(encoding="utf-8")
+    assert CARD not in text and "dana.reyes@example.com" not in text
+    assert "ord_1042" in text  # what is neither stays

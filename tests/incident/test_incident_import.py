@@ -32,13 +32,14 @@ FIXTURES = {
     "langsmith_runs.json": "langsmith",
     "langfuse_trace.json": "langfuse",
 }
-REFUND_ARGS = {"order_id": "ord_1042", "amount": 129.0, "card_number": "4111111111111111"}
+# The card number and the e-mail address go by default (trialrun.incident.personal).
+REFUND_ARGS = {"order_id": "ord_1042", "amount": 129.0, "card_number": "[REDACTED]"}
 EXPECTED_CALLS = [
     ("lookup_order", {"order_id": "ord_1042"}, True, None),
     ("issue_refund", REFUND_ARGS, False, "gateway timeout"),
     ("issue_refund", REFUND_ARGS, True, None),
     ("issue_refund", REFUND_ARGS, True, None),
-    ("send_email", {"to": "dana.reyes@example.com", "template": "refund_confirmation"}, True, None),
+    ("send_email", {"to": "[REDACTED]", "template": "refund_confirmation"}, True, None),
 ]
 SECRETS = ("4111111111111111", "dana.reyes@example.com", "pm_tok_9f8e7d6c5b4a")
 REDACT_PATHS = ("calls.*.args.card_number", "calls.*.args.to", "input.customer.email")
@@ -84,15 +85,45 @@ def test_each_format_is_redacted_before_anything_is_written(name: str, tmp_path:
     assert load_incident(out) == incident
 
 
-def test_without_redact_paths_custom_fields_stay_but_secrets_go() -> None:
-    incident = import_export(DATA / "langfuse_trace.json")
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_without_redact_paths_custom_fields_stay_but_secrets_and_personal_data_go(
+    name: str,
+) -> None:
+    incident = import_export(DATA / name)
     assert incident.calls[1].args == REFUND_ARGS
     assert incident.calls[0].result["payment_token"] == "[REDACTED]"
+    assert incident.input["customer"] == {"id": "cus_8812", "email": "[REDACTED]"}
+    text = json.dumps(incident.to_json())
+    assert not any(secret in text for secret in SECRETS)
 
 
 def test_a_bad_redact_path_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no empty segment"):
         import_export(DATA / "langfuse_trace.json", redact_paths=["calls..args"])
+
+
+@pytest.mark.parametrize(
+    ("path", "hint"),
+    [
+        ("calls.*.args.card_numbr", " (did you mean 'calls.*.args.card_number'?)"),
+        ("input.custmer.email", " (did you mean 'input.customer.email'?)"),
+        # lookup_order has no card; the others have one
+        ("calls.0.args.card_number", " (did you mean 'calls.*.args.card_number'?)"),
+        ("zzz", " (the incident's top-level fields: calls, final_output, input, "),
+    ],
+)
+def test_a_redact_path_that_matches_nothing_is_an_error(path: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_export(DATA / "trialrun_run.jsonl", redact_paths=["calls.*.args.to", path])
+    assert caught.value.file is not None and caught.value.file.endswith("trialrun_run.jsonl")
+    assert caught.value.message.startswith(
+        f"--redact-path '{path}' matches nothing in the incident, so it would redact nothing{hint}"
+    )
+
+
+def test_a_redact_path_matching_some_calls_only_is_fine() -> None:
+    incident = import_export(DATA / "trialrun_run.jsonl", redact_paths=["calls.*.args.amount"])
+    assert [c.args.get("amount") for c in incident.calls] == [None, *["[REDACTED]"] * 3, None]
 
 
 # ---- missing capture -> inconclusive, per format ---------------------------------------------

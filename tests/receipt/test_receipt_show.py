@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html.parser
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,93 @@ def test_any_text_renders_as_text_only(
     summary = summarize(path)
     summary.encode("utf-8")
     assert not any(ch in summary for ch in "\x00\x1b\x07\r")
+
+
+def tampered_suite_receipt(tmp_path: Path, *, at: int) -> Path:
+    """A suite receipt whose line ``at`` was edited after writing (a hash mismatch there)."""
+    path = write_receipt(tmp_path / "suite.jsonl", suite_events(["alpha", "beta", "gamma"]))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[at] = lines[at].replace('"ok":true', '"ok":false').replace('"fail"', '"pass"')
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+class RowMarks(html.parser.HTMLParser):
+    """The seq cell of each table row, split by whether the row is marked as not verified."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: list[int] = []
+        self.plain: list[int] = []
+        self._row: list[int] | None = None
+        self._cell = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self._row = self.marked if ("class", "unverified") in attrs else self.plain
+        elif tag == "td" and self._row is not None:
+            self._cell = True
+
+    def handle_data(self, data: str) -> None:
+        if self._cell and self._row is not None:
+            if data.strip().isdigit():
+                self._row.append(int(data))
+            self._row, self._cell = None, False
+
+
+def row_marks(page: str) -> RowMarks:
+    rows = RowMarks()
+    rows.feed(page)
+    return rows
+
+
+def test_tampered_html_marks_everything_from_the_first_bad_seq(tmp_path: Path) -> None:
+    # seq 0 run_start; per case start, tool_call, usage, end (alpha 1-4, beta 5-8, gamma 9-12)
+    path = tampered_suite_receipt(tmp_path, at=6)  # beta's tool call now says it failed
+    view = read_receipt(path)
+    assert view.verdict.first_bad_seq == 6 and view.unverified_from == 6
+    page = render_html(path)
+    # Every tool call row from the break on is marked, none before it.
+    rows = row_marks(page)
+    assert (rows.plain, rows.marked) == ([2], [6, 10])
+    assert page.count('<span class="unverified-tag">NOT VERIFIED</span>') == 4  # 2 rows, 2 cases
+    assert "shown but NOT VERIFIED: every line from seq 6 on (8 of 14)" in page
+    assert "Cases (3, 2 NOT VERIFIED)" in page
+    sections = [attrs for tag, attrs in parse(page).tags if tag == "section"]
+    assert [dict(a)["class"] for a in sections] == [
+        "group", "group unverified", "group unverified"
+    ]  # fmt: skip
+    assert "Tool calls: 1, 1 failed, 1 NOT VERIFIED" in page  # beta's counts match its row
+    assert "Run end (NOT VERIFIED)" in page
+    assert "20 tokens, $0.5 of it NOT VERIFIED" in page  # beta's and gamma's usage
+
+
+def test_tampered_summary_counts_agree_with_what_it_marks(tmp_path: Path) -> None:
+    text = summarize(tampered_suite_receipt(tmp_path, at=8))  # beta's fail turned into a pass
+    lines = text.splitlines()
+    assert lines[1].startswith("TAMPERED or invalid at seq 8 (hash_mismatch)")
+    assert "  shown but NOT VERIFIED: every line from seq 8 on (6 of 14)" in lines
+    assert "Cases (3): 3 pass; 2 NOT VERIFIED" in text
+    assert "  pass       alpha: 1 tool calls, 10 tokens" in lines  # before the break: as it was
+    assert "  pass       beta (assertion_failed): 1 tool calls, 10 tokens [NOT VERIFIED]" in lines
+    assert "  pass       gamma: 1 tool calls, 10 tokens [NOT VERIFIED]" in lines
+    assert text.count("[NOT VERIFIED]") == 2
+    assert "Run end (NOT VERIFIED): stop reason completed" in text
+
+
+def test_intact_and_cut_receipts_mark_nothing(tmp_path: Path) -> None:
+    events = suite_events(["alpha", "beta"])
+    intact = write_receipt(tmp_path / "ok.jsonl", events)
+    cut = write_receipt(tmp_path / "cut.jsonl", events[:-3])
+    for path in (intact, cut):
+        assert read_receipt(path).unverified_from is None
+        assert "NOT VERIFIED" not in render_html(path) + summarize(path)
+
+
+def test_a_bad_signature_leaves_nothing_verified(tmp_path: Path) -> None:
+    from trialrun.receipt.show import ReceiptView
+    from trialrun.receipt.verify import verify_receipt
+
+    path = write_receipt(tmp_path / "ok.jsonl", suite_events(["alpha"]))
+    verdict = dataclasses.replace(verify_receipt(path), ok=False, reason="bad_signature")
+    assert ReceiptView(path=str(path), verdict=verdict).unverified_from == 0

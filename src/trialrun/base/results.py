@@ -73,6 +73,31 @@ class ModelCall:
     error: str | None = None
 
 
+FAILURE_KINDS = (
+    "agent_error",
+    "agent_crashed",
+    "timeout",
+    "idle_timeout",
+    "stdout_noise",
+    "protocol_error",
+    "message_too_large",
+    "task_error",
+    "tool_not_allowed",
+    "tool_error",
+    "cassette_error",
+    "cassette_mismatch",
+    "tool_registry_error",
+    "network_sealed",
+    "assertion_failed",
+    "budget_exceeded",
+    "interrupted",
+)
+"""Every ``Failure.kind`` a run can end with (a verify plan's expectations are checked on it)."""
+
+CHECK_ERROR_TYPES = ("json_schema_error", "tool_args_error")
+"""Check failure types a built-in assertion reports when its own parameters cannot be applied."""
+
+
 @dataclass(slots=True)
 class Failure:
     """Why a case did not pass.

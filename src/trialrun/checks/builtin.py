@@ -56,7 +56,7 @@ def _call_names(subject: CheckSubject) -> list[str]:
 
 @dataclass(frozen=True)
 class _SchemaError:
-    """The first validation error, in RunLedger's terms."""
+    """One validation error, in RunLedger's terms."""
 
     path: str
     error: str
@@ -108,31 +108,52 @@ class _Schema:
 
     def first_error(self, instance: Any) -> _SchemaError | None:
         """The error with the smallest instance path (RunLedger's choice), or None if valid."""
+        found, _ = self.errors(instance, limit=1)
+        return found[0] if found else None
+
+    def errors(self, instance: Any, *, limit: int) -> tuple[list[_SchemaError], int]:
+        """Up to ``limit`` errors ordered by instance path, and how many there are in all.
+
+        The missing properties at one place are one error (RunLedger's ``missing required
+        field(s): a, b``), not one per property as jsonschema yields them.
+        """
         from referencing.exceptions import Unresolvable
 
         try:
-            errors = list(self._validator.iter_errors(instance))
+            raw = list(self._validator.iter_errors(instance))
         except Unresolvable as exc:
             # Only known when a $ref is followed; the schema itself passed check_schema.
             message = f"{self.source} has a $ref that cannot be resolved: {exc}"
             raise UnusableSchema(message) from None
-        if not errors:
-            return None
-        # Ranking ints before strings keeps the peer's order and never compares int with str.
-        first = min(errors, key=lambda e: [(isinstance(p, str), p) for p in e.path])
-        path = "/".join(str(part) for part in first.path) or "<root>"
-        missing: list[str] = []
-        if (
-            first.validator == "required"
-            and isinstance(first.validator_value, list)
-            and isinstance(first.instance, dict)
-        ):
-            missing = [name for name in first.validator_value if name not in first.instance]
-        return _SchemaError(
-            path=shortened(path, _QUOTED_CHARS),
-            error=shortened(first.message, _QUOTED_CHARS),
-            missing=missing,
-        )
+        # Ranking ints before strings keeps the peer's order and never compares int with str;
+        # the sort is stable, so errors at one place keep jsonschema's order.
+        raw.sort(key=lambda e: [(isinstance(p, str), p) for p in e.path])
+        kept: list[Any] = []
+        required_at: set[tuple[Any, ...]] = set()
+        for error in raw:
+            if error.validator == "required":
+                where = tuple(error.path)
+                if where in required_at:
+                    continue
+                required_at.add(where)
+            kept.append(error)
+        return [_schema_error(error) for error in kept[:limit]], len(kept)
+
+
+def _schema_error(error: Any) -> _SchemaError:
+    path = "/".join(str(part) for part in error.path) or "<root>"
+    missing: list[str] = []
+    if (
+        error.validator == "required"
+        and isinstance(error.validator_value, list)
+        and isinstance(error.instance, dict)
+    ):
+        missing = [name for name in error.validator_value if name not in error.instance]
+    return _SchemaError(
+        path=shortened(path, _QUOTED_CHARS),
+        error=shortened(error.message, _QUOTED_CHARS),
+        missing=missing,
+    )
 
 
 _QUOTED_CHARS = 1000
@@ -213,25 +234,42 @@ class JsonSchemaAssertion:
 
     def check(self, subject: CheckSubject) -> list[CheckFailure]:
         try:
-            found = self.schema.first_error(subject.output)
+            found, total = self.schema.errors(subject.output, limit=MAX_SCHEMA_VIOLATIONS)
         except UnusableSchema as exc:
             return [CheckFailure(type="json_schema_error", message=str(exc))]
-        if found is None:
-            return []
+        failures = [self._failure(error) for error in found]
+        if total > len(found):
+            more = total - len(found)
+            failures.append(
+                CheckFailure(
+                    type=self.type,
+                    message=f"Schema validation failed at {more} more place(s), not listed "
+                    f"(the first {len(found)} are)",
+                    expected="output valid against schema",
+                    observed=f"{more} more violation(s)",
+                    details={"not_listed": more},
+                )
+            )
+        return failures
+
+    def _failure(self, found: _SchemaError) -> CheckFailure:
         if found.missing:
             expected = f"required field(s) at {found.path}: {', '.join(found.missing)}"
             observed = f"missing: {', '.join(found.missing)}"
         else:
             expected, observed = f"output valid against schema at {found.path}", found.error
-        return [
-            CheckFailure(
-                type=self.type,
-                message=f"Schema validation failed at {found.path}: {found.summary}",
-                expected=expected,
-                observed=observed,
-                details=found.details(),
-            )
-        ]
+        return CheckFailure(
+            type=self.type,
+            message=f"Schema validation failed at {found.path}: {found.summary}",
+            expected=expected,
+            observed=observed,
+            details=found.details(),
+        )
+
+
+MAX_SCHEMA_VIOLATIONS = 20
+"""One failure per violation up to this many, then one saying how many more: an output that
+breaks the schema everywhere must not flood the console and the reports."""
 
 
 def _json_schema(params: Mapping[str, Any], ctx: CompileContext) -> JsonSchemaAssertion:

@@ -132,6 +132,7 @@ def compare(
         seed=seed,
         rescore=rescore,
         triggers_k=triggers_k,
+        command_line=shlex.join(["trialrun", *click.get_current_context().find_root().obj["argv"]]),
     )
     if shard is not None:
         with sigterm_as_ctrl_c():

@@ -40,14 +40,26 @@ def incident() -> None:
     metavar="PATH",
     help="Extra JSON path to replace with [REDACTED], e.g. calls.*.args.card_number.",
 )
-def import_(export: Path, out: Path, redact_paths: tuple[str, ...]) -> int:
-    """Read a production EXPORT and write a normalized, redacted OUT/incident.json."""
+@click.option("--force", is_flag=True, help="Overwrite an existing OUT/incident.json.")
+def import_(export: Path, out: Path, redact_paths: tuple[str, ...], force: bool) -> int:
+    """Read a production EXPORT and write a normalized, redacted OUT/incident.json.
+
+    Card numbers and e-mail addresses are redacted by default; each --redact-path must name a
+    field the incident has.
+    """
     from trialrun.config.paths import display_path
+    from trialrun.errors import ConfigError
     from trialrun.incident.importers import import_export
     from trialrun.incident.model import is_inconclusive, write_incident
 
-    found = import_export(export, redact_paths=redact_paths)
     target = out / "incident.json"
+    if not force and (target.exists() or target.is_symlink()):
+        # An incident may have been edited or promoted from: replacing it is asked for.
+        raise ConfigError(
+            "already exists; pass --force to overwrite it, or choose another --out",
+            file=display_path(target),
+        )
+    found = import_export(export, redact_paths=redact_paths)
     write_incident(target, found)
     click.echo(
         f"Imported {len(found.calls)} tool call(s) from {found.source_format} "

@@ -8,15 +8,19 @@ plan that passes loading can only fail at run time because the suite's behaviour
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trialrun.base.assertion_api import assertion_type_names
 from trialrun.base.fsutil import read_problem
 from trialrun.base.quoting import excerpt
-from trialrun.base.suggest import closest
+from trialrun.base.results import CHECK_ERROR_TYPES, FAILURE_KINDS
+from trialrun.base.suggest import closest, did_you_mean
 from trialrun.config import Suite, load_suite
 from trialrun.config.messages import spec_errors
+from trialrun.config.models import Budgets
 from trialrun.config.paths import display_path, nul_problem
 from trialrun.config.spec import (
     Bool,
@@ -104,7 +108,11 @@ def load_plan(path: str | Path) -> VerifyPlan:
             "suite",
         )
     suite = load_suite(suite_path)
-    errors = [*_duplicate_names(doc, config), *_against_suite(doc, config, suite)]
+    errors = [
+        *_duplicate_names(doc, config),
+        *_against_suite(doc, config, suite),
+        *_unknown_failures(doc, config),
+    ]
     if errors:
         raise ConfigErrors(errors)
     commands = {
@@ -164,6 +172,28 @@ def _against_suite(doc: LoadedYaml, config: PlanConfig, suite: Suite) -> list[Co
             problem = _patch_problem(step.patch, suite.suite_dir)
             if problem is not None:
                 errors.append(doc.error(problem, ["regressions", index, "patch"], "patch"))
+    return errors
+
+
+def _unknown_failures(doc: LoadedYaml, config: PlanConfig) -> list[ConfigError]:
+    """Expectations naming no failure kind or check type: such a regression could never be met."""
+    known = [
+        *FAILURE_KINDS,
+        *assertion_type_names(),
+        *CHECK_ERROR_TYPES,
+        *(f"budget:{field.name}" for field in dataclasses.fields(Budgets)),
+    ]
+    errors: list[ConfigError] = []
+    for index, step in enumerate(config.regressions):
+        for number, expected in enumerate(step.expect):
+            if expected.failure in known:
+                continue
+            message = (
+                f"expected failure '{excerpt(expected.failure)}' is not a failure kind or check "
+                f"type{did_you_mean(expected.failure, known)}"
+            )
+            where: list[PathElement] = ["regressions", index, "expect", number, "failure"]
+            errors.append(doc.error(message, where, "failure"))
     return errors
 
 

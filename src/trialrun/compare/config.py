@@ -10,7 +10,10 @@ Choices made here: a check is a single-key mapping (``file_exists: out.txt``); a
 refused rather than guessed at. Paths a case writes or checks (``files`` keys, ``file_exists`` /
 ``file_absent``, ``agent.stage``) must be relative and stay inside the sandbox; ``files`` may not
 write under ``.claude/``, where arms stage the subject. ``fixture`` is relative to the file naming
-it and must stay inside the subject; ``arms.incumbent.path`` is relative to ``evals/``.
+it and must stay inside the subject, under its ``evals/`` or ``fixtures/`` (which are not staged);
+``arms.incumbent.path`` is relative to ``evals/`` and must lie outside the subject or under
+``evals/``. Either one elsewhere would be copied into the candidate's sandbox and counted in its
+digest.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Literal, TypeVar
 from trialrun.base.quoting import excerpt
 from trialrun.compare.checkspec import Check, compile_checks, sandbox_path_problem
 from trialrun.compare.placeholders import expand, placeholder_problems
+from trialrun.compare.sandbox import STAGE_EXCLUDED
 from trialrun.compare.selector import SelectorSection, read_description
 from trialrun.config.messages import spec_errors
 from trialrun.config.paths import PATH_CHARS, display_path, nul_problem
@@ -54,6 +58,8 @@ SESSION_ONLY_KEYS = ("task", "judge", "files", "fixture", "setup", "bucket")
 """Keys a session sub-case may not carry: they belong to the one shared session."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9_.+-]+|python3:[A-Za-z_][A-Za-z0-9_.]*")
+_UNSTAGED = frozenset((name,) for name in STAGE_EXCLUDED)
+"""The first path part of a subject folder the arms do not stage (a fixture's place)."""
 
 _R = TypeVar("_R", bound=Record)
 Bucket = Literal["explicit", "implicit", "contextual", "negative", "adversarial"]
@@ -333,6 +339,16 @@ class _AssetsLoader:
             self._add(doc.error(problem, (*at, "path"), "path"))
             return None
         path = (self._evals / raw.replace("\\", "/")).resolve()
+        if path.is_relative_to(self._subject) and not path.is_relative_to(self._evals):
+            # There the candidate's arm would stage it and its digest would count it.
+            message = (
+                f"incumbent path '{excerpt(raw, PATH_CHARS)}' lies inside the subject "
+                f"({excerpt(display_path(path), PATH_CHARS)}), so the candidate would be "
+                "staged and counted with it: put the incumbent outside the subject "
+                "(relative to evals/: '../../<folder>') or under evals/"
+            )
+            self._add(doc.error(message, (*at, "path"), "path"))
+            return None
         if not path.is_dir():
             message = (
                 f"incumbent path '{excerpt(raw, PATH_CHARS)}' is not a directory "
@@ -456,6 +472,13 @@ class _AssetsLoader:
         if not path.is_relative_to(self._subject):
             shown = excerpt(fixture, PATH_CHARS)
             problem = f"fixture '{shown}' resolves outside the subject ({self._subject})"
+        elif path.relative_to(self._subject).parts[:1] not in _UNSTAGED:
+            shown = excerpt(fixture, PATH_CHARS)
+            problem = (
+                f"fixture '{shown}' lies in the staged part of the subject "
+                f"({display_path(path)}), so it would be copied into the candidate's sandbox "
+                "and counted in its digest: keep fixtures under evals/ (e.g. evals/fixtures/)"
+            )
         elif not path.is_dir():
             shown = excerpt(fixture, PATH_CHARS)
             problem = f"fixture '{shown}' is not a directory ({display_path(path)})"

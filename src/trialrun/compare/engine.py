@@ -54,6 +54,7 @@ from trialrun.compare.records import (
 )
 from trialrun.compare.requires import apply_requirements
 from trialrun.compare.rows import ArmResult, decide_row
+from trialrun.compare.runlog_members import end_members, start_members
 from trialrun.compare.shards import (
     SHARD_FILE,
     create_shard_dir,
@@ -96,6 +97,8 @@ class CompareOptions:
     seed: int | None = None
     rescore: str | None = None
     triggers_k: int = 1
+    command_line: str = "trialrun compare"
+    """As typed, for the run log's ``run_start`` (``verifyCommand``)."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,10 @@ def run_compare(options: CompareOptions, observer: CompareObserver | None = None
         from trialrun.compare.report_html import write_compare_report  # loads the report views
 
         write_compare_report(run_dir, receipt, outcome)
+        passed = outcome.verdict == "PASS" and not outcome.broken_setup
         log.close(
-            {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
+            end_members(interrupted=interrupted, verified=passed, samples=outcome.samples)
+            | {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
             | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
             | {"interrupted": interrupted}
             | {"broken_setup": [health.command for health in outcome.broken_setup]}
@@ -210,7 +215,11 @@ def run_compare_shard(
             subject_path=str(plan.assets.subject),
         )
         write_json(run_dir.path / SHARD_FILE, document)
-        log.close({"units": len(units), "rows": len(outcome.rows), "interrupted": interrupted})
+        # A shard decides no verdict: only the merge can say the comparison passed.
+        log.close(
+            end_members(interrupted=interrupted, verified=False, samples=outcome.samples)
+            | {"units": len(units), "rows": len(outcome.rows), "interrupted": interrupted}
+        )
     return ShardRunResult(run_dir.path, document, interrupted)
 
 
@@ -352,7 +361,8 @@ def _plan_document(plan: _Plan, options: CompareOptions, digest: str) -> dict[st
 def _run_meta(
     plan: _Plan, options: CompareOptions, digest: str, source: RunDir | None
 ) -> dict[str, Any]:
-    return {
+    standard = start_members(plan.assets.config.name, plan.assets.subject, options.command_line)
+    return standard | {
         "command": "trialrun compare",
         "subject": str(plan.assets.subject),
         "content_digest": digest,

@@ -21,6 +21,7 @@ that read the transcript.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from trialrun.compare.engine import CompareResult
 from trialrun.compare.outcome import CompareOutcome, build_outcome
 from trialrun.compare.receipt_doc import ReceiptIdentity, assemble_receipt, compare_provenance
 from trialrun.compare.records import Hole, trigger_outcome
+from trialrun.compare.runlog_members import end_members, start_members
 from trialrun.compare.shards import (
     ShardDoc,
     UnitId,
@@ -115,8 +117,10 @@ def merge_shards(paths: Sequence[Path]) -> tuple[CompareResult, MergedSubject]:
         from trialrun.compare.report_html import write_compare_report  # loads the report views
 
         write_compare_report(run_dir, receipt, outcome)
+        passed = outcome.verdict == "PASS" and not outcome.broken_setup
         log.close(
-            {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
+            end_members(interrupted=False, verified=passed, samples=outcome.samples)
+            | {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
             | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
             | {"broken_setup": [health.command for health in outcome.broken_setup]}
         )
@@ -309,7 +313,9 @@ def _merged_outcome(shards: Sequence[ShardDoc], plan: dict[str, Any], count: int
 def _run_meta(
     shards: Sequence[ShardDoc], plan: dict[str, Any], outcome: CompareOutcome, started: str
 ) -> dict[str, Any]:
-    return {
+    command = shlex.join(["trialrun", "compare", "merge", *(str(s.path) for s in shards)])
+    standard = start_members(str(plan["skill_name"]), shards[0].subject_path, command)
+    return standard | {
         "command": "trialrun compare merge",
         "subject": shards[0].subject_path,
         "content_digest": plan["content_digest"],

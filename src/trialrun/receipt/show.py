@@ -35,8 +35,9 @@ INCOMPLETE = "incomplete (truncated): the run did not finish"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Data = dict[str, Any]
-# Added to each event's cleaned data: its line index and ts (names no standard member uses).
-SEQ_KEY, TS_KEY = "@seq", "@ts"
+# Added to each event's cleaned data: its line index, its ts, and whether it lies at or after
+# the break of a tampered chain (names no standard member uses).
+SEQ_KEY, TS_KEY, UNVERIFIED_KEY = "@seq", "@ts", "@unverified"
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Group:
     tool_calls: list[Data] = field(default_factory=list)
     tool_calls_total: int = 0
     tool_calls_failed: int = 0
+    tool_calls_unverified: int = 0
+    unverified_events: int = 0
     usage_events: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
@@ -78,9 +81,34 @@ class ReceiptView:
     cases: dict[str, Group] = field(default_factory=dict)
     file_changes: list[Data] = field(default_factory=list)
     file_changes_total: int = 0
+    file_changes_unverified: int = 0
     other_types: Counter[str] = field(default_factory=Counter)
+    other_unverified: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
     cost_usd: float = 0.0
+    unverified_tokens: int = 0
+    unverified_cost_usd: float = 0.0
+    lines_read: int = 0
+
+    @property
+    def unverified_from(self) -> int | None:
+        """The line index from which the chain vouches for nothing, or None when it all holds.
+
+        A chain broken at seq N proves nothing about seq N and after. A bad signature makes the
+        whole receipt unproven: whoever changed an event could have rehashed the chain. A cut
+        tail (incomplete) leaves every line there intact.
+        """
+        verdict = self.verdict
+        if verdict.status != "tampered":
+            return None
+        if verdict.reason == "bad_signature":
+            return 0
+        return verdict.first_bad_seq if verdict.first_bad_seq is not None else 0
+
+    @property
+    def unverified_lines(self) -> int:
+        start = self.unverified_from
+        return 0 if start is None else max(self.lines_read - start, 0)
 
 
 def summarize(path: str | Path) -> str:
@@ -110,6 +138,7 @@ def read_receipt(path: str | Path) -> ReceiptView:
         with target.open("rb") as handle:
             for index, raw in enumerate(handle):
                 reader.add_line(index, raw)
+                reader.view.lines_read = index + 1
     except OSError as exc:
         raise ReceiptError(f"{target}: cannot read the receipt: {exc.strerror or exc}") from exc
     return reader.view
@@ -133,45 +162,63 @@ class _Reader:
             _keep(self.view.bad_lines, f"line {index + 1}: not an event object with data")
             return
         data[SEQ_KEY], data[TS_KEY] = index, _text(event.get("ts"))
+        start = self.view.unverified_from
+        data[UNVERIFIED_KEY] = start is not None and index >= start
         self.add_event(_text(event.get("type")), data)
 
     def add_event(self, kind: str, data: Data) -> None:
         view = self.view
+        unverified = data.get(UNVERIFIED_KEY) is True
         if kind == "run_start":
             view.run_start = data
         elif kind == "run_end":
             view.run_end = data
         elif kind == "attempt_start":
-            self.attempt(data).start = data
+            self.mark(self.attempt(data), unverified).start = data
         elif kind == "attempt_end":
-            self.attempt(data).end = data
+            self.mark(self.attempt(data), unverified).end = data
         elif kind == "case_start":
             self.current_case = _text(data.get("case"))
-            self.case(self.current_case).start = data
+            self.mark(self.case(self.current_case), unverified).start = data
         elif kind == "case_end":
-            self.case(_text(data.get("case")) or self.current_case or "").end = data
+            case_id = _text(data.get("case")) or self.current_case or ""
+            self.mark(self.case(case_id), unverified).end = data
             self.current_case = None
         elif kind == "tool_call":
-            group = self.owner(data)
+            group = self.mark(self.owner(data), unverified)
             group.tool_calls_total += 1
             group.tool_calls_failed += data.get("ok") is False
+            group.tool_calls_unverified += unverified
             _keep(group.tool_calls, data)
         elif kind == "usage":
             tokens, cost = int(_float(data.get("totalTokens"))), _float(data.get("costUsd"))
-            group = self.owner(data)
+            group = self.mark(self.owner(data), unverified)
             group.usage_events += 1
             group.tokens, group.cost_usd = group.tokens + tokens, group.cost_usd + cost
             view.tokens, view.cost_usd = view.tokens + tokens, view.cost_usd + cost
+            if unverified:
+                view.unverified_tokens += tokens
+                view.unverified_cost_usd += cost
         elif kind == "verifier_result":
             is_baseline = data.get("attempt") == 0
-            _keep(view.baseline if is_baseline else self.attempt(data).verifier_results, data)
+            if is_baseline:
+                _keep(view.baseline, data)
+            else:
+                _keep(self.mark(self.attempt(data), unverified).verifier_results, data)
         elif kind == "rollback":
-            _keep(self.attempt(data).rollbacks, _text(data.get("reason")))
+            _keep(self.mark(self.attempt(data), unverified).rollbacks, _text(data.get("reason")))
         elif kind == "file_change":
             view.file_changes_total += 1
+            view.file_changes_unverified += unverified
             _keep(view.file_changes, data)
         else:
             view.other_types[kind] += 1
+            view.other_unverified[kind] += unverified
+
+    @staticmethod
+    def mark(group: Group, unverified: bool) -> Group:
+        group.unverified_events += unverified
+        return group
 
     def attempt(self, data: Data) -> Group:
         return _group(self.view.attempts, _text(data.get("attempt")) or "?", LIST_MAX)
@@ -195,7 +242,8 @@ def _group(groups: dict[str, Group], key: str, limit: int) -> Group:
 
 def format_summary(view: ReceiptView) -> str:
     """The terminal text of ``view``: verdict first, then the run as the receipt tells it."""
-    lines = [f"Receipt: {view.path}", *verdict_lines(view.verdict), "", *run_lines(view)]
+    lines = [f"Receipt: {view.path}", *verdict_lines(view.verdict), *unverified_note(view)]
+    lines += ["", *run_lines(view)]
     for result in view.baseline:
         lines += ["", *_verifier_lines("Baseline", result, indent="")]
     for attempt in view.attempts.values():
@@ -204,12 +252,18 @@ def format_summary(view: ReceiptView) -> str:
         lines += ["", *_case_lines(view)]
     if view.file_changes_total:
         shown = _shown(view.file_changes_total, view.file_changes)
-        lines += ["", f"Files changed: {view.file_changes_total}{shown}"]
+        unverified = view.file_changes_unverified
+        marked = f", {unverified} NOT VERIFIED" if unverified else ""
+        lines += ["", f"Files changed: {view.file_changes_total}{marked}{shown}"]
         for change in view.file_changes:
             note = " (diff truncated)" if change.get("diffTruncated") is True else ""
+            note += " [NOT VERIFIED]" if _unverified(change) else ""
             lines.append(f"  {_text(change.get('status')):<9} {_text(change.get('path'))}{note}")
     if view.other_types:
-        counts = ", ".join(f"{kind} x{count}" for kind, count in sorted(view.other_types.items()))
+        counts = ", ".join(
+            f"{kind} x{count}" + _not_verified_count(view.other_unverified[kind])
+            for kind, count in sorted(view.other_types.items())
+        )
         lines += ["", f"Other events: {counts}"]
     lines += ["", *totals_lines(view)]
     if view.bad_lines:
@@ -229,6 +283,18 @@ def verdict_lines(result: VerifyResult) -> list[str]:
     if result.key_order == "codepoint":
         lines.append("  note:      hashed with keys in code-point order, not UTF-16 order")
     return lines
+
+
+def unverified_note(view: ReceiptView) -> list[str]:
+    """What of the shown content the chain does not vouch for, when the receipt is tampered."""
+    start = view.unverified_from
+    if start is None:
+        return []
+    if view.verdict.reason == "bad_signature":
+        where = "all of it: the signature does not match, so the chain proves nothing"
+    else:
+        where = f"every line from seq {start} on ({view.unverified_lines} of {view.lines_read})"
+    return [f"  shown but NOT VERIFIED: {where}"]
 
 
 def _verdict_head(result: VerifyResult) -> str:
@@ -271,7 +337,9 @@ def run_lines(view: ReceiptView) -> list[str]:
     tool = start["tool"] if isinstance(start.get("tool"), dict) else {}
     branch = _text(start.get("branch"))
     ended = f", ended {_text(view.run_end.get(TS_KEY))}" if view.run_end else ""
+    head = ["run_start: NOT VERIFIED (at or after the break)"] if _unverified(start) else []
     return [
+        *head,
         f"Goal:    {_text(start.get('goal'))}",
         f"Verify:  {_text(start.get('verifyCommand'))}",
         f"Repo:    {_text(start.get('repoHead')) or '(no commit)'}"
@@ -283,14 +351,21 @@ def run_lines(view: ReceiptView) -> list[str]:
 
 def totals_lines(view: ReceiptView) -> list[str]:
     """Usage summed over usage events, then what run_end states."""
-    usage = f"Usage:   {view.tokens:,} tokens, ${_number(view.cost_usd)} (sum of usage events)"
+    usage = f"Usage:   {view.tokens:,} tokens, ${_number(view.cost_usd)} (sum of usage events"
+    if view.unverified_tokens or view.unverified_cost_usd:
+        usage += (
+            f"; {view.unverified_tokens:,} tokens, ${_number(view.unverified_cost_usd)} of it "
+            "NOT VERIFIED"
+        )
+    usage += ")"
     end = view.run_end
     if end is None:
         return [usage, "Run end: missing (the run did not finish or the receipt was cut)"]
     totals = _pairs(end.get("totals"), ("attempts", "totalTokens", "costUsd", "filesChanged"))
     cases = _pairs(end.get("cases"), ("total", "passed", "failed", "errors"))
     stop, verified = _text(end.get("stopReason")), _text(end.get("verified"))
-    text = f"Run end: stop reason {stop}, verified {verified}"
+    text = "Run end" + (" (NOT VERIFIED)" if _unverified(end) else "")
+    text += f": stop reason {stop}, verified {verified}"
     text += f"; totals: {totals}" if totals else ""
     return [usage, text + (f"; cases: {cases}" if cases else "")]
 
@@ -299,7 +374,8 @@ def render_view_html(view: ReceiptView) -> str:
     """The page for ``view``: jinja2 with autoescape, no script, a CSP that forbids loading."""
     template = _environment().get_template(TEMPLATE_NAME)
     summary = [*run_lines(view), *totals_lines(view)]
-    page = template.render(view=view, verdict_lines=verdict_lines(view.verdict), summary=summary)
+    verdict = [*verdict_lines(view.verdict), *unverified_note(view)]
+    page = template.render(view=view, verdict_lines=verdict, summary=summary)
     return _SURROGATE.sub("\ufffd", page)  # values are clean already: a guard for the encoding
 
 
@@ -319,12 +395,18 @@ def _environment() -> jinja2.Environment:
     environment.filters["number"] = _number
     environment.filters["ok_text"] = _ok_text
     environment.filters["text"] = _text
+    environment.filters["tool_call_counts"] = tool_call_counts
     return environment
 
 
 def _attempt_lines(attempt: Group) -> list[str]:
     model = _text(attempt.start.get("model"))
-    lines = [f"Attempt {attempt.key}" + (f" ({model})" if model else "") + f": {attempt.outcome}"]
+    lines = [
+        f"Attempt {attempt.key}"
+        + (f" ({model})" if model else "")
+        + f": {attempt.outcome}"
+        + _group_mark(attempt)
+    ]
     lines.extend(_activity_lines(attempt))
     for result in attempt.verifier_results:
         lines.extend(_verifier_lines("verifier", result, indent="  "))
@@ -333,9 +415,7 @@ def _attempt_lines(attempt: Group) -> list[str]:
 
 
 def _activity_lines(group: Group) -> list[str]:
-    failed = f", {group.tool_calls_failed} failed" if group.tool_calls_failed else ""
-    shown = _shown(group.tool_calls_total, group.tool_calls)
-    lines = [f"  tool calls: {group.tool_calls_total}{failed}{shown}"]
+    lines = [f"  tool calls: {tool_call_counts(group)}"]
     for call in group.tool_calls:
         duration = call.get("durationMs")
         lines.append(
@@ -343,10 +423,31 @@ def _activity_lines(group: Group) -> list[str]:
             + _text(call.get("argsSummary")).replace("\n", " ")
             + (f" {_number(duration)} ms" if duration is not None else "")
             + (" [redacted]" if call.get("redacted") is True else "")
+            + (" [NOT VERIFIED]" if _unverified(call) else "")
         )
     if group.usage_events:
         lines.append(f"  usage: {group.tokens:,} tokens, ${_number(group.cost_usd)}")
     return lines
+
+
+def tool_call_counts(group: Group) -> str:
+    """``3, 1 failed, 2 not verified (first 2 shown)``: the counts the page and summary show."""
+    text = str(group.tool_calls_total)
+    text += f", {group.tool_calls_failed} failed" if group.tool_calls_failed else ""
+    text += f", {group.tool_calls_unverified} NOT VERIFIED" if group.tool_calls_unverified else ""
+    return text + _shown(group.tool_calls_total, group.tool_calls)
+
+
+def _not_verified_count(count: int) -> str:
+    return f" ({count} NOT VERIFIED)" if count else ""
+
+
+def _group_mark(group: Group) -> str:
+    return " [NOT VERIFIED]" if group.unverified_events else ""
+
+
+def _unverified(data: Data | None) -> bool:
+    return data is not None and data.get(UNVERIFIED_KEY) is True
 
 
 def _verifier_lines(label: str, result: Data, *, indent: str) -> list[str]:
@@ -354,6 +455,7 @@ def _verifier_lines(label: str, result: Data, *, indent: str) -> list[str]:
     verdict = "passed" if passed is True else "FAILED" if passed is False else "unknown"
     details = f"exit {_number(result.get('exitCode'))}, score {_number(result.get('failureScore'))}"
     details += ", timed out" if result.get("timedOut") is True else ""
+    details += ", NOT VERIFIED" if _unverified(result) else ""
     lines = [f"{indent}{label}: {verdict} ({details}): {_text(result.get('command'))}"]
     output = _text(result.get("output")).splitlines()
     shown = output[-TERMINAL_OUTPUT_LINES:]
@@ -366,6 +468,8 @@ def _verifier_lines(label: str, result: Data, *, indent: str) -> list[str]:
 def _case_lines(view: ReceiptView) -> list[str]:
     statuses = Counter(case.outcome for case in view.cases.values())
     counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    unverified = sum(1 for case in view.cases.values() if case.unverified_events)
+    counts += f"; {unverified} NOT VERIFIED" if unverified else ""
     lines = [f"Cases ({len(view.cases)}): {counts}"]
     for case in view.cases.values():
         # trialrun writes camelCase members; the first draft of the contract spelled snake_case.
@@ -375,6 +479,7 @@ def _case_lines(view: ReceiptView) -> list[str]:
             f"  {case.outcome:<10} {case.key}"
             + (f" ({kind})" if kind else "")
             + f": {case.tool_calls_total} tool calls{usage}"
+            + _group_mark(case)
         )
     return lines
 

@@ -4,10 +4,12 @@
 export still imports; the importers, built-in or installed by another package, are found
 through the ``trialrun.incident_importers`` entry points (``importers.api``). The file is a
 JSON document or JSON lines. Redaction happens here, before any caller can write anything, and
-whoever read the export: ``trialrun.base.redact`` for secrets, then each
-``redact_paths`` entry (``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches
-every list item or object member, a number an item, as ``trialrun.base.jsonpath`` walks every
-dotted path) replaced by ``[REDACTED]``.
+whoever read the export: ``trialrun.base.redact`` for secrets, ``trialrun.incident.personal``
+for payment card numbers and e-mail addresses, then each ``redact_paths`` entry
+(``calls.*.args.card_number``, ``input.customer.email``; ``*`` matches every list item or object
+member, a number an item, as ``trialrun.base.jsonpath`` walks every dotted path) replaced by
+``[REDACTED]``. A ``redact_paths`` entry that names nothing in the incident is an error with the
+closest path that exists: a typo must not leave the field it meant in the shared file.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from trialrun.base.fsutil import read_problem
 from trialrun.base.jsonpath import places
 from trialrun.base.linesplit import jsonl_lines
 from trialrun.base.nesting import unreadable_json
+from trialrun.base.quoting import excerpt
 from trialrun.base.redact import REDACTED, redact
+from trialrun.base.suggest import did_you_mean
 from trialrun.config.paths import display_path
 from trialrun.errors import ConfigError
 from trialrun.incident.importers.api import BUILTIN_IMPORTERS, default_registry
 from trialrun.incident.model import Incident
+from trialrun.incident.personal import redact_personal
 
 __all__ = ["apply_redact_paths", "import_export", "read_records"]
 
@@ -33,7 +38,8 @@ __all__ = ["apply_redact_paths", "import_export", "read_records"]
 def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Incident:
     """The normalized, redacted incident in the export at ``path``; ``ConfigError`` if unusable."""
     shown = display_path(path)
-    patterns = [_parse_redact_path(p) for p in redact_paths]
+    given = list(redact_paths)
+    patterns = [_parse_redact_path(p) for p in given]
     records = read_records(path)
     registry = default_registry()
     incident = registry.recognise(records, shown)
@@ -48,8 +54,50 @@ def import_export(path: str | Path, *, redact_paths: Iterable[str] = ()) -> Inci
         )
     # Only the name: the directory the export sat in is not part of what the user shares.
     incident.source_file = Path(path).name
-    document = apply_redact_paths(redact(incident.to_json()), patterns)
-    return Incident.from_json(document)
+    document = redact_personal(redact(incident.to_json()))
+    unmatched = [
+        wanted
+        for wanted, segments in zip(given, patterns, strict=True)
+        if not places(document, segments)
+    ]
+    if unmatched:
+        raise ConfigError(_matches_nothing(unmatched[0], document), file=shown)
+    return Incident.from_json(apply_redact_paths(document, patterns))
+
+
+_PATHS_MAX = 10_000
+"""Paths gathered for a did-you-mean: enough for any real incident, bounded for a huge one."""
+
+
+def _matches_nothing(path: str, document: Any) -> str:
+    existing = sorted(_existing_paths(document))
+    hint = did_you_mean(path, existing)
+    if not hint:
+        tops = ", ".join(sorted(document)) if isinstance(document, dict) else ""
+        hint = f" (the incident's top-level fields: {tops})" if tops else ""
+    return (
+        f"--redact-path {excerpt(path)!r} matches nothing in the incident, so it would redact "
+        f"nothing{hint}"
+    )
+
+
+def _existing_paths(document: Any) -> set[str]:
+    """Every dotted path in ``document`` as ``--redact-path`` takes them (list items as ``*``)."""
+    found: set[str] = set()
+    pending: list[tuple[str, Any]] = [("", document)]
+    while pending and len(found) < _PATHS_MAX:
+        prefix, node = pending.pop()
+        if isinstance(node, dict):
+            children = [(str(key), value) for key, value in node.items()]
+        elif isinstance(node, list):
+            children = [("*", item) for item in node]
+        else:
+            continue
+        for name, child in children:
+            path = f"{prefix}.{name}" if prefix else name
+            found.add(path)
+            pending.append((path, child))
+    return found
 
 
 def read_records(path: str | Path) -> list[Any]:
