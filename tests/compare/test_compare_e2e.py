@@ -120,10 +120,11 @@ def assert_a_complete_run_receipt(
     log: Path, subject: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """run.jsonl passes ``receipt verify --schema`` and ``receipt show`` has nothing empty."""
-    assert run_cli(["receipt", "verify", "--schema", str(log)]) == 0, capsys.readouterr()
-    capsys.readouterr()
-    assert run_cli(["receipt", "show", str(log)]) == 0
-    shown = capsys.readouterr().out.splitlines()
+    code, out, err = call_cli(["receipt", "verify", "--schema", str(log)], capsys)
+    assert code == 0, out + err
+    code, out, _ = call_cli(["receipt", "show", str(log)], capsys)
+    assert code == 0
+    shown = out.splitlines()
     assert "Goal:    compare demo" in shown
     assert f"Verify:  trialrun compare {subject} -j 4" in shown
     assert "Repo:    (no commit)" in shown  # the subject is no git checkout

@@ -706,7 +706,7 @@ def test_every_run_log_validates_against_the_receipt_schema(runs: dict[str, Any]
     ]
     for log in logs:
         assert schema_problems(log) == [], log
-        code, out, err = _cli_err(["receipt", "verify", "--schema", str(log)])
+        code, out, err = call_cli(["receipt", "verify", "--schema", str(log)])
         assert code == 0, out + err
     merged_start = json.loads((merged.parent / "run.jsonl").read_text().splitlines()[0])
     assert merged_start["data"]["goal"] == "compare demo"

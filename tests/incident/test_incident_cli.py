@@ -294,14 +294,14 @@ def test_import_never_overwrites_without_force(
     incident_path, _ = import_incident(capsys, tmp_path)
     incident_path.write_text("edited by hand\n", encoding="utf-8")
     argv = ["incident", "import", str(EXPORT), "--out", str(incident_path.parent), *REDACT]
-    code, lines, err = invoke(capsys, *argv)
-    assert code == 2 and lines == []
+    code, out, err = call_cli(argv, capsys)
+    assert code == 2 and out == ""
     assert err == (
         f"error: {incident_path}: already exists; pass --force to overwrite it, or choose "
         "another --out\n"
     )
     assert incident_path.read_text(encoding="utf-8") == "edited by hand\n"
-    code, lines, err = invoke(capsys, *argv, "--force")
+    code, _, err = call_cli([*argv, "--force"], capsys)
     assert code == 0, err
     assert json.loads(incident_path.read_text(encoding="utf-8"))["source_format"] == (
         "trialrun-run-jsonl"
@@ -313,8 +313,8 @@ def test_import_refuses_a_redact_path_that_matches_nothing(
 ) -> None:
     out = tmp_path / "typo"
     argv = ["incident", "import", str(EXPORT), "--out", str(out)]
-    code, lines, err = invoke(capsys, *argv, "--redact-path", "calls.*.args.card_numbr")
-    assert code == 2 and lines == []
+    code, stdout, err = call_cli([*argv, "--redact-path", "calls.*.args.card_numbr"], capsys)
+    assert code == 2 and stdout == ""
     assert err.startswith("error: ") and err.count("\n") == 1
     assert err.rstrip().endswith(
         "--redact-path 'calls.*.args.card_numbr' matches nothing in the incident, so it would "
@@ -327,7 +327,7 @@ def test_import_redacts_card_numbers_and_emails_by_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "plain"
-    code, _, err = invoke(capsys, "incident", "import", str(EXPORT), "--out", str(out))
+    code, _, err = call_cli(["incident", "import", str(EXPORT), "--out", str(out)], capsys)
     assert code == 0, err
     text = (out / "incident.json").read_text(encoding="utf-8")
     assert CARD not in text and "dana.reyes@example.com" not in text
