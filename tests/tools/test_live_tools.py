@@ -91,13 +91,27 @@ def test_a_module_tool_overrides_a_builtin(tmp_path: Path) -> None:
     assert tools["mock_search_docs"] is builtin_tools()["mock_search_docs"]
 
 
-def test_the_builtin_search_fake_echoes_the_query() -> None:
-    outcome = call(
-        LiveBackend(builtin_tools(), timeout_s=5), "search_docs", {"q": "reset password"}
-    )
-    hits = outcome.result["hits"]
-    assert outcome.ok and len(hits) == 2
-    assert all("reset password" in hit["title"] for hit in hits)
+def test_the_builtin_search_fake_answers_as_runledgers() -> None:
+    # A RunLedger suite recorded with the built-in must write the cassette RunLedger writes.
+    backend = LiveBackend(builtin_tools(), timeout_s=5)
+    outcome = call(backend, "search_docs", {"q": "  reset password "})
+    assert outcome.ok
+    assert outcome.result == {
+        "hits": [
+            {"title": "Reset password", "snippet": "Results for reset password: reset password"},
+            {"title": "Account help", "snippet": "Results for reset password: account access"},
+        ]
+    }
+
+
+@pytest.mark.parametrize("args", [{}, {"q": ""}, {"q": "   "}])
+def test_the_builtin_search_fake_says_unknown_for_an_empty_query(args: dict[str, Any]) -> None:
+    outcome = call(LiveBackend(builtin_tools(), timeout_s=5), "mock_search_docs", args)
+    snippets = [hit["snippet"] for hit in outcome.result["hits"]]
+    assert snippets == [
+        "Results for unknown: reset password",
+        "Results for unknown: account access",
+    ]
 
 
 MODULE_ERRORS = [

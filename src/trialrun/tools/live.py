@@ -49,12 +49,16 @@ class MissingToolError(TrialrunError):
 
 
 def mock_search_docs(args: JsonObject) -> JsonObject:
-    """RunLedger's built-in fake search: two canned hits that echo the query ``q``."""
-    query = str(args.get("q", ""))
+    """RunLedger's built-in fake search, answer for answer: two fixed hits naming the query.
+
+    The query is ``q`` stripped, or ``unknown`` when that leaves nothing. Recording a RunLedger
+    suite with this built-in writes the cassette RunLedger would.
+    """
+    query = str(args.get("q", "")).strip() or "unknown"
     return {
         "hits": [
-            {"title": f"Result 1 for {query}", "snippet": f"First canned result about {query}."},
-            {"title": f"Result 2 for {query}", "snippet": f"Second canned result about {query}."},
+            {"title": "Reset password", "snippet": f"Results for {query}: reset password"},
+            {"title": "Account help", "snippet": f"Results for {query}: account access"},
         ]
     }
 
