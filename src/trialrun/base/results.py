@@ -38,6 +38,10 @@ class ToolCall:
     None where it was not recorded (a ``CaseResult`` built by an older trialrun or by hand)."""
     kind: str = "tool"
     """``handoff`` for a handoff between agents (named ``handoff:<agent>``), else ``tool``."""
+    refused: bool = False
+    """The harness refused the call before any tool saw it (not allowed, no recording, no
+    cassette): a call, never a tool error. The case's failure already says it, once, as
+    RunLedger counts it."""
 
 
 @dataclass(slots=True)
@@ -133,7 +137,8 @@ class AgentRun:
 
     @property
     def tool_errors(self) -> int:
-        return sum(1 for call in self.tool_calls if not call.ok)
+        """Calls a tool answered with an error (refused calls are not the tool's errors)."""
+        return sum(1 for call in self.tool_calls if not call.ok and not call.refused)
 
     @property
     def tool_call_count(self) -> int:
@@ -175,7 +180,7 @@ class CaseResult:
     def tool_errors_by_name(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for call in self.run.tool_calls:
-            if not call.ok:
+            if not call.ok and not call.refused:
                 counts[call.name] = counts.get(call.name, 0) + 1
         return counts
 

@@ -368,6 +368,7 @@ class _Session:
                 ok=False,
                 error=message,
                 start_ms=start_ms,
+                refused=True,
             )
         )
         self._fail(kind, message, status)
