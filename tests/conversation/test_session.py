@@ -263,6 +263,17 @@ def test_stdout_noise_names_the_line_and_the_fix() -> None:
     assert run.events[-1]["kind"] == "stdout_noise"
 
 
+def test_a_truncated_protocol_line_is_invalid_json_not_noise() -> None:
+    run = run_case(
+        agent("raw_lines.py", '{"type":"log","message":"a"}', '{"type":"final_output","o')
+    )
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("protocol_error", "error")
+    assert run.failure.message.startswith("agent sent invalid JSON on stdout (line 2): ")
+    assert "ends before its JSON does" in run.failure.message
+    assert "print logs to stderr" not in run.failure.message
+
+
 def test_line_numbers_count_every_stdout_line() -> None:
     run = run_case(agent("raw_lines.py", '{"type":"log","message":"a"}', "", "oops"))
     assert run.failure is not None

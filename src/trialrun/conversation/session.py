@@ -46,6 +46,7 @@ from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
     HandoffMsg,
+    InvalidJsonError,
     LogMsg,
     StdoutNoiseError,
     TaskErrorMsg,
@@ -427,10 +428,11 @@ class _Session:
             self._line_no += 1
             try:
                 message = protocol.parse_line(raw, self._line_no, wording.source(agent))
-            except StdoutNoiseError as exc:
+            except (StdoutNoiseError, InvalidJsonError) as exc:
                 if isinstance(raw, UnterminatedLine) and raw.lstrip().startswith(b"{"):
                     await self._stdout_closed(agent, wording.mid_message(agent, self._line_no, exc))
-                self._fail("stdout_noise", str(exc), "error")
+                noise = isinstance(exc, StdoutNoiseError)
+                self._fail("stdout_noise" if noise else "protocol_error", str(exc), "error")
             except ProtocolError as exc:
                 self._fail("protocol_error", str(exc), "error")
             if message is not None:
