@@ -134,6 +134,9 @@ class AgentRun:
     """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
+    recording_kept: bool = False
+    """Record mode: the case ended with a failure, so what it recorded was thrown away and its
+    cassette (and MCP and model recordings) left as they were on disk."""
 
     @property
     def tool_errors(self) -> int:

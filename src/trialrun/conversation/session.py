@@ -92,6 +92,7 @@ async def run_agent(
     env: Mapping[str, str] | None = None,
     teardowns: Teardowns | None = None,
     prestarted: StartedAgent | None = None,
+    rerecord: str | None = None,
 ) -> AgentRun:
     """Run one case's agent to its final output or its first failure.
 
@@ -100,12 +101,13 @@ async def run_agent(
     ``teardowns``: where a successful agent finishes exiting (None: before returning).
     ``prestarted``: the agent ``start_agent`` already started for this case (then ``argv``
     only names it); the session owns it from now on.
+    ``rerecord``: the command that records this case again, named by a cassette mismatch.
     """
     spawn = argv if isinstance(argv, Spawn) else Spawn(argv, cwd, env)
     if prestarted is None:
         prestarted = await start_agent(spawn, limits.max_message_bytes)
     prestarted.claimed = True
-    session = _Session(case_id, tools, allowed_tools, limits)
+    session = _Session(case_id, tools, allowed_tools, limits, rerecord)
     return await session.run(prestarted, task_input, teardowns)
 
 
@@ -115,9 +117,15 @@ class _CaseOver(Exception):
 
 class _Session:
     def __init__(
-        self, case_id: str, tools: ToolBackend, allowed_tools: Collection[str], limits: Limits
+        self,
+        case_id: str,
+        tools: ToolBackend,
+        allowed_tools: Collection[str],
+        limits: Limits,
+        rerecord: str | None = None,
     ) -> None:
         self._case_id = case_id
+        self._rerecord = rerecord
         self._tools = tools
         self._allowed = allowed_tools
         self._limits = limits
@@ -288,7 +296,10 @@ class _Session:
 
     def _refuse_for(self, call: ToolCallMsg, exc: Exception, start_ms: float) -> NoReturn:
         if isinstance(exc, CassetteMismatch):
-            self._refuse(call, "cassette_mismatch", str(exc), "fail", start_ms)
+            message = str(exc)
+            if self._rerecord is not None:
+                message += f"\nTo record this case again: {self._rerecord}"
+            self._refuse(call, "cassette_mismatch", message, "fail", start_ms)
         if isinstance(exc, MissingToolError):
             self._refuse(call, "tool_registry_error", str(exc), "error", start_ms)
         self._refuse(call, "cassette_error", str(exc), "error", start_ms)

@@ -158,11 +158,11 @@ class LiveBackend:
         except TimeoutError as exc:
             # A tool's own timeout (a socket read, say) is its error, not our deadline.
             if not deadline.expired():
-                return self._outcome(False, None, _described(exc))
+                return self._outcome(False, None, _raised(name, exc))
             timeout_ms = round(self._timeout_s * 1000)
             return self._outcome(False, None, f"tool '{name}' timed out after {timeout_ms} ms")
         except FOREIGN_FAILURES as exc:
-            return self._outcome(False, None, _described(exc))
+            return self._outcome(False, None, _raised(name, exc))
         try:
             problem = json_problem(value)
             result = None if problem is not None else _json_copy(value)
@@ -182,6 +182,12 @@ class LiveBackend:
 
     def _outcome(self, ok: bool, result: Any, error: str | None) -> ToolOutcome:
         return normalized_outcome(ok, result, error, self._normalization)
+
+
+def _raised(name: str, exc: BaseException) -> str:
+    """``tool 'create_issue' raised KeyError: 'id'``: which tool, what it raised, what it said."""
+    said = exception_text(exc)
+    return f"tool '{name}' raised {type(exc).__name__}" + (f": {said}" if said else "")
 
 
 def _described(exc: BaseException) -> str:
