@@ -203,6 +203,8 @@ class RunResult:
     """Epoch seconds."""
     finished_at: float
     interrupted: bool = False
+    cases_not_run: list[str] = field(default_factory=list)
+    """An interrupted run: the ids of the cases it was given that did not finish, in order."""
     git_sha: str | None = None
     regression_policy: JsonObject | None = None
     """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
@@ -219,6 +221,15 @@ class RunResult:
     @property
     def pass_rate(self) -> float:
         return self.cases_passed / len(self.cases) if self.cases else 0.0
+
+    def not_run_text(self) -> str:
+        """``2 of 3 case(s) did not run (t2, t3)``, ids shown up to ten; "" when none."""
+        missing = self.cases_not_run
+        if not missing:
+            return ""
+        shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
+        total = len(self.cases) + len(missing)
+        return f"{len(missing)} of {total} case(s) did not run ({shown})"
 
 
 def count_names(names: Iterable[str]) -> dict[str, int]:

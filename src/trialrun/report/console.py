@@ -142,6 +142,9 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
         f"(pass rate {run.pass_rate:.1%})"
     )
+    if run.interrupted:
+        not_run = clean(run.not_run_text()) or "every case it was given had finished"
+        lines.append(f"INTERRUPTED: {not_run}; the counts cover the finished cases only")
     unused = format_unused(run.cases)
     if unused:
         lines += ["", *unused]
