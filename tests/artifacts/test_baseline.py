@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from builders import make_cli_inputs
 from jsonerrors import json_error
 from trialrun.artifacts.baseline import (
     MISSING_METRIC_NOTE,
@@ -337,19 +338,79 @@ def summary_of_run(
     return summary
 
 
-def test_promoting_the_same_results_twice_gives_identical_bytes(tmp_path: Path) -> None:
+def test_promoting_the_same_run_twice_gives_identical_bytes(tmp_path: Path) -> None:
     first, second = tmp_path / "run1" / "summary.json", tmp_path / "run2" / "summary.json"
     write_json(first, summary_of_run("20260101-000000-aaaaaa", 15))
     write_json(second, summary_of_run("20260101-000009-bbbbbb", 22))
     target = tmp_path / "baselines" / "demo.json"
     promote(first.parent, target, allow_failing=False)
     once = target.read_bytes()
-    promote(second, target, allow_failing=False)
+    promote(first, target, allow_failing=False)
     assert target.read_bytes() == once
     text = once.decode()
-    for volatile in ("generated_at", "run_id", "git_sha", "started_at", "stderr_tail", "wall_ms"):
+    for volatile in ("git_sha", "started_at", "stderr_tail", "trialrun_version"):
         assert volatile not in text
     assert load_baseline(target)["cases"][0]["id"] == "t1"
+    # Another run with the same results differs only where RunLedger needs the run's own values.
+    promote(second, target, allow_failing=False)
+    other = json.loads(target.read_bytes())
+    kept = json.loads(once)
+    for doc in (kept, other):
+        del doc["generated_at"], doc["run"]["run_id"], doc["aggregates"]["metrics"]["wall_ms"]
+        for case in doc["cases"]:
+            del case["wall_ms"]
+    assert other == kept
+
+
+# What RunLedger 0.2.3's baseline model requires (reference notes, section 11): a baseline
+# missing any of them cannot be read by RunLedger, so a team could not switch back.
+RUNLEDGER_REQUIRED: dict[str, tuple[str, ...]] = {
+    "": ("schema_version", "generated_at", "runledger_version", "run", "suite", "aggregates"),
+    "run": ("run_id", "mode", "exit_status"),
+    "suite": ("name", "suite_path", "agent_command", "tool_mode"),
+    "aggregates": ("cases_total", "cases_pass", "cases_fail", "cases_error", "pass_rate"),
+    "case": ("id", "status", "wall_ms", "tool_calls", "tool_errors", "assertions"),
+}
+
+
+def runledger_missing(baseline: dict[str, Any]) -> list[str]:
+    missing = [f"{key}" for key in RUNLEDGER_REQUIRED[""] if key not in baseline]
+    for part in ("run", "suite", "aggregates"):
+        missing += [f"{part}.{k}" for k in RUNLEDGER_REQUIRED[part] if k not in baseline[part]]
+    for case in baseline["cases"]:
+        missing += [f"cases[].{k}" for k in RUNLEDGER_REQUIRED["case"] if case.get(k) is None]
+        missing += [
+            f"cases[].assertions.{k}"
+            for k in ("total", "failed")
+            if k not in case.get("assertions", {})
+        ]
+    return missing
+
+
+def test_a_baseline_promoted_from_a_real_run_has_every_field_runledger_reads(
+    tmp_path: Path,
+) -> None:
+    root = make_cli_inputs(tmp_path)
+    target = promote(root / "run", tmp_path / "demo.json", allow_failing=False)
+    baseline = json.loads(target.read_text(encoding="utf-8"))
+    summary = read_summary(root / "run")
+    assert runledger_missing(baseline) == []
+    assert baseline["generated_at"] == summary["generated_at"]
+    assert baseline["run"]["run_id"] == summary["run"]["run_id"]
+    # Wall times are kept with no wall gate configured: a gate added later has its baseline.
+    assert "max_avg_wall_ms_delta_pct" not in json.dumps(summary.get("policy_snapshot"))
+    assert [c["wall_ms"] for c in baseline["cases"]] == [c["wall_ms"] for c in summary["cases"]]
+    assert (
+        baseline["aggregates"]["metrics"]["wall_ms"] == summary["aggregates"]["metrics"]["wall_ms"]
+    )
+
+
+def test_a_wall_gate_added_after_promotion_has_a_baseline_to_compare_with(tmp_path: Path) -> None:
+    baseline = baseline_from_summary(summary_of_run("r", 15), base_dir=tmp_path)
+    current = summary_of_run("s", 60)
+    regression = compute_regression(baseline, current, {"max_avg_wall_ms_delta_pct": 0.5}, "b")
+    check = checks_by_id(regression)["max_avg_wall_ms_delta_pct"]
+    assert (check["status"], check["baseline"], check["current"]) == ("fail", 15.0, 60.0)
 
 
 def test_wall_times_are_kept_when_a_wall_gate_is_configured(tmp_path: Path) -> None:
@@ -371,8 +432,8 @@ def test_baseline_paths_are_relative_to_the_baseline_directory(tmp_path: Path) -
     assert baseline["suite"]["suite_path"] == "../evals/demo/suite.yaml"
     assert baseline["suite"]["agent_command"] == ["python3", "../evals/demo/agent/agent.py", "-u"]
     assert baseline["cases"][0]["replay"]["cassette_path"] == "../evals/demo/cassettes/t1.jsonl"
-    assert baseline["run"] == {"mode": "replay", "exit_status": "success"}
-    assert "regression" not in baseline and "generated_at" not in baseline
+    assert baseline["run"] == {"run_id": "r", "mode": "replay", "exit_status": "success"}
+    assert "regression" not in baseline
 
 
 def test_absolute_paths_outside_the_project_stay_absolute(tmp_path: Path) -> None:
@@ -441,8 +502,9 @@ def test_promoting_a_peer_summary_and_comparing_with_it(
     current = copy.deepcopy(read_summary(summary_path))
     regression = compute_regression(baseline, current, current["policy_snapshot"], "demo.json")
     assert regression["passed"] is True
-    # No wall gate configured: no wall metric in the baseline, nothing to churn.
-    assert checks_by_id(regression)["max_avg_wall_ms_delta_pct"]["baseline"] is None
+    # The wall metric is kept for RunLedger and for a gate added later; none is configured.
+    check = checks_by_id(regression)["max_avg_wall_ms_delta_pct"]
+    assert (check["status"], check["baseline"]) == ("skipped", 22.0)
     assert json.loads(target.read_text())["cases"][0]["replay"]["cassette_sha256"].startswith(
         "3ca8"
     )

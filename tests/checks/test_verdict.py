@@ -112,6 +112,28 @@ def test_exceeded_budgets_are_recorded_for_information_on_a_failed_run() -> None
     ]
 
 
+def test_a_cassette_mismatch_is_counted_once_not_also_as_a_tool_error() -> None:
+    failure = Failure("cassette_mismatch", "Cassette mismatch.", "fail")
+    refused = ToolCall("c1", "t", {}, ok=False, error="Cassette mismatch.", refused=True)
+    failed = ToolCall("c0", "t", {}, ok=False, error="boom")
+    result = judge_case(
+        Case(budgets=Budgets(max_tool_errors=0)),
+        agent_run(None, failure=failure, tool_calls=[refused]),
+    )
+    assert result.failure is failure
+    assert result.check_failures == []
+    assert result.tool_errors_by_name() == {}
+    # A tool that did answer with an error still counts.
+    counted = judge_case(
+        Case(budgets=Budgets(max_tool_errors=0)),
+        agent_run(None, failure=failure, tool_calls=[failed, refused]),
+    )
+    assert [f.message for f in counted.check_failures] == [
+        "Budget exceeded: max_tool_errors limit=0 actual=1"
+    ]
+    assert counted.tool_errors_by_name() == {"t": 1}
+
+
 def test_assertion_failures_come_before_budget_failures() -> None:
     run = agent_run({}, wall_ms=50)
     result = judge_case(Case(assertions=[required("a")], budgets=Budgets(max_wall_ms=10)), run)

@@ -729,17 +729,42 @@ def test_paths_holding_a_nul_are_refused(repo: Path, probe: _ProbeType) -> None:
     ]
 
 
-def test_without_a_repository_the_suite_dir_is_the_boundary(
+def test_without_a_repository_the_working_directory_above_the_suite_is_the_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: _ProbeType
+) -> None:
+    # A tarball, `git archive` or a Docker build: no .git, and real RunLedger suites keep their
+    # baselines beside the suites' folder.
+    if find_repository_root(tmp_path) is not None:
+        pytest.skip("the temporary directory is inside a git repository")
+    monkeypatch.chdir(tmp_path)
+    suite_dir = make_suite(tmp_path, where="evals/demo")
+    suite = load_suite(suite_dir)
+    assert suite.root == tmp_path.resolve()
+    assert suite.baseline_path == (tmp_path / "evals" / "baselines" / "demo.json").resolve()
+    escaping = replace(SUITE, "../baselines/demo.json", "../../../baselines/demo.json")
+    make_suite(tmp_path, suite=escaping, where="other/demo")
+    assert problems(tmp_path / "other" / "demo") == [
+        "other/demo/suite.yaml:14: 'baseline_path': path '../../../baselines/demo.json' resolves "
+        f"outside the working directory ({tmp_path.resolve()})"
+    ]
+
+
+def test_without_a_repository_or_a_working_directory_above_it_the_suite_dir_is_the_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: _ProbeType
 ) -> None:
     if find_repository_root(tmp_path) is not None:
         pytest.skip("the temporary directory is inside a git repository")
-    monkeypatch.chdir(tmp_path)
     suite_dir = make_suite(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     assert problems(suite_dir) == [
-        "suite/suite.yaml:14: 'baseline_path': path '../baselines/demo.json' resolves outside "
-        f"the suite directory ({suite_dir})"
+        f"{suite_dir}/suite.yaml:14: 'baseline_path': path '../baselines/demo.json' resolves "
+        f"outside the suite directory ({suite_dir})"
     ]
+    # A run that does not read the configured baseline does not check where it points.
+    suite = load_suite(suite_dir, use_baseline_path=False)
+    assert suite.baseline_path is None
 
 
 def test_symlinks_out_of_the_repository_are_refused(

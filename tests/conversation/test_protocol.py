@@ -223,6 +223,26 @@ def test_noise_preview_is_cut_at_200_characters() -> None:
     assert "print logs to stderr" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"type": "final_output", "output": {"a": 1', "the line ends before its JSON does"),
+        (b'  {"type":"log","message":"cut', "the line ends before its JSON does"),
+        (b"{'type': 'log'}", "Expecting property name enclosed in double quotes"),
+    ],
+)
+def test_a_line_that_starts_a_json_object_and_breaks_is_invalid_json(
+    raw: bytes, problem: str
+) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_line(raw, 3)
+    assert not isinstance(info.value, StdoutNoiseError)
+    assert str(info.value).startswith("agent sent invalid JSON on stdout (line 3): ")
+    assert problem in str(info.value)
+    assert "print logs to stderr" not in str(info.value)
+    assert info.value.line_no == 3 and info.value.text
+
+
 def test_pretty_printed_json_is_noise() -> None:
     with pytest.raises(StdoutNoiseError):
         parse_line(b"{", 1)

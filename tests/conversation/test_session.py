@@ -263,6 +263,17 @@ def test_stdout_noise_names_the_line_and_the_fix() -> None:
     assert run.events[-1]["kind"] == "stdout_noise"
 
 
+def test_a_truncated_protocol_line_is_invalid_json_not_noise() -> None:
+    run = run_case(
+        agent("raw_lines.py", '{"type":"log","message":"a"}', '{"type":"final_output","o')
+    )
+    assert run.failure is not None
+    assert (run.failure.kind, run.failure.status) == ("protocol_error", "error")
+    assert run.failure.message.startswith("agent sent invalid JSON on stdout (line 2): ")
+    assert "ends before its JSON does" in run.failure.message
+    assert "print logs to stderr" not in run.failure.message
+
+
 def test_line_numbers_count_every_stdout_line() -> None:
     run = run_case(agent("raw_lines.py", '{"type":"log","message":"a"}', "", "oops"))
     assert run.failure is not None
@@ -358,6 +369,28 @@ def test_cassette_mismatch_fails_with_the_nearest_recordings() -> None:
     assert (run.failure.kind, run.failure.status) == ("cassette_mismatch", "fail")
     assert run.failure.message == str(mismatch)
     assert "Closest matches:" in run.failure.message
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        CassetteMismatch(tool="search_docs", args={}, args_json="{}", nearest=[]),
+        CassetteError("line is not JSON", file="c.jsonl", line=2),
+    ],
+)
+def test_a_refused_call_counts_as_a_call_and_not_as_a_tool_error(refusal: Exception) -> None:
+    # No tool answered: the harness's miss is the case's failure, not the tool's error.
+    run = run_case(agent("echo_agent.py"), tools=FakeTools({"search_docs": refusal}))
+    assert run.failure is not None
+    assert run.tool_call_count == 1
+    assert run.tool_errors == 0
+    assert run.tool_calls[0].refused
+
+
+def test_a_disallowed_call_is_not_a_tool_error() -> None:
+    run = run_case(agent("disallowed_tool.py"))
+    assert run.failure is not None and run.failure.kind == "tool_not_allowed"
+    assert (run.tool_call_count, run.tool_errors) == (1, 0)
 
 
 def test_missing_tool_implementation_is_a_registry_error() -> None:

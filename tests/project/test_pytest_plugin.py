@@ -90,12 +90,10 @@ def test_broken_agent_fails_with_expected_and_observed(
             "trialrun case t1 (evals/demo/cases/t1.yaml): FAIL",
             "  failure:   tool_not_allowed",
             "  message:   Tool not allowed: search_web. Allowed tools: search_docs",
-            "  budget:    max_tool_errors",
-            "  message:   Budget exceeded: max_tool_errors limit=0 actual=1",
-            "  expected:  max_tool_errors <= 0",
-            "  observed:  1",
         ]
     )
+    # A refused call is the case's failure, once; it is not also a tool error.
+    assert "max_tool_errors" not in result.stdout.str()
     result.stdout.fnmatch_lines(["  gate status_regressions: *t1"])
     assert "Traceback" not in result.stdout.str()
     (run_dir,) = run_dirs(demo)

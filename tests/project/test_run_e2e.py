@@ -134,7 +134,7 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
 ) -> None:
     suite = make_suite(tmp_path)
     for case in (suite / "cases").iterdir():
-        if case.name not in ("a_ok.yaml", "e_grandchild.yaml"):
+        if case.name not in ("a_ok.yaml", "e_grandchild.yaml", "j_usage.yaml"):
             case.unlink()
     grandchild = suite / "cases" / "e_grandchild.yaml"
     case = json.loads(grandchild.read_text(encoding="utf-8"))
@@ -159,6 +159,11 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["run"]["interrupted"] is True
     assert [c["id"] for c in summary["cases"]] == ["a_ok"]
+    # Every view says the run stopped, and how many of the cases it was given did not run.
+    assert summary["run"]["cases_not_run"] == ["e_grandchild", "j_usage"]
+    assert "INTERRUPTED: 2 of 3 case(s) did not run (e_grandchild, j_usage)" in out
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "Interrupted: 2 of 3 case(s) did not run (e_grandchild, j_usage)" in report
     assert (run_dir / "run.jsonl").exists()
     from trialrun.receipt.verify import verify_receipt
 

@@ -91,13 +91,27 @@ def test_a_module_tool_overrides_a_builtin(tmp_path: Path) -> None:
     assert tools["mock_search_docs"] is builtin_tools()["mock_search_docs"]
 
 
-def test_the_builtin_search_fake_echoes_the_query() -> None:
-    outcome = call(
-        LiveBackend(builtin_tools(), timeout_s=5), "search_docs", {"q": "reset password"}
-    )
-    hits = outcome.result["hits"]
-    assert outcome.ok and len(hits) == 2
-    assert all("reset password" in hit["title"] for hit in hits)
+def test_the_builtin_search_fake_answers_as_runledgers() -> None:
+    # A RunLedger suite recorded with the built-in must write the cassette RunLedger writes.
+    backend = LiveBackend(builtin_tools(), timeout_s=5)
+    outcome = call(backend, "search_docs", {"q": "  reset password "})
+    assert outcome.ok
+    assert outcome.result == {
+        "hits": [
+            {"title": "Reset password", "snippet": "Results for reset password: reset password"},
+            {"title": "Account help", "snippet": "Results for reset password: account access"},
+        ]
+    }
+
+
+@pytest.mark.parametrize("args", [{}, {"q": ""}, {"q": "   "}])
+def test_the_builtin_search_fake_says_unknown_for_an_empty_query(args: dict[str, Any]) -> None:
+    outcome = call(LiveBackend(builtin_tools(), timeout_s=5), "mock_search_docs", args)
+    snippets = [hit["snippet"] for hit in outcome.result["hits"]]
+    assert snippets == [
+        "Results for unknown: reset password",
+        "Results for unknown: account access",
+    ]
 
 
 MODULE_ERRORS = [
@@ -157,8 +171,11 @@ def test_an_exception_becomes_a_tool_error() -> None:
         raise KeyError
 
     backend = LiveBackend({"broken": broken, "silent": silent}, timeout_s=5)
-    assert call(backend, "broken") == ToolOutcome(ok=False, error="upstream refused")
-    assert call(backend, "silent") == ToolOutcome(ok=False, error="KeyError")
+    # The error names the tool and what it raised, so a record-mode failure says where to look.
+    assert call(backend, "broken") == ToolOutcome(
+        ok=False, error="tool 'broken' raised ConnectionError: upstream refused"
+    )
+    assert call(backend, "silent") == ToolOutcome(ok=False, error="tool 'silent' raised KeyError")
 
 
 def test_a_tools_own_timeout_error_is_not_taken_for_the_deadline() -> None:
@@ -166,7 +183,8 @@ def test_a_tools_own_timeout_error_is_not_taken_for_the_deadline() -> None:
         raise TimeoutError("read timed out")
 
     outcome = call(LiveBackend({"reads": reads}, timeout_s=5), "reads")
-    assert outcome == ToolOutcome(ok=False, error="read timed out")
+    error = "tool 'reads' raised TimeoutError: read timed out"
+    assert outcome == ToolOutcome(ok=False, error=error)
 
 
 def test_a_tool_calling_sys_exit_is_a_tool_error_not_an_exit() -> None:
@@ -187,7 +205,9 @@ def test_a_tool_calling_sys_exit_is_a_tool_error_not_an_exit() -> None:
     backend = LiveBackend(tools, timeout_s=5)
     outcome = call(backend, "quits")
     assert not outcome.ok and "SystemExit" in (outcome.error or "")
-    assert call(backend, "quits_async") == ToolOutcome(ok=False, error="4")
+    assert call(backend, "quits_async") == ToolOutcome(
+        ok=False, error="tool 'quits_async' raised SystemExit: 4"
+    )
     outcome = call(backend, "exits_on_reading")
     assert not outcome.ok and "raised SystemExit" in (outcome.error or "")
 
@@ -350,7 +370,7 @@ def test_an_exception_that_cannot_say_what_it_is_is_named() -> None:
         raise Mute
 
     outcome = call(LiveBackend({"t": raises}, timeout_s=5), "t")
-    assert outcome == ToolOutcome(ok=False, error="Mute")
+    assert outcome == ToolOutcome(ok=False, error="tool 't' raised Mute")
 
 
 @pytest.mark.parametrize(("value", "problem"), NOT_JSON)
@@ -384,7 +404,7 @@ def test_results_and_errors_are_normalized() -> None:
         normalization=rules,
     )
     assert call(backend, "ok").result == {"msg": "<req> done"}
-    assert call(backend, "failing").error == "<req> failed"
+    assert call(backend, "failing").error == "tool 'failing' raised RuntimeError: <req> failed"
 
 
 def test_the_timeout_must_be_positive() -> None:

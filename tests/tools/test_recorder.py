@@ -46,10 +46,12 @@ def test_a_clean_case_writes_the_peers_recorder_layout(tmp_path: Path) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[0].startswith('{"args": {"q": "reset"}, "ok": true, "result": {"hits": [')
     assert lines[1] == (
-        '{"args": {}, "error": "upstream timed out after 5s", "ok": false, "result": null, '
-        '"tool": "flaky"}'
+        '{"args": {}, "error": "tool \'flaky\' raised RuntimeError: upstream timed out after 5s", '
+        '"ok": false, "result": null, "tool": "flaky"}'
     )
-    assert outcomes[1] == ToolOutcome(ok=False, error="upstream timed out after 5s")
+    assert outcomes[1] == ToolOutcome(
+        ok=False, error="tool 'flaky' raised RuntimeError: upstream timed out after 5s"
+    )
     assert not recorder.temp_path.exists()
     assert recorder.recorded == 2
 

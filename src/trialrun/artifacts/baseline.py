@@ -1,18 +1,16 @@
 """Baseline files, their promotion from a run, and the regression gate.
 
-A baseline is a summary.json (schema_version 1) reduced to what a later identical run
-reproduces, so that promoting the same results twice writes byte-identical files and a baseline
-only changes in review when behaviour changed:
+A baseline is a summary.json (schema_version 1) reduced to what RunLedger's baseline model reads
+plus what a later identical run reproduces, so that promoting the same run twice writes
+byte-identical files, and a team can switch back to RunLedger with the baselines it has:
 
-* dropped: ``generated_at``, ``run.run_id``, ``run.git_sha``, ``run.ci``, run timestamps,
-  ``run.interrupted``, ``trialrun_version``, the ``regression`` block and each case's
-  ``stderr_tail`` and ``startup_ms`` (how long its agent was started ahead: nothing gates it);
-* kept: everything deterministic, including ``cassette_sha256``;
-* wall times (``aggregates.metrics.wall_ms`` and each case's ``wall_ms``) are kept **only when the
-  run's policy configures a wall-time gate** (``max_avg_wall_ms_delta_pct`` or
-  ``max_p95_wall_ms_delta_pct``): otherwise nothing reads them and they would churn the file.
-  Adding such a gate later needs one re-promotion; until then the check is skipped with
-  "Baseline metric missing or zero.";
+* dropped: ``run.git_sha``, ``run.ci``, run timestamps, ``run.interrupted``,
+  ``trialrun_version``, the ``regression`` block and each case's ``stderr_tail`` and
+  ``startup_ms`` (how long its agent was started ahead: nothing gates it);
+* kept: everything deterministic, including ``cassette_sha256``; and the run's own
+  ``generated_at``, ``run.run_id`` and wall times (``aggregates.metrics.wall_ms``, each case's
+  ``wall_ms``), which RunLedger requires. Wall times are kept whether or not the policy has a
+  wall-time gate yet, so a gate added later compares against them instead of being skipped;
 * paths (``suite_path``, ``cassette_path``, path-like ``agent_command`` parts) become relative
   to the baseline file's directory, with ``/``. Relative paths in a summary are read as relative
   to the working directory, as the run wrote them; absolute ones (outside it) stay absolute;
@@ -95,7 +93,6 @@ def baseline_from_summary(
     """The baseline document for ``summary`` (see the module docstring for what is kept)."""
     here = Path.cwd() if cwd is None else cwd
     anchor = Path(os.path.abspath(here / base_dir))
-    keep_wall = _has_wall_gate(summary.get("policy_snapshot"))
     suite = _section(summary, "suite")
     if isinstance(suite.get("suite_path"), str):
         suite["suite_path"] = _rebase(suite["suite_path"], anchor, here)
@@ -104,19 +101,20 @@ def baseline_from_summary(
             _rebase_command_part(p, anchor, here) for p in suite["agent_command"]
         ]
     aggregates = _section(summary, "aggregates")
-    if isinstance(aggregates.get("metrics"), dict) and not keep_wall:
-        aggregates["metrics"] = {k: v for k, v in aggregates["metrics"].items() if k != "wall_ms"}
+    run = _section(summary, "run")
     document: dict[str, Any] = {
         "schema_version": summary.get("schema_version"),
+        "generated_at": summary.get("generated_at"),
         "runledger_version": summary.get("runledger_version"),
         "run": {
-            "mode": _section(summary, "run").get("mode"),
+            "run_id": run.get("run_id"),
+            "mode": run.get("mode"),
             "exit_status": cases_exit_status(summary),
         },
         "suite": suite,
         "aggregates": aggregates,
         "cases": sorted(
-            (_baseline_case(case, anchor, here, keep_wall) for case in summary.get("cases", [])),
+            (_baseline_case(case, anchor, here) for case in summary.get("cases", [])),
             key=lambda case: str(case.get("id")),
         ),
     }
@@ -282,18 +280,8 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _has_wall_gate(snapshot: Any) -> bool:
-    if not isinstance(snapshot, dict):
-        return False
-    limits = thresholds_of(snapshot)
-    return any(limits[key] is not None for key in THRESHOLD_KEYS[1:])
-
-
-def _baseline_case(case: Any, anchor: Path, cwd: Path, keep_wall: bool) -> dict[str, Any]:
-    dropped = (
-        {"stderr_tail", "startup_ms"} if keep_wall else {"stderr_tail", "startup_ms", "wall_ms"}
-    )
-    doc = {key: value for key, value in case.items() if key not in dropped}
+def _baseline_case(case: Any, anchor: Path, cwd: Path) -> dict[str, Any]:
+    doc = {key: value for key, value in case.items() if key not in {"stderr_tail", "startup_ms"}}
     replay = doc.get("replay")
     if isinstance(replay, dict) and isinstance(replay.get("cassette_path"), str):
         doc["replay"] = {**replay, "cassette_path": _rebase(replay["cassette_path"], anchor, cwd)}

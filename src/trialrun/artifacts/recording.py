@@ -156,6 +156,7 @@ class RunRecorder:
             started_at=self.started_at,
             finished_at=time.time(),
             interrupted=interrupted,
+            cases_not_run=_not_run(suite, cases) if interrupted else [],
             git_sha=os.environ.get("GITHUB_SHA"),
             regression_policy=policy.to_dict(exclude_none=True) if policy else None,
             agent_env={part: list(names) for part, names in self.agent_env.items()},
@@ -192,6 +193,11 @@ class RunRecorder:
         and a receipt that reads as truncated."""
         self._dir.abandon()
         self._receipt.abandon()
+
+
+def _not_run(suite: Suite, cases: Sequence[CaseResult]) -> list[str]:
+    finished = {case.case_id for case in cases}
+    return [case.config.id for case in suite.cases if case.config.id not in finished]
 
 
 _TAIL_MODULES = (

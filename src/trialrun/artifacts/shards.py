@@ -323,6 +323,7 @@ def _tool_calls(trace: Sequence[dict[str, Any]]) -> list[ToolCall]:
                 ok=bool(result and result.get("ok")),
                 result=result.get("result") if result else None,
                 error=result.get("error") if result else "refused before reaching a tool",
+                refused=result is None,
                 # The event times stand in for the runner's clock: the timeline needs both.
                 duration_ms=(
                     max(0.0, (answered - called) * 1000)

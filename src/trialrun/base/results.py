@@ -38,6 +38,10 @@ class ToolCall:
     None where it was not recorded (a ``CaseResult`` built by an older trialrun or by hand)."""
     kind: str = "tool"
     """``handoff`` for a handoff between agents (named ``handoff:<agent>``), else ``tool``."""
+    refused: bool = False
+    """The harness refused the call before any tool saw it (not allowed, no recording, no
+    cassette): a call, never a tool error. The case's failure already says it, once, as
+    RunLedger counts it."""
 
 
 @dataclass(slots=True)
@@ -155,10 +159,14 @@ class AgentRun:
     """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
+    recording_kept: bool = False
+    """Record mode: the case ended with a failure, so what it recorded was thrown away and its
+    cassette (and MCP and model recordings) left as they were on disk."""
 
     @property
     def tool_errors(self) -> int:
-        return sum(1 for call in self.tool_calls if not call.ok)
+        """Calls a tool answered with an error (refused calls are not the tool's errors)."""
+        return sum(1 for call in self.tool_calls if not call.ok and not call.refused)
 
     @property
     def tool_call_count(self) -> int:
@@ -200,7 +208,7 @@ class CaseResult:
     def tool_errors_by_name(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for call in self.run.tool_calls:
-            if not call.ok:
+            if not call.ok and not call.refused:
                 counts[call.name] = counts.get(call.name, 0) + 1
         return counts
 
@@ -220,6 +228,8 @@ class RunResult:
     """Epoch seconds."""
     finished_at: float
     interrupted: bool = False
+    cases_not_run: list[str] = field(default_factory=list)
+    """An interrupted run: the ids of the cases it was given that did not finish, in order."""
     git_sha: str | None = None
     regression_policy: JsonObject | None = None
     """The suite's regression thresholds as configured (summary.json ``policy_snapshot``)."""
@@ -236,6 +246,15 @@ class RunResult:
     @property
     def pass_rate(self) -> float:
         return self.cases_passed / len(self.cases) if self.cases else 0.0
+
+    def not_run_text(self) -> str:
+        """``2 of 3 case(s) did not run (t2, t3)``, ids shown up to ten; "" when none."""
+        missing = self.cases_not_run
+        if not missing:
+            return ""
+        shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
+        total = len(self.cases) + len(missing)
+        return f"{len(missing)} of {total} case(s) did not run ({shown})"
 
 
 def count_names(names: Iterable[str]) -> dict[str, int]:

@@ -66,7 +66,9 @@ def prepare_run(
     from trialrun.config import load_suite
     from trialrun.running.runner import resolve_mode
 
-    loaded = load_suite(path, case_ids=case_ids)
+    # A baseline given on the command line, or none at all: the suite's is not read.
+    use_baseline_path = baseline is None and not no_baseline
+    loaded = load_suite(path, case_ids=case_ids, use_baseline_path=use_baseline_path)
     for message in loaded.warnings:
         warn(message)
     shard_block: dict[str, Any] | None = None

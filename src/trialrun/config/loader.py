@@ -70,16 +70,21 @@ class Suite:
     """``warning: <file>:<line>: ...`` lines for keys that load but do nothing (deprecated)."""
 
 
-def load_suite(path: str | Path, *, case_ids: Sequence[str] = ()) -> Suite:
+def load_suite(
+    path: str | Path, *, case_ids: Sequence[str] = (), use_baseline_path: bool = True
+) -> Suite:
     """Load the suite at ``path`` (a directory holding suite.yaml/suite.yml, or the YAML file).
 
     Raises ConfigErrors listing every problem in the suite file and all case files.
+    ``use_baseline_path`` False (a run with ``--no-baseline`` or its own ``--baseline``): the
+    suite's ``baseline_path`` is not read, so where it points is not checked either, and
+    ``Suite.baseline_path`` is None.
     """
     try:
         suite_file = find_suite_file(Path(path))
     except ConfigError as exc:
         raise ConfigErrors([exc]) from None
-    return _SuiteLoader(suite_file).load(case_ids)
+    return _SuiteLoader(suite_file, use_baseline_path=use_baseline_path).load(case_ids)
 
 
 def find_suite_file(path: Path) -> Path:
@@ -116,8 +121,9 @@ class _CaseDraft:
 class _SuiteLoader:
     """One load: collects errors (ordered by file, then line) and caches compiled assertions."""
 
-    def __init__(self, suite_file: Path) -> None:
+    def __init__(self, suite_file: Path, *, use_baseline_path: bool = True) -> None:
         self._suite_file = suite_file
+        self._use_baseline_path = use_baseline_path
         self._paths = SuitePaths.for_suite_dir(suite_file.parent)
         self._cwd = Path.cwd().resolve()
         self._errors: list[tuple[int, ConfigError]] = []
@@ -134,7 +140,9 @@ class _SuiteLoader:
         self._check_normalization(doc, doc.data.get("normalization"))
         self._check_model_gateway(doc)
         self._check_tool_module(doc)
-        baseline_path = self._optional_path(doc, "baseline_path")
+        baseline_path = (
+            self._optional_path(doc, "baseline_path") if self._use_baseline_path else None
+        )
         output_dir = self._optional_path(doc, "output_dir")
         if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
             raw = doc.data["output_dir"]

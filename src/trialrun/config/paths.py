@@ -3,7 +3,8 @@
 Every path in a suite is relative to the suite directory (RunLedger's rule), written with either
 slash. A suite may reach outside its own directory (``../../baselines/demo.json`` is common) but
 never outside the repository that holds it, so a checked-in suite cannot make the runner read or
-overwrite arbitrary files. Without a repository, the suite directory is the boundary.
+overwrite arbitrary files. Without a repository (a tarball, ``git archive``, a Docker build), the
+boundary is the working directory when the suite lies below it, else the suite directory.
 """
 
 from __future__ import annotations
@@ -80,18 +81,19 @@ class SuitePaths:
     suite_dir: Path
     """Absolute, symlinks resolved."""
     root: Path
-    """The repository root holding the suite, or ``suite_dir`` when there is none."""
+    """The repository root holding the suite; without one, the working directory when the suite
+    lies below it, else ``suite_dir``."""
     in_repository: bool
 
     @classmethod
-    def for_suite_dir(cls, suite_dir: Path) -> SuitePaths:
+    def for_suite_dir(cls, suite_dir: Path, cwd: Path | None = None) -> SuitePaths:
         resolved = suite_dir.resolve()
         repository = find_repository_root(resolved)
-        return cls(
-            suite_dir=resolved,
-            root=repository if repository is not None else resolved,
-            in_repository=repository is not None,
-        )
+        if repository is not None:
+            return cls(suite_dir=resolved, root=repository, in_repository=True)
+        here = _resolved_dir(str(cwd if cwd is not None else Path.cwd()))
+        root = here if resolved.is_relative_to(here) else resolved
+        return cls(suite_dir=resolved, root=root, in_repository=False)
 
     def resolve(self, raw: str) -> Path:
         """The absolute, symlink-free path ``raw`` names; PathEscapeError if it leaves the root."""
@@ -108,8 +110,11 @@ class SuitePaths:
 
     @property
     def boundary(self) -> str:
-        """What the root is, in words: "the repository" or "the suite directory"."""
-        return "the repository" if self.in_repository else "the suite directory"
+        """What the root is, in words: the repository, the working directory or the suite
+        directory."""
+        if self.in_repository:
+            return "the repository"
+        return "the suite directory" if self.root == self.suite_dir else "the working directory"
 
     def is_inside(self, path: Path) -> bool:
         """Whether ``path`` (absolute), symlinks followed, lies inside the root.

@@ -56,6 +56,11 @@ class StdoutNoiseError(ProtocolError):
     """A stdout line that is not JSON at all: a log line or a pretty-printed document."""
 
 
+class InvalidJsonError(ProtocolError):
+    """A line that starts a JSON object and breaks off or goes wrong: a message cut short or
+    written wrongly, not a log line (so not stdout noise)."""
+
+
 # Not frozen, though nothing changes a message once parsed: a deep case parses thousands of
 # calls, and a frozen dataclass's __init__ sets each field through object.__setattr__.
 @dataclass(slots=True)
@@ -192,6 +197,8 @@ def _parse_line(raw: bytes, line_no: int) -> AgentMessage | None:
         ) from None
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
+            if _starts_an_object(text):
+                raise _invalid_json(text, line_no, exc) from None
             raise _noise(text, line_no) from None
         # json accepts the syntax but Python refuses the value (an integer with > 4300 digits).
         raise ProtocolError(
@@ -377,6 +384,26 @@ def _violation(line_no: int, text: str, problem: str) -> ProtocolError:
         f"agent sent an invalid protocol message (stdout line {line_no}): {problem}",
         line_no=line_no,
         text=_preview(text),
+    )
+
+
+def _starts_an_object(text: str) -> bool:
+    """More than a lone ``{`` (the first line of a pretty-printed document, which is noise)."""
+    stripped = text.strip()
+    return stripped.startswith("{") and stripped != "{"
+
+
+def _invalid_json(text: str, line_no: int, exc: json.JSONDecodeError) -> InvalidJsonError:
+    shown = _preview(text.strip())
+    if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()):
+        problem = "the line ends before its JSON does (was it cut short?)"
+    else:
+        problem = f"{exc.msg} at column {exc.colno}"
+    return InvalidJsonError(
+        f"agent sent invalid JSON on stdout (line {line_no}): {problem}; found {shown}; "
+        "each message must be whole JSON on one line",
+        line_no=line_no,
+        text=shown,
     )
 
 

@@ -46,6 +46,7 @@ from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
     HandoffMsg,
+    InvalidJsonError,
     LogMsg,
     StdoutNoiseError,
     TaskErrorMsg,
@@ -91,6 +92,7 @@ async def run_agent(
     env: Mapping[str, str] | None = None,
     teardowns: Teardowns | None = None,
     prestarted: StartedAgent | None = None,
+    rerecord: str | None = None,
 ) -> AgentRun:
     """Run one case's agent to its final output or its first failure.
 
@@ -99,12 +101,13 @@ async def run_agent(
     ``teardowns``: where a successful agent finishes exiting (None: before returning).
     ``prestarted``: the agent ``start_agent`` already started for this case (then ``argv``
     only names it); the session owns it from now on.
+    ``rerecord``: the command that records this case again, named by a cassette mismatch.
     """
     spawn = argv if isinstance(argv, Spawn) else Spawn(argv, cwd, env)
     if prestarted is None:
         prestarted = await start_agent(spawn, limits.max_message_bytes)
     prestarted.claimed = True
-    session = _Session(case_id, tools, allowed_tools, limits)
+    session = _Session(case_id, tools, allowed_tools, limits, rerecord)
     return await session.run(prestarted, task_input, teardowns)
 
 
@@ -114,9 +117,15 @@ class _CaseOver(Exception):
 
 class _Session:
     def __init__(
-        self, case_id: str, tools: ToolBackend, allowed_tools: Collection[str], limits: Limits
+        self,
+        case_id: str,
+        tools: ToolBackend,
+        allowed_tools: Collection[str],
+        limits: Limits,
+        rerecord: str | None = None,
     ) -> None:
         self._case_id = case_id
+        self._rerecord = rerecord
         self._tools = tools
         self._allowed = allowed_tools
         self._limits = limits
@@ -287,7 +296,10 @@ class _Session:
 
     def _refuse_for(self, call: ToolCallMsg, exc: Exception, start_ms: float) -> NoReturn:
         if isinstance(exc, CassetteMismatch):
-            self._refuse(call, "cassette_mismatch", str(exc), "fail", start_ms)
+            message = str(exc)
+            if self._rerecord is not None:
+                message += f"\nTo record this case again: {self._rerecord}"
+            self._refuse(call, "cassette_mismatch", message, "fail", start_ms)
         if isinstance(exc, MissingToolError):
             self._refuse(call, "tool_registry_error", str(exc), "error", start_ms)
         self._refuse(call, "cassette_error", str(exc), "error", start_ms)
@@ -368,6 +380,7 @@ class _Session:
                 ok=False,
                 error=message,
                 start_ms=start_ms,
+                refused=True,
             )
         )
         self._fail(kind, message, status)
@@ -426,10 +439,11 @@ class _Session:
             self._line_no += 1
             try:
                 message = protocol.parse_line(raw, self._line_no, wording.source(agent))
-            except StdoutNoiseError as exc:
+            except (StdoutNoiseError, InvalidJsonError) as exc:
                 if isinstance(raw, UnterminatedLine) and raw.lstrip().startswith(b"{"):
                     await self._stdout_closed(agent, wording.mid_message(agent, self._line_no, exc))
-                self._fail("stdout_noise", str(exc), "error")
+                noise = isinstance(exc, StdoutNoiseError)
+                self._fail("stdout_noise" if noise else "protocol_error", str(exc), "error")
             except ProtocolError as exc:
                 self._fail("protocol_error", str(exc), "error")
             if message is not None:

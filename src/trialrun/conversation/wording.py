@@ -6,7 +6,8 @@ import signal
 
 from trialrun.base.quoting import shortened
 from trialrun.conversation.process import AgentProcess
-from trialrun.conversation.protocol import StdoutNoiseError, ToolCallMsg
+from trialrun.conversation.protocol import ToolCallMsg
+from trialrun.errors import ProtocolError
 
 __all__ = [
     "answer_of",
@@ -44,7 +45,7 @@ def source(agent: AgentProcess) -> str:
     return "stdout" if agent.channel == "stdio" else "channel"
 
 
-def mid_message(agent: AgentProcess, line_no: int, exc: StdoutNoiseError) -> str:
+def mid_message(agent: AgentProcess, line_no: int, exc: ProtocolError) -> str:
     found = f": {exc.text}" if exc.text else ""
     return (
         f"closed its {source(agent)} in the middle of a message ({source(agent)} line "

@@ -3,8 +3,10 @@
 A replay miss (of the HTTP recorder and of the model gateway) and a lenient drift warning all
 explain themselves against a recording: its line in the cassette and the first differing place,
 with short previews of both sides. JSON is walked: object keys in ``KEY_ORDER`` first (what a
-person reads first in a model request: model, system, messages...), then sorted; list items by
-index (``messages[3].content``).
+person reads first in a model request: model, system, messages..., and a tool's ``name`` before
+its description, so reordered tools read as such), then sorted; list items by index
+(``messages[3].content``). Previews of a long value are cut around the first character where the
+two sides differ, so they never read the same.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from trialrun.base import canonjson
-from trialrun.base.quoting import shortened
+from trialrun.base.redact import redact_text
 
 _PREVIEW = 80
 _ABSENT = object()
-_READ_FIRST = "model system systemInstruction instructions messages contents input tools"
+_READ_FIRST = "model system systemInstruction instructions messages contents input tools name"
 KEY_ORDER = {name: rank for rank, name in enumerate(_READ_FIRST.split(" "))}
 Difference = tuple[str, Any, Any]
 """Where two requests differ, the recorded part and the requested part."""
@@ -41,9 +43,10 @@ def describe(
     if found is None:
         return f"{label}: line {line}{state} has the same request"
     where, old, new = found
+    shown_old, shown_new = _previews(old, new)
     return (
         f"{label}: line {line}{state}; first difference at {where}: "
-        f"recorded {_preview(old)}, requested {_preview(new)}"
+        f"recorded {shown_old}, requested {shown_new}"
     )
 
 
@@ -85,7 +88,21 @@ def canonical(value: Any) -> str:
         return repr(value)
 
 
-def _preview(value: Any) -> str:
-    if value is _ABSENT:
-        return "(absent)"
-    return shortened(canonical(value), _PREVIEW)
+def _previews(old: Any, new: Any) -> tuple[str, str]:
+    """Both sides, redacted (before any cut: a cut secret is no longer recognised), each cut to
+    about ``_PREVIEW`` characters around the first character where they differ."""
+    old_text = "(absent)" if old is _ABSENT else redact_text(canonical(old))
+    new_text = "(absent)" if new is _ABSENT else redact_text(canonical(new))
+    pairs = enumerate(zip(old_text, new_text, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(old_text), len(new_text)))
+    return _window(old_text, at), _window(new_text, at)
+
+
+def _window(text: str, at: int) -> str:
+    """At most ``_PREVIEW`` characters of ``text`` centred on index ``at``, with ``...`` where
+    text was left out (a difference in the first half of the limit shows the start)."""
+    if len(text) <= _PREVIEW:
+        return text
+    start = max(0, min(at - _PREVIEW // 2, len(text) - _PREVIEW))
+    end = start + _PREVIEW
+    return ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")

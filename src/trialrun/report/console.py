@@ -21,6 +21,7 @@ from typing import Any
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible, visible_name
+from trialrun.config.paths import display_path
 from trialrun.report.summary import stderr_tail_of
 
 _VALUE_COLUMN = 13
@@ -141,15 +142,35 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
         f"(pass rate {run.pass_rate:.1%})"
     )
+    if run.interrupted:
+        not_run = clean(run.not_run_text()) or "every case it was given had finished"
+        lines.append(f"INTERRUPTED: {not_run}; the counts cover the finished cases only")
     unused = format_unused(run.cases)
     if unused:
         lines += ["", *unused]
+    kept = format_kept(run.cases)
+    if kept:
+        lines += ["", *kept]
     if regression is not None:
         lines += ["", *format_regression(regression)]
     failure_block = format_failures(run.cases, gate_failures(regression))
     if failure_block:
         lines += ["", *failure_block]
     return "\n".join(lines)
+
+
+def format_kept(cases: Sequence[CaseResult]) -> list[str]:
+    """Record mode: the cases whose failure kept their cassette as it was (nothing recorded)."""
+    lines = [
+        f"  {clean_name(case.case_id)}: "
+        + (clean(display_path(case.cassette_path)) if case.cassette_path else "(no cassette)")
+        for case in cases
+        if case.run.recording_kept
+    ]
+    if not lines:
+        return []
+    heading = "Cassettes kept as they were (their case failed, so its recording was dropped):"
+    return [heading, *lines]
 
 
 def format_unused(cases: Sequence[CaseResult]) -> list[str]:

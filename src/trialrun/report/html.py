@@ -109,6 +109,7 @@ def render_html(
         status=(summary.get("run") or {}).get("exit_status", "unknown"),
         generated_at=summary.get("generated_at", ""),
         interrupted=run.interrupted,
+        not_run=run.not_run_text(),
         kpis=_kpis(summary),
         regression=_regression_view(summary.get("regression")),
         comparison=comparison,

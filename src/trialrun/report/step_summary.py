@@ -160,7 +160,11 @@ def _verdict(
         f"run {markdown_text(run.run_id)}.",
     ]
     if run.interrupted:
-        lines += ["", "⚠️ The run was interrupted: the summary covers the cases that finished."]
+        not_run = f" {markdown_text(run.not_run_text())}." if run.cases_not_run else ""
+        lines += [
+            "",
+            f"⚠️ The run was interrupted:{not_run} The summary covers the cases that finished.",
+        ]
     return lines
 
 

@@ -97,6 +97,7 @@ def summary_from_case_docs(
             "git_sha": run.git_sha,
             "ci": None,
             "interrupted": run.interrupted,
+            **({"cases_not_run": run.cases_not_run} if run.interrupted else {}),
             "started_at": iso_utc(run.started_at),
             "finished_at": iso_utc(run.finished_at),
             **({} if run.network is None else {"network": run.network}),

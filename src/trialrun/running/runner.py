@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import hashlib
 import os
+import shlex
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from trialrun.base.results import AgentRun, CaseResult, Failure
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
+from trialrun.config.paths import display_path
 from trialrun.conversation.session import Limits, run_agent
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
@@ -254,7 +256,10 @@ async def _prepare(
     try:
         prepared.backend = _backend_for(case, options, tools)
     except CassetteError as exc:
-        prepared.setup_failure = _setup_failure(case, "cassette_error", str(exc))
+        message = str(exc)
+        if options.mode == "replay" and not case.cassette_path.exists():
+            message += f"\nTo record this case: {rerecord_command(suite, case)}"
+        prepared.setup_failure = _setup_failure(case, "cassette_error", message)
         return prepared
     except TrialrunError as exc:
         prepared.setup_failure = _setup_failure(case, "tool_registry_error", str(exc))
@@ -350,18 +355,27 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
             limits=_limits(suite, case),
             teardowns=teardowns,
             prestarted=prepared.agent,
+            rerecord=rerecord_command(suite, case) if prepared.options.mode == "replay" else None,
         )
         judge_seal(run, prepared.seal)
         if case_services is not None:
             services_of_case, case_services = case_services, None
             await _close_services(services_of_case, run)
         clean = run.failure is None
+        # Recordings are committed only when the case ended cleanly: say what was left alone.
+        run.recording_kept = prepared.options.mode == "record" and not clean
         _note_unused(run, backend)
     finally:
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
         backend.close(clean=clean)
     return run
+
+
+def rerecord_command(suite: Suite, case: Case) -> str:
+    """The command that records just ``case`` again, as a person would type it here."""
+    argv = ["trialrun", "run", display_path(suite.suite_dir), "--mode", "record"]
+    return shlex.join([*argv, "--case", case.config.id])
 
 
 def _limits(suite: Suite, case: Case) -> Limits:

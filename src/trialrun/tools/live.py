@@ -49,12 +49,16 @@ class MissingToolError(TrialrunError):
 
 
 def mock_search_docs(args: JsonObject) -> JsonObject:
-    """RunLedger's built-in fake search: two canned hits that echo the query ``q``."""
-    query = str(args.get("q", ""))
+    """RunLedger's built-in fake search, answer for answer: two fixed hits naming the query.
+
+    The query is ``q`` stripped, or ``unknown`` when that leaves nothing. Recording a RunLedger
+    suite with this built-in writes the cassette RunLedger would.
+    """
+    query = str(args.get("q", "")).strip() or "unknown"
     return {
         "hits": [
-            {"title": f"Result 1 for {query}", "snippet": f"First canned result about {query}."},
-            {"title": f"Result 2 for {query}", "snippet": f"Second canned result about {query}."},
+            {"title": "Reset password", "snippet": f"Results for {query}: reset password"},
+            {"title": "Account help", "snippet": f"Results for {query}: account access"},
         ]
     }
 
@@ -154,11 +158,11 @@ class LiveBackend:
         except TimeoutError as exc:
             # A tool's own timeout (a socket read, say) is its error, not our deadline.
             if not deadline.expired():
-                return self._outcome(False, None, _described(exc))
+                return self._outcome(False, None, _raised(name, exc))
             timeout_ms = round(self._timeout_s * 1000)
             return self._outcome(False, None, f"tool '{name}' timed out after {timeout_ms} ms")
         except FOREIGN_FAILURES as exc:
-            return self._outcome(False, None, _described(exc))
+            return self._outcome(False, None, _raised(name, exc))
         try:
             problem = json_problem(value)
             result = None if problem is not None else _json_copy(value)
@@ -178,6 +182,12 @@ class LiveBackend:
 
     def _outcome(self, ok: bool, result: Any, error: str | None) -> ToolOutcome:
         return normalized_outcome(ok, result, error, self._normalization)
+
+
+def _raised(name: str, exc: BaseException) -> str:
+    """``tool 'create_issue' raised KeyError: 'id'``: which tool, what it raised, what it said."""
+    said = exception_text(exc)
+    return f"tool '{name}' raised {type(exc).__name__}" + (f": {said}" if said else "")
 
 
 def _described(exc: BaseException) -> str:
