@@ -276,7 +276,7 @@ def test_promote_refuses_a_failing_run_and_is_byte_stable(
     assert docs[0] == docs[1]
     target = project / "b0.json"
     again = ["baseline", "promote", "--from", str(runs[0]), "--to", str(target)]
-    assert call(again, capsys)[0] == 0
+    assert call_cli(again, capsys).code == 0
     assert target.read_bytes() == outputs[0]
 
     schema = project / "evals/demo/schema.json"
