@@ -169,6 +169,26 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert "No such option" in err
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("rn", "run"), ("comapre", "compare"), ("Doctor", "doctor")]
+)
+def test_a_mistyped_command_names_the_closest_one(
+    typed: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = call([typed], capsys)
+    assert code == 2
+    assert f"No such command '{typed}' (did you mean '{meant}'?)." in err
+
+
+def test_an_unknown_command_far_from_every_name_gets_no_guess(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = call(["xyzzy"], capsys)
+    assert code == 2
+    assert "No such command 'xyzzy'." in err
+    assert "did you mean" not in err
+
+
 def test_missing_suite_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
