@@ -276,6 +276,27 @@ def test_init_then_run_passes_and_second_init_changes_nothing(
     assert "PASS" in out
 
 
+def test_a_second_init_says_which_edited_files_it_kept(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call(["init"], capsys)[0] == 0
+    suite = project / "evals/demo/suite.yaml"
+    edited = suite.read_text() + "# tuned by the team\n"
+    suite.write_text(edited)
+
+    code, out, _ = call(["init"], capsys)
+    assert code == 0
+    kept = out.split("Kept (differs from the template; --force to overwrite):\n", 1)[1]
+    assert kept.splitlines()[0] == "  evals/demo/suite.yaml"
+    unchanged = out.split("Unchanged:\n", 1)[1].split("Kept", 1)[0]
+    assert "suite.yaml" not in unchanged and "  evals/demo/agent/agent.py" in unchanged
+    assert suite.read_text() == edited
+
+    code, out, _ = call(["init", "--force"], capsys)
+    assert code == 0 and "Kept" not in out
+    assert suite.read_text() != edited
+
+
 def test_promote_refuses_a_failing_run_and_is_byte_stable(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
