@@ -472,3 +472,18 @@ def test_an_incumbent_version_stages_the_published_bytes(tmp_path: Path, team: s
     )
     with pytest.raises(ConfigError, match="no version 9"):
         arm_specs(load_eval_assets(subject), subject)
+
+
+def test_a_team_folder_that_is_not_a_git_repository_says_how_to_make_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subject = make_subject(tmp_path / "subject", subject_id="demo-id")
+    plain = tmp_path / "team-folder"
+    plain.mkdir()
+    capsys.readouterr()
+    assert publish(subject, str(plain)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"error: {plain}: expected a git repository, found a plain folder")
+    assert f"git init --bare {plain}" in err
+    assert not (plain / ".git").exists() and list(plain.iterdir()) == []
