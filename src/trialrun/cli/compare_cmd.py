@@ -132,6 +132,7 @@ def compare(
         seed=seed,
         rescore=rescore,
         triggers_k=triggers_k,
+        team=team,
     )
     if shard is not None:
         with sigterm_as_ctrl_c():

@@ -96,6 +96,8 @@ class CompareOptions:
     seed: int | None = None
     rescore: str | None = None
     triggers_k: int = 1
+    team: str | None = None
+    """``--team``: where ``arms.incumbent.version`` is looked up (else config.toml's team)."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,7 @@ def _make_plan(options: CompareOptions) -> _Plan:
         )
     k = options.k if options.k is not None else assets.config.k
     seed = options.seed if options.seed is not None else assets.config.seed
-    arms = tuple(arm_specs(assets, assets.subject))
+    arms = tuple(arm_specs(assets, assets.subject, team=options.team))
     units, skipped = apply_requirements(units)
     planned = tuple(plan_runs(units, k, arms, seed))
     return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command, tuple(skipped))
