@@ -66,7 +66,7 @@ def prepare_run(
     from trialrun.config import load_suite
     from trialrun.running.runner import resolve_mode
 
-    loaded = load_suite(path, case_ids=case_ids)
+    loaded = load_suite(path, case_ids=case_ids, mode=mode)
     for message in loaded.warnings:
         warn(message)
     shard_block: dict[str, Any] | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,16 +70,18 @@ class Suite:
     """``warning: <file>:<line>: ...`` lines for keys that load but do nothing (deprecated)."""
 
 
-def load_suite(path: str | Path, *, case_ids: Sequence[str] = ()) -> Suite:
+def load_suite(path: str | Path, *, case_ids: Sequence[str] = (), mode: str | None = None) -> Suite:
     """Load the suite at ``path`` (a directory holding suite.yaml/suite.yml, or the YAML file).
 
-    Raises ConfigErrors listing every problem in the suite file and all case files.
+    ``mode`` (``run --mode``) stands in for a suite file without ``mode``; a ``mode`` the file
+    does hold is still checked. Raises ConfigErrors listing every problem in the suite file and
+    all case files.
     """
     try:
         suite_file = find_suite_file(Path(path))
     except ConfigError as exc:
         raise ConfigErrors([exc]) from None
-    return _SuiteLoader(suite_file).load(case_ids)
+    return _SuiteLoader(suite_file, mode).load(case_ids)
 
 
 def find_suite_file(path: Path) -> Path:
@@ -116,8 +118,9 @@ class _CaseDraft:
 class _SuiteLoader:
     """One load: collects errors (ordered by file, then line) and caches compiled assertions."""
 
-    def __init__(self, suite_file: Path) -> None:
+    def __init__(self, suite_file: Path, mode: str | None = None) -> None:
         self._suite_file = suite_file
+        self._mode = mode
         self._paths = SuitePaths.for_suite_dir(suite_file.parent)
         self._cwd = Path.cwd().resolve()
         self._errors: list[tuple[int, ConfigError]] = []
@@ -128,7 +131,7 @@ class _SuiteLoader:
         doc = self._read(self._suite_file)
         if doc is None:
             raise self._collected()
-        config = self._validate(doc, SuiteConfig, "suite")
+        config = self._validate(doc, SuiteConfig, "suite", self._given_mode(doc))
         self._check_suite_name(doc)
         suite_assertions = self._compile_assertions(doc)
         self._check_normalization(doc, doc.data.get("normalization"))
@@ -189,9 +192,19 @@ class _SuiteLoader:
             self._add(exc)
             return None
 
-    def _validate(self, doc: LoadedYaml, record: type[_Record], what: str) -> _Record | None:
+    def _given_mode(self, doc: LoadedYaml) -> dict[str, Any]:
+        # `run --mode` says which mode to run in, so a file without one is complete with it.
+        return {"mode": self._mode} if self._mode is not None and "mode" not in doc.data else {}
+
+    def _validate(
+        self,
+        doc: LoadedYaml,
+        record: type[_Record],
+        what: str,
+        given: Mapping[str, Any] | None = None,
+    ) -> _Record | None:
         try:
-            return parse(record, doc.data)
+            return parse(record, {**doc.data, **given} if given else doc.data)
         except SpecError as exc:
             for error in spec_errors(exc, doc, record, what):
                 self._add(error)
