@@ -190,12 +190,21 @@ def test_server_command_that_cannot_start_exits_2(tmp_path: Path) -> None:
 def test_server_exiting_before_answering_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     cassette = tmp_path / "never.jsonl"
     cassette.write_text("keep me\n")
-    failing = [sys.executable, "-c", "import sys; sys.exit(3)"]
-    proxy = RawProxy(proxy_command(failing, cassette=cassette, mode="record", name="d"))
+    events = tmp_path / "events.jsonl"
+    failing = [sys.executable, "-c", "import sys; sys.exit('no module named mcp')"]
+    argv = proxy_command(failing, cassette=cassette, mode="record", name="d", events=events)
+    proxy = RawProxy(argv)
     assert proxy.process.wait(15) == 2
     stderr = proxy.process.stderr.read().decode()  # type: ignore[union-attr]
-    assert stderr.startswith("error: MCP server exited with code 3 before answering")
+    # The server's own line passes through unchanged, and the error line quotes it.
+    said, error = stderr.splitlines()
+    assert said == "no module named mcp"
+    assert error.startswith("error: MCP server exited with code 1 before answering: ")
+    assert error.endswith(" (its stderr: no module named mcp)")
     assert cassette.read_text() == "keep me\n"
+    # For trialrun run, which reads it beside the events file: the line without "error: ".
+    failure = events.with_name("events.jsonl.failure").read_text()
+    assert failure == error.removeprefix("error: ") + "\n"
 
 
 def test_huge_messages_are_ordinary_traffic(tmp_path: Path) -> None:

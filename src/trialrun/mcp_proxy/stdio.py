@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from trialrun.base.signals import routed_signals
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
-from trialrun.mcp_proxy.events import EventLog
+from trialrun.mcp_proxy.events import EventLog, note_failure
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
 from trialrun.mcp_proxy.upstream import Upstream, UpstreamError, describe
@@ -73,9 +73,14 @@ def run_stdio_proxy(
     if mode == "replay":
         return _replay(cassette, name, events, stdin_fd, stdout_fd)
     if mode == "record":
-        return _record(
-            cassette, list(server_command), name, events, (stdin_fd, stdout_fd), answer_timeout
-        )
+        try:
+            return _record(
+                cassette, list(server_command), name, events, (stdin_fd, stdout_fd), answer_timeout
+            )
+        except UpstreamError as exc:
+            if events is not None:
+                note_failure(events, str(exc))
+            raise
     raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
 
 
@@ -223,8 +228,10 @@ def _finish(
         state["signal"] = -state["exit"]
     ended_by_server = state["signal"] is None and not state["client_eof"]
     if ended_by_server and not recorder.answered:
+        said = upstream.stderr_tail()
         raise UpstreamError(
             f"MCP server exited with code {state['exit']} before answering: {describe(command)}"
+            + (f" (its stderr: {said})" if said else "")
         )
     if state["signal"] is None and state["client_eof"]:
         # The client hung up: let the server see EOF and deliver what it still had to say.
