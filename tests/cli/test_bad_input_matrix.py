@@ -19,7 +19,8 @@ CAP_DAC_READ_SEARCH; as root (CI) the subprocess drops both from its bounding se
 it still runs as uid 0 with every other file reachable, yet a mode-000 directory refuses it.
 ``test_unreadable_cells_really_cannot_read`` proves that refusal, so these cells cannot pass
 vacuously. Doctor is the one checker: problems inside the suite it checks are its findings
-(exit 1, a ``fail suite:`` line naming the file), as tests/commands/test_doctor.py documents.
+(a ``fail suite:`` line naming the file on stdout, exit 2 as for any invalid input), as
+tests/commands/test_doctor.py documents.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class Entry:
     serves: bool = False
     """Valid input makes the command serve until a signal: always run it in a subprocess."""
     checker: bool = False
-    """Content problems of the checked file are the command's findings (exit 1), see doctor."""
+    """Content problems of the checked file are the command's findings (on stdout), see doctor."""
 
 
 # -- the assets a valid call needs, built once per session and copied per cell -----------------
@@ -1076,9 +1077,9 @@ def _assert_rejected(outcome: Outcome, call: Call, root: Path, *, checked: bool)
     shown = f"exit {outcome.code}\nstdout:\n{outcome.out}\nstderr:\n{outcome.err}"
     assert "Traceback" not in outcome.out + outcome.err, shown
     if checked:
-        # doctor's subject is the suite: a file that does not load is a failed check (exit 1),
-        # listed with the others on stdout.
-        assert outcome.code == 1, shown
+        # doctor's subject is the suite: a file that does not load is a failed check listed
+        # with the others on stdout, and invalid input (exit 2).
+        assert outcome.code == 2, shown
         failures = [line for line in outcome.out.splitlines() if line.startswith("fail suite:")]
         assert failures and _names(failures[0], call.names, root), shown
         return

@@ -163,6 +163,26 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert "No such option" in err
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("rn", "run"), ("comapre", "compare"), ("Doctor", "doctor")]
+)
+def test_a_mistyped_command_names_the_closest_one(
+    typed: str, meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = call_cli([typed], capsys)
+    assert code == 2
+    assert f"No such command '{typed}' (did you mean '{meant}'?)." in err
+
+
+def test_an_unknown_command_far_from_every_name_gets_no_guess(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = call_cli(["xyzzy"], capsys)
+    assert code == 2
+    assert "No such command 'xyzzy'." in err
+    assert "did you mean" not in err
+
+
 def test_missing_suite_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -248,6 +268,27 @@ def test_init_then_run_passes_and_second_init_changes_nothing(
     )
     assert code == 0, out + err
     assert "PASS" in out
+
+
+def test_a_second_init_says_which_edited_files_it_kept(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert call_cli(["init"], capsys)[0] == 0
+    suite = project / "evals/demo/suite.yaml"
+    edited = suite.read_text() + "# tuned by the team\n"
+    suite.write_text(edited)
+
+    code, out, _ = call_cli(["init"], capsys)
+    assert code == 0
+    kept = out.split("Kept (differs from the template; --force to overwrite):\n", 1)[1]
+    assert kept.splitlines()[0] == "  evals/demo/suite.yaml"
+    unchanged = out.split("Unchanged:\n", 1)[1].split("Kept", 1)[0]
+    assert "suite.yaml" not in unchanged and "  evals/demo/agent/agent.py" in unchanged
+    assert suite.read_text() == edited
+
+    code, out, _ = call_cli(["init", "--force"], capsys)
+    assert code == 0 and "Kept" not in out
+    assert suite.read_text() != edited
 
 
 def test_promote_refuses_a_failing_run_and_is_byte_stable(

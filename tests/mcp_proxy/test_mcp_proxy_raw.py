@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -189,12 +190,21 @@ def test_server_command_that_cannot_start_exits_2(tmp_path: Path) -> None:
 def test_server_exiting_before_answering_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     cassette = tmp_path / "never.jsonl"
     cassette.write_text("keep me\n")
-    failing = [sys.executable, "-c", "import sys; sys.exit(3)"]
-    proxy = RawProxy(proxy_command(failing, cassette=cassette, mode="record", name="d"))
+    events = tmp_path / "events.jsonl"
+    failing = [sys.executable, "-c", "import sys; sys.exit('no module named mcp')"]
+    argv = proxy_command(failing, cassette=cassette, mode="record", name="d", events=events)
+    proxy = RawProxy(argv)
     assert proxy.process.wait(15) == 2
     stderr = proxy.process.stderr.read().decode()  # type: ignore[union-attr]
-    assert stderr.startswith("error: MCP server exited with code 3 before answering")
+    # The server's own line passes through unchanged, and the error line quotes it.
+    said, error = stderr.splitlines()
+    assert said == "no module named mcp"
+    assert error.startswith("error: MCP server exited with code 1 before answering: ")
+    assert error.endswith(" (its stderr: no module named mcp)")
     assert cassette.read_text() == "keep me\n"
+    # For trialrun run, which reads it beside the events file: the line without "error: ".
+    failure = events.with_name("events.jsonl.failure").read_text()
+    assert failure == error.removeprefix("error: ") + "\n"
 
 
 def test_huge_messages_are_ordinary_traffic(tmp_path: Path) -> None:
@@ -242,3 +252,76 @@ def test_a_client_that_closes_the_pipe_it_reads_is_a_hang_up_not_a_server_fault(
     assert "Traceback" not in stderr and "mid-session" not in stderr, stderr
     if mode == "record":
         assert [c.tool for c in load_cassette(cassette).calls] == ["search_docs"]
+
+
+GATED_SERVER = [
+    sys.executable,
+    str(Path(__file__).parent.parent / "mcp_servers" / "gated_server.py"),
+]
+
+
+def _gated(tmp_path: Path, cassette: Path, *extra: str) -> tuple[RawProxy, Path]:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    argv = proxy_command([*GATED_SERVER, str(gate)], cassette=cassette, mode="record", name="d")
+    # Options go before the `--` that starts the server command.
+    split = argv.index("--")
+    return RawProxy([*argv[:split], *extra, *argv[split:]]), gate
+
+
+def _stderr_line(proxy: RawProxy) -> str:
+    assert proxy.process.stderr is not None
+    return proxy.process.stderr.readline().decode()
+
+
+def test_piped_input_waits_for_every_answer_before_the_cassette_is_written(
+    tmp_path: Path,
+) -> None:
+    cassette = tmp_path / "piped.jsonl"
+    proxy, gate = _gated(tmp_path, cassette)
+    proxy.send(call(1, "search_docs", {"q": "a"}))
+    proxy.send(call(2, "search_docs", {"q": "b"}))
+    assert proxy.process.stdin is not None
+    proxy.process.stdin.close()  # the whole input was piped: EOF before any answer
+    # The proxy says it waits (so a user piping input knows why nothing happens yet); only then
+    # does the server answer, as a server still importing its libraries would.
+    assert _stderr_line(proxy) == (
+        "trialrun mcp-proxy: input ended with 2 request(s) unanswered; waiting up to 30 s "
+        "for the server (--answer-timeout)\n"
+    )
+    with gate.open("wb") as opened:
+        opened.write(b"xx")
+    assert proxy.process.wait(15) == 0
+    assert [c.args for c in load_cassette(cassette).calls] == [{"q": "a"}, {"q": "b"}]
+    assert [m["id"] for m in (proxy.recv(), proxy.recv())] == [1, 2]
+
+
+def test_a_cassette_is_never_replaced_by_one_with_fewer_answers_than_requests(
+    tmp_path: Path,
+) -> None:
+    cassette = tmp_path / "good.jsonl"
+    write_cassette(cassette, None, [CallRecord("search_docs", {"q": "a"}, True, {}, None)])
+    before = cassette.read_bytes()
+    proxy, _ = _gated(tmp_path, cassette, "--answer-timeout", "0")  # the gate never opens
+    proxy.send(call(1, "search_docs", {"q": "a"}))
+    code, stderr = proxy.close()
+    assert code == 1
+    assert stderr.splitlines()[-1] == (
+        f"error: {cassette}: 1 of 1 request(s) unanswered: no answer within 0 s "
+        "(--answer-timeout); the cassette was not written"
+    )
+    assert cassette.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
+def test_answer_timeout_must_be_a_number_of_seconds(tmp_path: Path, value: str) -> None:
+    argv = proxy_command(SERVER_COMMAND, cassette=tmp_path / "c.jsonl", mode="record", name="d")
+    split = argv.index("--")
+    done = subprocess.run(
+        [*argv[:split], "--answer-timeout", value, *argv[split:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--answer-timeout" in done.stderr and "Traceback" not in done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,26 @@ def test_mcp_recordings_no_call_used_are_reported_and_do_not_fail_the_case(
         "mcp:docs/search_docs": 1,
         "mcp:docs/fetch_page": 1,
     }
+
+
+def test_a_server_that_cannot_start_in_record_mode_is_named_in_the_failure(
+    project: Path,
+) -> None:
+    suite = project / "evals" / "mcp"
+    broken = project / "evals" / "mcp-broken"
+    shutil.copytree(suite, broken)
+    text = (broken / "suite.yaml").read_text(encoding="utf-8")
+    assert "server/docs_server.py" in text
+    (broken / "suite.yaml").write_text(text.replace("server/docs_server.py", "server/dcos.py"))
+    committed = (broken / "cassettes" / "t1.mcp-docs.jsonl").read_bytes()
+
+    done = trialrun(project, "run", "evals/mcp-broken", "--mode", "record", "--no-baseline")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [case] = json.loads((last_run(project) / "summary.json").read_text())["cases"]
+    # The agent's MCP client buries the server's own line under its traceback; the failure
+    # reason keeps it, wherever the stderr tail is cut.
+    reason = case["failure_reason"]
+    assert "MCP server 'docs' did not start: exited with code 2 before answering" in reason
+    assert "server/dcos.py" in reason and "No such file or directory" in reason
+    assert "MCP server 'docs' did not start" in done.stdout
+    assert (broken / "cassettes" / "t1.mcp-docs.jsonl").read_bytes() == committed

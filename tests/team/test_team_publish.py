@@ -472,3 +472,46 @@ def test_an_incumbent_version_stages_the_published_bytes(tmp_path: Path, team: s
     )
     with pytest.raises(ConfigError, match="no version 9"):
         arm_specs(load_eval_assets(subject), subject)
+
+
+def test_a_team_folder_that_is_not_a_git_repository_says_how_to_make_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subject = make_subject(tmp_path / "subject", subject_id="demo-id")
+    plain = tmp_path / "team-folder"
+    plain.mkdir()
+    capsys.readouterr()
+    assert publish(subject, str(plain)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"error: {plain}: expected a git repository, found a plain folder")
+    assert f"git init --bare {plain}" in err
+    assert not (plain / ".git").exists() and list(plain.iterdir()) == []
+
+
+def test_compare_team_option_finds_the_incumbent_version_without_config_toml(
+    tmp_path: Path, team: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = COMPARE_AGENTS_DIR / "scripted.py"
+    subject = tmp_path / "skill"
+    make_subject(subject)
+    command = json.dumps([sys.executable, str(agent), "{task}"])
+    config = subject / "evals" / "compare.yaml"
+    config.write_text(
+        f"name: demo\nagent:\n  command: {command}\nk: 1\nseed: 1\n", encoding="utf-8"
+    )
+    case = {"task": 'say done\n#agent {"say": "done"}', "checks": [{"transcript_mentions": "done"}]}
+    (subject / "evals" / "cases" / "one.yaml").write_text(json.dumps(case), encoding="utf-8")
+    assert publish(subject, team) == 0  # v1, and the id compare.yaml now holds
+    config.write_text(config.read_text(encoding="utf-8") + "arms:\n  incumbent:\n    version: 1\n")
+    assert not (tmp_path / "home" / "config.toml").exists()
+    capsys.readouterr()
+
+    code = run_cli(["compare", str(subject), "--team", team, "--no-commit", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    receipt = json.loads(captured.out)
+    assert "candidate-vs-incumbent" in receipt["comparisons"]
+    # Without --team and without config.toml the version cannot be looked up: exit 2, at its key.
+    assert run_cli(["compare", str(subject), "--no-commit"]) == 2
+    assert "needs a team" in capsys.readouterr().err

@@ -389,6 +389,9 @@ def test_cli_marketplace_with_the_configured_team(
     (home / "config.toml").write_text(f'team = "{team.bare}"\n', encoding="utf-8")
     assert run_cli(["scores", "--team"]) == 0
     assert "score STALE (v1): PASS" in capsys.readouterr().out
+    # Neither SUBJECT nor --team: the configured team, as `publish` and `compare` take it.
+    assert run_cli(["scores"]) == 0
+    assert "score STALE (v1): PASS" in capsys.readouterr().out
     assert run_cli(["scores", "--team", str(team.bare), "--json"]) == 0
     (card,) = json.loads(capsys.readouterr().out)
     assert (card["id"], card["shown_version"], card["latest_version"]) == (SUBJECT_ID, 1, 2)
@@ -397,7 +400,8 @@ def test_cli_marketplace_with_the_configured_team(
 
 def test_cli_without_subject_or_team_is_invalid(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["scores"]) == 2
-    assert "expected SUBJECT or --team" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected SUBJECT, --team NAME or a team in config.toml, found none" in err
     assert run_cli(["scores", "--team"]) == 2
     assert "no team in config.toml" in capsys.readouterr().err
 

@@ -133,6 +133,7 @@ def compare(
         rescore=rescore,
         triggers_k=triggers_k,
         command_line=shlex.join(["trialrun", *click.get_current_context().find_root().obj["argv"]]),
+        team=team,
     )
     if shard is not None:
         with sigterm_as_ctrl_c():

@@ -89,6 +89,12 @@ class LazyGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
+        typed = args[0] if args else ""
+        if typed and typed not in COMMANDS and not typed.startswith("-"):
+            # click says only "No such command"; a typo ("rn") deserves the name it missed.
+            from trialrun.base.suggest import did_you_mean
+
+            ctx.fail(f"No such command {typed!r}{did_you_mean(typed, COMMANDS)}.")
         name, command, rest = super().resolve_command(ctx, args)
         routed = _ROUTED.get((name or "", rest[0])) if rest else None
         if routed is None:

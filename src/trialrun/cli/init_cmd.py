@@ -62,7 +62,11 @@ def init(
         template=template,
         workflow_dir=workflow_dir,
     )
-    for title, paths in (("Written", report.written), ("Unchanged", report.unchanged)):
+    for title, paths in (
+        ("Written", report.written),
+        ("Unchanged", report.unchanged),
+        ("Kept (differs from the template; --force to overwrite)", report.kept),
+    ):
         if paths:
             click.echo(f"{title}:")
             for written in paths:

@@ -7,13 +7,15 @@ HTTP: ``trialrun mcp-proxy --http HOST:PORT --cassette-dir DIR --mode record|rep
 (with ``--token`` or ``TRIALRUN_MCP_PROXY_TOKEN``, clients use ``<url>/key/<token>/run/<id>/mcp``;
 the printed URL never holds the token).
 
-Exit codes: 0 the session ended (EOF, SIGTERM, SIGINT), 1 the recorded server died mid-session,
-2 invalid input (a missing or corrupt cassette, a server command that cannot start). Start-up
-is kept light: nothing but the stdlib proxy modules is imported on this path.
+Exit codes: 0 the session ended (EOF, SIGTERM, SIGINT), 1 the recorded server died mid-session
+or a request went unanswered (stdio: the cassette is then not written), 2 invalid input (a
+missing or corrupt cassette, a server command that cannot start). Start-up is kept light:
+nothing but the stdlib proxy modules is imported on this path.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -26,6 +28,13 @@ from trialrun.cli.serve_options import (
     token_option,
     warn_if_exposed,
 )
+
+
+def _finite(value: float | None) -> float | None:
+    # FloatRange lets nan and inf through: neither is a number of seconds to wait.
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of seconds, found {value}")
+    return value
 
 
 @click.command(
@@ -44,6 +53,16 @@ from trialrun.cli.serve_options import (
 @directory_option("--cassette-dir", "HTTP: one cassette per run, DIR/<run-id>.jsonl.")
 @directory_option("--events-dir", "HTTP: one events file per run, DIR/<run-id>.jsonl.")
 @token_option("TRIALRUN_MCP_PROXY_TOKEN")
+@click.option(
+    "--answer-timeout",
+    type=click.FloatRange(min=0),
+    callback=lambda ctx, param, value: _finite(value),
+    default=None,
+    metavar="SECONDS",
+    help="stdio record: after the input ends, how long the server gets to answer every request "
+    "already sent [30]; a request still unanswered then fails the session and the cassette is "
+    "not written.",
+)
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def mcp_proxy(
     mode: str,
@@ -54,6 +73,7 @@ def mcp_proxy(
     cassette_dir: Path | None,
     events_dir: Path | None,
     token: str | None,
+    answer_timeout: float | None,
     server_command: tuple[str, ...],
 ) -> int:
     """Record or replay the MCP server started by SERVER_COMMAND (given after --)."""
@@ -64,7 +84,7 @@ def mcp_proxy(
             raise click.UsageError("stdio mode needs --cassette FILE (or use --http HOST:PORT)")
         if cassette_dir is not None or events_dir is not None or token is not None:
             raise click.UsageError("--cassette-dir, --events-dir and --token go with --http")
-        from trialrun.mcp_proxy.stdio import run_stdio_proxy
+        from trialrun.mcp_proxy.stdio import ANSWER_TIMEOUT_SECONDS, run_stdio_proxy
 
         return run_stdio_proxy(
             mode=mode,
@@ -72,7 +92,10 @@ def mcp_proxy(
             server_command=server_command,
             name=name or cassette.stem,
             events=events,
+            answer_timeout=ANSWER_TIMEOUT_SECONDS if answer_timeout is None else answer_timeout,
         )
+    if answer_timeout is not None:
+        raise click.UsageError("--answer-timeout goes with stdio (--cassette)")
     from trialrun.cli.addresses import parse_host_port
 
     host, port = parse_host_port(http_address, "--http")

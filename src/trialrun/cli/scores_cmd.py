@@ -42,18 +42,20 @@ _DEFAULT_TEAM = ""
     default=None,
     metavar="[NAME]",
     help="The team repository (a path or URL). Without SUBJECT: show the team's Marketplace "
-    "cards (the team in config.toml when NAME is left out).",
+    "cards (the team in config.toml when NAME or the whole option is left out).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the card(s) as JSON.")
 def scores(subject: Path | None, team_name: str | None, as_json: bool) -> int:
     """Show the score of SUBJECT's current bytes, or every subject of a team."""
-    if subject is None and team_name is None:
-        click.echo("error: expected SUBJECT or --team [NAME], found neither", err=True)
-        return EXIT_INVALID
     repo = team_from_config(team_name or None)
     if subject is None:
         if repo is None:
-            click.echo("error: --team: no NAME given and no team in config.toml", err=True)
+            # Without SUBJECT the command shows a team: the configured one unless one is named.
+            if team_name is None:
+                problem = "expected SUBJECT, --team NAME or a team in config.toml, found none"
+            else:
+                problem = "--team: no NAME given and no team in config.toml"
+            click.echo(f"error: {problem}", err=True)
             return EXIT_INVALID
         cards = marketplace_cards(TeamReader(TeamStore(repo)))
         if as_json:

@@ -26,10 +26,11 @@ from trialrun.tools.cassette import Cassette
 
 Level = Literal["ok", "warn", "fail"]
 
-REPLAY_CAVEAT = (
-    "note: replay answers tool calls only; it does not isolate model or network calls the agent "
-    "makes on its own."
-)
+_INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "zsh", "ruby", "perl")
+"""Programs whose first operand is a script file (``python3.12`` and ``pypy3`` included)."""
+_NO_SCRIPT = frozenset({"-m", "-c", "-e", "-p", "--eval", "--print"})
+"""Options after which the interpreter runs a module or inline code, not a file."""
+_TAKES_VALUE = frozenset({"-W", "-X", "-r", "--require"})
 _PACKAGES = ("click", "pydantic", "PyYAML", "jsonschema")
 
 
@@ -98,7 +99,53 @@ def _agent_command(suite: Suite) -> Check:
             f"agent_command program {program!r} is not on PATH and is not an existing file",
             "install it or set agent_command in suite.yaml to its full path",
         )
+    missing = _missing_script(suite)
+    if missing is not None:
+        return missing
     return Check("ok", "agent", f"agent_command resolves to {found}")
+
+
+def _missing_script(suite: Suite) -> Check | None:
+    """The script an interpreter in agent_command is given, when it does not exist.
+
+    The agent runs in trialrun's working directory; a part naming something under the suite
+    directory was already made absolute by the loader, so a relative part left names nothing in
+    either.
+    """
+    command = suite.agent_command
+    program = Path(command[0]).name
+    if not program.startswith(_INTERPRETERS):
+        return None
+    args = iter(command[1:])
+    for part in args:
+        if part in _NO_SCRIPT:
+            return None
+        if part in _TAKES_VALUE:
+            next(args, None)
+            continue
+        if part.startswith("-"):
+            continue
+        script = Path(part)
+        if script.exists():
+            return None
+        from trialrun.base.suggest import did_you_mean
+
+        folder = script.parent
+        names: list[str] = []
+        for base in (Path.cwd(), suite.suite_dir):
+            try:
+                names += [(folder / p.name).as_posix() for p in (base / folder).iterdir()]
+            except OSError:
+                continue
+        return Check(
+            "fail",
+            "agent",
+            f"agent_command script {part!r} does not exist (looked in the suite directory "
+            f"{display_path(suite.suite_dir)} and in the directory the agent runs in, "
+            f"{display_path(Path.cwd())}){did_you_mean(part, names)}",
+            "fix the path in agent_command in suite.yaml",
+        )
+    return None
 
 
 def _load_cassettes(suite: Suite) -> dict[Path, Cassette | list[CassetteError]]:
@@ -301,6 +348,30 @@ def _versions() -> Check:
         except metadata.PackageNotFoundError:
             parts.append(f"{package} missing")
     return Check("ok", "versions", ", ".join(parts))
+
+
+def replay_note(suite: Suite) -> str:
+    """What the probe's replay answered from recordings, and what it left to the network."""
+    config = suite.config
+    answered = ["tool calls from the cassette"]
+    if config.mcp_servers:
+        answered.append("MCP servers from their recordings")
+    if config.model_gateway is not None:
+        answered.append("model calls from the gateway's recordings (model_gateway)")
+    answered.append("other HTTP(S) requests through the recording proxy")
+    from trialrun.running.network import network_seal
+
+    seal = network_seal(suite, "replay")
+    if seal.applied:
+        rest = f"any other connection is refused (network {seal.describe()})"
+    elif not seal.sealed:
+        rest = "network: open: a connection that ignores the proxy variables is not isolated"
+    else:
+        rest = (
+            "this kernel cannot seal the network: a connection that ignores the proxy variables "
+            "is not isolated"
+        )
+    return f"note: replay answered {', '.join(answered)}; {rest}."
 
 
 def probe(suite: Suite) -> list[Check]:

@@ -68,7 +68,7 @@ def prepare_run(
 
     # A baseline given on the command line, or none at all: the suite's is not read.
     use_baseline_path = baseline is None and not no_baseline
-    loaded = load_suite(path, case_ids=case_ids, use_baseline_path=use_baseline_path)
+    loaded = load_suite(path, case_ids=case_ids, use_baseline_path=use_baseline_path, mode=mode)
     for message in loaded.warnings:
         warn(message)
     shard_block: dict[str, Any] | None = None

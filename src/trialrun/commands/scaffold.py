@@ -73,6 +73,8 @@ _WORKFLOWS = Path(".github") / "workflows"
 class InitReport:
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    """Existing files that differ from what init would write (edited by the user): left alone."""
     updated: list[tuple[Path, str]] = field(default_factory=list)
     """Existing or new files init added a line to, and what it added."""
     notes: list[str] = field(default_factory=list)
@@ -355,7 +357,12 @@ def _write_once(target: Path, text: str, force: bool, report: InitReport) -> Non
     from trialrun.base.fsutil import atomic_write_text
 
     if target.exists() and not force:
-        report.unchanged.append(target)
+        # A file the user edited is not "unchanged": say it was kept, so --force is a choice.
+        try:
+            same = target.read_bytes() == text.encode("utf-8")
+        except OSError:
+            same = False
+        (report.unchanged if same else report.kept).append(target)
         return
     atomic_write_text(target, text)
     if target.suffix in (".py", ".js"):

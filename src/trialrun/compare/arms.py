@@ -113,28 +113,33 @@ class ArmRun:
     stderr_tail: str = ""
 
 
-def arm_specs(assets: EvalAssets, subject: Path) -> list[ArmSpec]:
-    """baseline, candidate and, when configured, incumbent (in that canonical order)."""
+def arm_specs(assets: EvalAssets, subject: Path, *, team: str | None = None) -> list[ArmSpec]:
+    """baseline, candidate and, when configured, incumbent (in that canonical order).
+
+    ``team`` (``--team``) is where a published incumbent version is found; None means the team
+    in config.toml.
+    """
     specs = [ArmSpec("baseline", None), ArmSpec("candidate", Path(subject).resolve())]
     incumbent = assets.config.arms.incumbent
     if incumbent is not None and incumbent.version is not None:
-        specs.append(ArmSpec("incumbent", _published_version(assets, incumbent.version)))
+        specs.append(ArmSpec("incumbent", _published_version(assets, incumbent.version, team)))
     elif assets.incumbent_path is not None:
         specs.append(ArmSpec("incumbent", assets.incumbent_path))
     return specs
 
 
-def _published_version(assets: EvalAssets, version: str) -> Path:
+def _published_version(assets: EvalAssets, version: str, explicit_team: str | None) -> Path:
     """``arms.incumbent.version`` (``3``, ``v3`` or ``latest``) from the team store."""
     from trialrun.team.publish import team_from_config
     from trialrun.team.store import TeamError, TeamStore
 
     where = assets.evals_dir / "compare.yaml"
-    team, subject_id = team_from_config(None), assets.config.id
+    team, subject_id = team_from_config(explicit_team), assets.config.id
     if team is None or subject_id is None:
         raise ConfigError(
             f"arms.incumbent.version '{version}' is looked up in the team store: it needs a "
-            "team (config.toml) and an id in compare.yaml (`trialrun publish` assigns one)",
+            "team (--team or config.toml) and an id in compare.yaml (`trialrun publish` "
+            "assigns one)",
             file=where,
             key="incumbent",
         )

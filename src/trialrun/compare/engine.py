@@ -99,6 +99,8 @@ class CompareOptions:
     triggers_k: int = 1
     command_line: str = "trialrun compare"
     """As typed, for the run log's ``run_start`` (``verifyCommand``)."""
+    team: str | None = None
+    """``--team``: where ``arms.incumbent.version`` is looked up (else config.toml's team)."""
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ def _make_plan(options: CompareOptions) -> _Plan:
         )
     k = options.k if options.k is not None else assets.config.k
     seed = options.seed if options.seed is not None else assets.config.seed
-    arms = tuple(arm_specs(assets, assets.subject))
+    arms = tuple(arm_specs(assets, assets.subject, team=options.team))
     units, skipped = apply_requirements(units)
     planned = tuple(plan_runs(units, k, arms, seed))
     return _Plan(assets, tuple(units), arms, planned, k, seed, judge_command, tuple(skipped))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,20 +71,25 @@ class Suite:
 
 
 def load_suite(
-    path: str | Path, *, case_ids: Sequence[str] = (), use_baseline_path: bool = True
+    path: str | Path,
+    *,
+    case_ids: Sequence[str] = (),
+    use_baseline_path: bool = True,
+    mode: str | None = None,
 ) -> Suite:
     """Load the suite at ``path`` (a directory holding suite.yaml/suite.yml, or the YAML file).
 
     Raises ConfigErrors listing every problem in the suite file and all case files.
     ``use_baseline_path`` False (a run with ``--no-baseline`` or its own ``--baseline``): the
     suite's ``baseline_path`` is not read, so where it points is not checked either, and
-    ``Suite.baseline_path`` is None.
+    ``Suite.baseline_path`` is None. ``mode`` (``run --mode``) stands in for a suite file
+    without ``mode``; a ``mode`` the file does hold is still checked.
     """
     try:
         suite_file = find_suite_file(Path(path))
     except ConfigError as exc:
         raise ConfigErrors([exc]) from None
-    return _SuiteLoader(suite_file, use_baseline_path=use_baseline_path).load(case_ids)
+    return _SuiteLoader(suite_file, use_baseline_path=use_baseline_path, mode=mode).load(case_ids)
 
 
 def find_suite_file(path: Path) -> Path:
@@ -121,9 +126,12 @@ class _CaseDraft:
 class _SuiteLoader:
     """One load: collects errors (ordered by file, then line) and caches compiled assertions."""
 
-    def __init__(self, suite_file: Path, *, use_baseline_path: bool = True) -> None:
+    def __init__(
+        self, suite_file: Path, *, use_baseline_path: bool = True, mode: str | None = None
+    ) -> None:
         self._suite_file = suite_file
         self._use_baseline_path = use_baseline_path
+        self._mode = mode
         self._paths = SuitePaths.for_suite_dir(suite_file.parent)
         self._cwd = Path.cwd().resolve()
         self._errors: list[tuple[int, ConfigError]] = []
@@ -134,7 +142,7 @@ class _SuiteLoader:
         doc = self._read(self._suite_file)
         if doc is None:
             raise self._collected()
-        config = self._validate(doc, SuiteConfig, "suite")
+        config = self._validate(doc, SuiteConfig, "suite", self._given_mode(doc))
         self._check_suite_name(doc)
         suite_assertions = self._compile_assertions(doc)
         self._check_normalization(doc, doc.data.get("normalization"))
@@ -197,9 +205,19 @@ class _SuiteLoader:
             self._add(exc)
             return None
 
-    def _validate(self, doc: LoadedYaml, record: type[_Record], what: str) -> _Record | None:
+    def _given_mode(self, doc: LoadedYaml) -> dict[str, Any]:
+        # `run --mode` says which mode to run in, so a file without one is complete with it.
+        return {"mode": self._mode} if self._mode is not None and "mode" not in doc.data else {}
+
+    def _validate(
+        self,
+        doc: LoadedYaml,
+        record: type[_Record],
+        what: str,
+        given: Mapping[str, Any] | None = None,
+    ) -> _Record | None:
         try:
-            return parse(record, doc.data)
+            return parse(record, {**doc.data, **given} if given else doc.data)
         except SpecError as exc:
             for error in spec_errors(exc, doc, record, what):
                 self._add(error)

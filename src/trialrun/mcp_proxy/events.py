@@ -57,6 +57,29 @@ def log_tool_call(
         )
 
 
+def failure_path(events: Path) -> Path:
+    """``FILE.failure`` beside the events file ``FILE``: why the server did not start."""
+    return events.with_name(events.name + ".failure")
+
+
+def note_failure(events: Path, message: str) -> None:
+    """Record why the server never served (one line of text, redacted) for the runner: the
+    agent's MCP client usually buries the same line on stderr under its own traceback."""
+    from trialrun.base.fsutil import atomic_write_text
+    from trialrun.base.redact import redact_text
+
+    with contextlib.suppress(OSError):  # the error is still on stderr and in the exit code
+        atomic_write_text(failure_path(events), redact_text(message) + "\n")
+
+
+def read_failure(events: Path) -> str | None:
+    """What ``note_failure`` recorded beside ``events``, or None."""
+    try:
+        return failure_path(events).read_text(encoding="utf-8", errors="replace").strip() or None
+    except OSError:
+        return None
+
+
 def call_outcome(result: Any, rpc_error: JsonObject | None) -> tuple[bool, str | None]:
     """``(ok, error text)`` of a tools/call answer, in trialrun's tool-call terms.
 

@@ -57,6 +57,7 @@ class Recorder:
         self.answered = False
         """Whether the server ever sent anything (a server that never did failed to start)."""
         self._lock = threading.Lock()
+        self._all_answered = threading.Condition(self._lock)
         self._seq = 0
         self._pending: dict[str, _Pending] = {}
         self._by_token: dict[str, str] = {}
@@ -111,6 +112,8 @@ class Recorder:
                 return
             if pending.token is not None:
                 self._by_token.pop(pending.token, None)
+            if not self._pending:
+                self._all_answered.notify_all()
         error = response.get("error")
         rpc_error = error if isinstance(error, dict) else None
         result = None if rpc_error is not None else response.get("result")
@@ -180,6 +183,23 @@ class Recorder:
                 else None
             )
             self._era = version if isinstance(version, str) else self._era
+
+    @property
+    def requests(self) -> int:
+        """How many recorded requests the client sent."""
+        with self._lock:
+            return self._seq
+
+    @property
+    def unanswered(self) -> int:
+        """How many of them the server has not answered yet."""
+        with self._lock:
+            return len(self._pending)
+
+    def wait_answered(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every request sent so far to be answered."""
+        with self._all_answered:
+            return self._all_answered.wait_for(lambda: not self._pending, timeout)
 
     def header(self) -> JsonObject:
         return {

@@ -6,9 +6,12 @@ parse error and the proxy keeps going (in both modes it is answered here, never 
 * **record**: the server command runs as a child; every line is forwarded unchanged in both
   directions by two threads while the main thread waits for the end of the session: EOF on
   stdin, SIGTERM or SIGINT (the proxy runs in the agent's process group and gets SIGTERM when
-  the case ends), or the server exiting. The cassette is then written atomically and the server
-  stopped. A server that exits before saying anything is reported as not starting (exit 2,
-  nothing written); one that dies mid-session still gets its cassette written (exit 1).
+  the case ends), or the server exiting. After EOF the server first answers every request
+  already sent (bounded by ``answer_timeout``: input piped in at once arrives before a slow
+  server has started). The cassette is then written atomically and the server stopped. A
+  server that exits before saying anything is reported as not starting (exit 2, nothing
+  written); one that dies mid-session still gets its cassette written (exit 1). A request left
+  unanswered never gets its cassette written: an existing one is kept (exit 1).
 * **replay**: no child at all; one thread answers each line from the cassette.
 """
 
@@ -18,6 +21,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,7 +31,7 @@ from typing import Any, TypeVar
 from trialrun.base.signals import routed_signals
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
-from trialrun.mcp_proxy.events import EventLog
+from trialrun.mcp_proxy.events import EventLog, note_failure
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
 from trialrun.mcp_proxy.upstream import Upstream, UpstreamError, describe
@@ -37,8 +41,11 @@ T = TypeVar("T")
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
-# After the client hangs up, how long the server gets to finish on its own before it is stopped.
+# After the client hangs up and every request is answered, how long the server gets to finish
+# on its own before it is stopped.
 DRAIN_SECONDS = 1.0
+ANSWER_TIMEOUT_SECONDS = 30.0
+"""How long a server gets, after the client's input ended, to answer what it was sent."""
 # Exit codes (negative: killed by that signal) of a server stopped together with the proxy.
 _STOPPED_WITH_US = frozenset({-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP})
 
@@ -56,6 +63,7 @@ def run_stdio_proxy(
     events: Path | None = None,
     stdin_fd: int = 0,
     stdout_fd: int = 1,
+    answer_timeout: float = ANSWER_TIMEOUT_SECONDS,
 ) -> int:
     """Serve one MCP session on the given descriptors; returns the process exit code.
 
@@ -65,7 +73,14 @@ def run_stdio_proxy(
     if mode == "replay":
         return _replay(cassette, name, events, stdin_fd, stdout_fd)
     if mode == "record":
-        return _record(cassette, list(server_command), name, events, stdin_fd, stdout_fd)
+        try:
+            return _record(
+                cassette, list(server_command), name, events, (stdin_fd, stdout_fd), answer_timeout
+            )
+        except UpstreamError as exc:
+            if events is not None:
+                note_failure(events, str(exc))
+            raise
     raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
 
 
@@ -117,9 +132,10 @@ def _record(
     command: list[str],
     name: str,
     events_path: Path | None,
-    stdin_fd: int,
-    stdout_fd: int,
+    fds: tuple[int, int],
+    answer_timeout: float,
 ) -> int:
+    stdin_fd, stdout_fd = fds
     events = EventLog(events_path, server=name, replayed=False)
     recorder = Recorder(server_name=name, upstream=command, events=events)
     out = jsonrpc.LineWriter(stdout_fd)
@@ -141,6 +157,10 @@ def _record(
     def server_exited(code: int | None) -> None:
         state["exit"] = code
         done.set()
+        finished.set()
+
+    # Set when waiting for answers is pointless: the server exited or a stop signal came.
+    finished = threading.Event()
 
     # It is in the agent's process group, with us: trialrun notes that group.
     upstream = Upstream(command, on_line=from_server, on_exit=server_exited, noted=False)
@@ -160,17 +180,39 @@ def _record(
     def stop(signum: int, frame: FrameType | None) -> None:
         state["signal"] = signum  # only a flag: the main loop below does the work
         done.set()
+        finished.set()
 
     threading.Thread(target=from_client, name="mcp-client", daemon=True).start()
     with routed_signals(stop):
         while not done.wait(0.2):
             pass
+        if state["signal"] is None and state["client_eof"] and state["exit"] == "running":
+            _await_answers(recorder, finished, answer_timeout)
     with routed_signals(signal.SIG_IGN):  # a second SIGTERM must not cut the cassette write short
         try:
-            return _finish(recorder, upstream, cassette_path, command, state)
+            return _finish(recorder, upstream, cassette_path, command, state, answer_timeout)
         finally:
             upstream.stop()
             events.close()
+
+
+def _await_answers(recorder: Recorder, finished: threading.Event, timeout: float) -> None:
+    """After the client's input ended: wait for the answers to what it sent, or the server's
+    exit, or a stop signal, whichever comes first, at most ``timeout`` seconds."""
+    if not recorder.unanswered:
+        return
+    print(
+        f"trialrun mcp-proxy: input ended with {recorder.unanswered} request(s) unanswered; "
+        f"waiting up to {timeout:g} s for the server (--answer-timeout)",
+        file=sys.stderr,
+        flush=True,
+    )
+    deadline = time.monotonic() + timeout
+    # Short slices: a signal or the server's exit ends the wait as soon as it happens.
+    while not finished.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0 or recorder.wait_answered(min(left, 0.2)):
+            return
 
 
 def _finish(
@@ -179,19 +221,37 @@ def _finish(
     cassette_path: Path,
     command: list[str],
     state: dict[str, Any],
+    answer_timeout: float,
 ) -> int:
     if state["signal"] is None and state["exit"] in _STOPPED_WITH_US:
         # The case's SIGTERM reached the whole process group and the server went first.
         state["signal"] = -state["exit"]
     ended_by_server = state["signal"] is None and not state["client_eof"]
     if ended_by_server and not recorder.answered:
+        said = upstream.stderr_tail()
         raise UpstreamError(
             f"MCP server exited with code {state['exit']} before answering: {describe(command)}"
+            + (f" (its stderr: {said})" if said else "")
         )
     if state["signal"] is None and state["client_eof"]:
         # The client hung up: let the server see EOF and deliver what it still had to say.
         upstream.close_input()
         upstream.wait_finished(DRAIN_SECONDS)
+    missing = recorder.unanswered
+    if missing and not ended_by_server:
+        # A cassette short of answers would replay as mismatches: keep the one there was.
+        if state["signal"] is not None:
+            why = "the session was stopped first"
+        elif state["exit"] != "running":
+            why = f"the MCP server exited (code {state['exit']}) first"
+        else:
+            why = f"no answer within {answer_timeout:g} s (--answer-timeout)"
+        print(
+            f"error: {cassette_path}: {missing} of {recorder.requests} request(s) unanswered: "
+            f"{why}; the cassette was not written",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     count = recorder.write(cassette_path)
     print(f"trialrun mcp-proxy: recorded {count} answer(s) to {cassette_path}", file=sys.stderr)
     if ended_by_server:

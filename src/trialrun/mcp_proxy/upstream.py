@@ -1,12 +1,14 @@
 """The live MCP server behind a recording proxy: a child process spoken to over stdio.
 
-Its stderr is ours (the server's diagnostics reach the user unchanged); its stdout is read by a
-daemon thread that hands every line to the owner, then reports the exit. Stopping closes its
+Its stderr reaches ours unchanged, through a daemon thread that keeps its last lines (a server
+that cannot start says why there); its stdout is read by a daemon thread that hands every line
+to the owner, then reports the exit. Stopping closes its
 stdin, waits briefly, then terminates and finally kills it.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shlex
@@ -17,6 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from trialrun.base import leftovers
 from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import read_lines
+
+_KEPT_STDERR_LINES = 3
+_KEPT_STDERR_BYTES = 500
+"""Of the server's stderr, the last lines (and characters of each) an error message quotes."""
 
 
 class UpstreamError(TrialrunError):
@@ -50,6 +56,8 @@ class Upstream:
         self._write_lock = threading.Lock()
         self._input_open = False
         self._reader: threading.Thread | None = None
+        self._stderr_reader: threading.Thread | None = None
+        self._last_stderr: collections.deque[bytes] = collections.deque(maxlen=_KEPT_STDERR_LINES)
 
     def start(self) -> None:
         if not self.argv:
@@ -59,6 +67,7 @@ class Upstream:
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 bufsize=0,
                 env={**os.environ, **self._env} if self._env else None,
             )
@@ -76,6 +85,14 @@ class Upstream:
                 f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
         assert process.stdin is not None and process.stdout is not None
+        assert process.stderr is not None
+        self._stderr_reader = threading.Thread(
+            target=self._pass_stderr,
+            args=(process.stderr.fileno(),),
+            name="mcp-upstream-stderr",
+            daemon=True,
+        )
+        self._stderr_reader.start()
         if self._noted:
             leftovers.note_process(process.pid)
         self._process = process
@@ -98,6 +115,31 @@ class Upstream:
             except subprocess.TimeoutExpired:
                 code = None  # closed its stdout but lives on; stop() will end it
         self._on_exit(code)
+
+    def _pass_stderr(self, fd: int) -> None:
+        """Copy the server's stderr to ours as it comes, keeping its last non-blank lines."""
+        partial = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            with contextlib.suppress(OSError):
+                os.write(2, chunk)  # our stderr gone: the server must still never block on it
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()[-_KEPT_STDERR_BYTES:]
+            self._last_stderr.extend(line[-_KEPT_STDERR_BYTES:] for line in lines if line.strip())
+        if partial.strip():
+            self._last_stderr.append(partial)
+
+    def stderr_tail(self) -> str:
+        """The server's last stderr lines once it has exited (waits for them to be read)."""
+        reader = self._stderr_reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(1.0)
+        return " | ".join(line.decode("utf-8", "replace").strip() for line in self._last_stderr)
 
     def send(self, data: bytes) -> bool:
         """Forward one line; False when the server no longer reads (it exited)."""
@@ -149,6 +191,12 @@ class Upstream:
         if process.stdout is not None and self.wait_finished(1.0):
             with contextlib.suppress(OSError):
                 process.stdout.close()
+        stderr_reader = self._stderr_reader
+        if process.stderr is not None and stderr_reader is not None:
+            stderr_reader.join(1.0)
+            if not stderr_reader.is_alive():
+                with contextlib.suppress(OSError):
+                    process.stderr.close()
         return process.returncode
 
     @property

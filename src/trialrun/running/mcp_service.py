@@ -209,6 +209,8 @@ class CaseMcp:
         for server in self._servers:
             if server.http is not None:  # its run ends: live server stopped, recording written
                 await asyncio.to_thread(server.http.end_run, self._run_id)
+            else:
+                _name_a_server_that_did_not_start(run, server)
             events = _read_server_events(server)
             _merge_mcp_calls(run, server, events)
             if self._mode == "replay":
@@ -291,6 +293,21 @@ def server_command(suite: Suite, command: list[str]) -> list[str]:
     from trialrun.config.paths import SuitePaths
 
     return SuitePaths.for_suite_dir(suite.suite_dir).agent_command(command)
+
+
+def _name_a_server_that_did_not_start(run: AgentRun, server: _McpServerRun) -> None:
+    """Put the proxy's reason in the case's failure: on the agent's stderr the same line sits
+    above its MCP client's traceback, where the stderr tail no longer reaches."""
+    from trialrun.mcp_proxy.events import read_failure
+
+    reason = read_failure(server.events)
+    if reason is None:
+        return
+    said = f"MCP server {server.name!r} did not start: {reason.removeprefix('MCP server ')}"
+    if run.failure is None:
+        fail(run, "agent_error", said, "error")
+    else:
+        run.failure.message = f"{run.failure.message}; {said}"
 
 
 def _read_server_events(server: _McpServerRun) -> list[dict[str, Any]]:

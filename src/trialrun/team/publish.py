@@ -60,6 +60,13 @@ def team_from_config(explicit: str | None) -> str | None:
     if _URL_LIKE.match(team):
         return team
     local = Path(team).expanduser()
+    if local.is_dir() and not _is_git_repository(local):
+        # git would say the repository "does not exist", which reads as a typo in the path.
+        raise ConfigError(
+            "expected a git repository, found a plain folder (make it the team's store with "
+            f"`git init --bare {team}`, or pass the URL of an existing team)",
+            file=team,
+        )
     if local.exists():
         return str(local.resolve())
     if ":" not in team.split("/", 1)[0]:
@@ -68,6 +75,13 @@ def team_from_config(explicit: str | None) -> str | None:
             file=team,
         )
     return team
+
+
+def _is_git_repository(folder: Path) -> bool:
+    """A working tree (``.git`` folder or file) or a bare repository (``HEAD`` and ``objects``)."""
+    if (folder / ".git").exists():
+        return True
+    return (folder / "HEAD").is_file() and (folder / "objects").is_dir()
 
 
 class _TeamConfig(Record):
