@@ -13,36 +13,20 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from http_upstream import HOST, ScriptedApi, UpstreamAuthority
-from trialrun.httprec.authority import RunAuthority, bundle, system_authorities
+from trialrun.httprec.authority import bundle, system_authorities
 from trialrun.httprec.cassette import load_cassette, write_cassette
 from trialrun.httprec.front import HttpRecorder
 from trialrun.httprec.matching import Replay, RequestNormalizer
 from trialrun.httprec.traffic import CaseTraffic
 
 SECRET = "sk-proj-" + "Q7w8E9r0T1y2U3i4O5p6" * 2
-
-
-@pytest.fixture
-def recorder(tmp_path: Path) -> Iterator[HttpRecorder]:
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    proxy = HttpRecorder(RunAuthority(scratch))
-    yield proxy
-    proxy.stop()
-
-
-@pytest.fixture
-def test_ca(tmp_path: Path) -> UpstreamAuthority:
-    directory = tmp_path / "upstream"
-    directory.mkdir()
-    return UpstreamAuthority(directory)
 
 
 def record_case(

@@ -16,7 +16,7 @@ import pytest
 
 from http_upstream import HOST, ScriptedApi, UpstreamAuthority
 from trialrun.errors import ConfigError
-from trialrun.httprec.authority import RunAuthority, bundle
+from trialrun.httprec.authority import bundle
 from trialrun.httprec.cassette import load_cassette, write_cassette
 from trialrun.httprec.exchange import Request
 from trialrun.httprec.front import HttpRecorder
@@ -25,22 +25,6 @@ from trialrun.httprec.traffic import CaseTraffic
 from trialrun.httprec.upstream import open_upstream, upstream_tls
 
 KEY = "s" * 20
-
-
-@pytest.fixture
-def recorder(tmp_path: Path) -> Iterator[HttpRecorder]:
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    proxy = HttpRecorder(RunAuthority(scratch))
-    yield proxy
-    proxy.stop()
-
-
-@pytest.fixture
-def test_ca(tmp_path: Path) -> UpstreamAuthority:
-    directory = tmp_path / "upstream"
-    directory.mkdir()
-    return UpstreamAuthority(directory)
 
 
 def get_through(recorder: HttpRecorder, run_id: str, url: str) -> http.client.HTTPResponse:

@@ -149,17 +149,9 @@ class SealSpawner:
 
     def close(self) -> None:
         """Stop the spawner (it kills what it started that still runs) and reap it."""
-        process, sock = self._process, self._socket
-        if process is None or sock is None:
-            return
-        self._detach()
-        sock.close()
-        try:
-            process.wait(_STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        self._forget(f"trialrun stopped the seal spawner (pid {process.pid})")
+        ended = self._hang_up()
+        if ended is not None:
+            self._forget(f"trialrun stopped the seal spawner (pid {ended[0].pid})")
 
     def _ensure(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
         if self._socket is not None and self._loop is loop:
@@ -224,19 +216,27 @@ class SealSpawner:
 
     def _lost(self) -> None:
         """The spawner died (or hung up): kill what it started; the next spawn starts anew."""
+        ended = self._hang_up()
+        if ended is None:
+            return
+        process, code = ended
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        self._forget(f"the seal spawner (pid {process.pid}) {how}")
+
+    def _hang_up(self) -> tuple[subprocess.Popen[bytes], int] | None:
+        """Close our end and reap the spawner (killed if it outstays the wait); None if none
+        runs. At end of file it kills its agents and exits; a dead one's status is there."""
         process, sock = self._process, self._socket
         if process is None or sock is None:
-            return
+            return None
         self._detach()
         sock.close()
-        # It closed its end by dying, or is about to: its status is there, or nearly.
         try:
             code = process.wait(_STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             code = process.wait()
-        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        self._forget(f"the seal spawner (pid {process.pid}) {how}")
+        return process, code
 
     def _detach(self) -> None:
         if self._loop is not None and self._socket is not None and not self._loop.is_closed():
