@@ -137,7 +137,7 @@ def environment(folder: Path) -> dict[str, str]:
     gitconfig.write_text("", encoding="utf-8")
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-        TRIALRUN_HOME=str(folder.parent / "home"),
+        TRIALRUN_HOME=str(folder / "home"),
         TRIALRUN_HANDLE="alice",
         GIT_CONFIG_GLOBAL=str(gitconfig),
         GIT_CONFIG_NOSYSTEM="1",
