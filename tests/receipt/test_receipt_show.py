@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trialrun.base import canonjson
@@ -281,6 +281,7 @@ def test_html_page_is_self_contained(conformance: Path) -> None:
 
 @settings(max_examples=60)
 @given(goal=st.text(max_size=60), args=st.text(max_size=60))
+@example(goal="\r\n", args="\r\n")  # a CRLF kept as a line end left its CR in the summary
 def test_any_text_renders_as_text_only(
     tmp_path_factory: pytest.TempPathFactory, goal: str, args: str
 ) -> None:

@@ -517,7 +517,9 @@ def _text(value: Any, *, limit: int = TEXT_CHARS_MAX) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     # A receipt from another harness may hold what trialrun's writer would have redacted;
     # redaction reads the text before its characters are escaped.
-    text = visible(redact_text(text))
+    # A CR before a LF is a line end, kept by ``visible``; shown as the LF alone, so no view
+    # prints a CR whatever it does with line ends.
+    text = visible(redact_text(text)).replace("\r\n", "\n")
     if len(text) > limit:
         # Exactly ``limit`` long once cut, so cleaning a cleaned text changes nothing.
         suffix = f"... ({len(text):,} characters)"
