@@ -139,8 +139,8 @@ def test_wall_and_status_gate_messages(peer_fixtures: Path) -> None:
         ),
         (
             "status_regressions",
-            "Regression gate status_regressions failed: 1 case(s) passed in the baseline and no "
-            "longer pass: t1",
+            "Regression gate status_regressions failed: 1 case passed in the baseline and no "
+            "longer passes: t1",
         ),
     ]
     assert gate_failures(None) == []
@@ -199,9 +199,16 @@ def test_format_run_puts_it_together() -> None:
         "  message:   gave up",
         "",
         "Gate failures (1):",
-        "  status_regressions: Regression gate status_regressions failed: 1 case(s) passed in "
-        "the baseline and no longer pass: t2",
+        "  status_regressions: Regression gate status_regressions failed: 1 case passed in "
+        "the baseline and no longer passes: t2",
     ]
+
+
+def test_counts_take_the_singular_for_one() -> None:
+    crashed = case("t2", "error", failure=Failure("task_error", "boom", "error"))
+    run = run_of(case("t1"), crashed)
+    text = format_run(run, build_summary(run, regression=None), None)
+    assert "1 passed, 0 failed, 1 error (pass rate 50.0%)" in text.splitlines()
 
 
 def test_passing_run_has_no_failure_block() -> None:

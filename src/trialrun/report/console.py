@@ -21,6 +21,7 @@ from typing import Any
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible, visible_name
+from trialrun.base.words import counted
 from trialrun.config.paths import display_path
 from trialrun.report.summary import stderr_tail_of
 
@@ -106,9 +107,11 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
             )
         elif gate == "status_regressions":
             cases = ", ".join(clean_name(str(case_id)) for case_id in check.get("cases") or [])
+            verb = "passes" if current == 1 else "pass"
             message = (
-                f"Regression gate status_regressions failed: {current} case(s) passed in the "
-                f"baseline and no longer pass: {cases}"
+                f"Regression gate status_regressions failed: "
+                f"{counted(current, 'case') if isinstance(current, int) else current} passed in "
+                f"the baseline and no longer {verb}: {cases}"
             )
             found.append((gate, message))
             continue
@@ -139,7 +142,8 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     aggregates = summary.get("aggregates") or {}
     lines.append(
         f"{aggregates.get('cases_pass', run.cases_passed)} passed, "
-        f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
+        f"{aggregates.get('cases_fail', 0)} failed, "
+        f"{counted(aggregates.get('cases_error', 0), 'error')} "
         f"(pass rate {run.pass_rate:.1%})"
     )
     if run.interrupted:
@@ -225,7 +229,7 @@ def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]
     lines: list[str] = []
     failing = [case for case in cases if not case.passed]
     if failing:
-        lines.append(f"Failures ({len(failing)} case{'' if len(failing) == 1 else 's'}):")
+        lines.append(f"Failures ({counted(len(failing), 'case')}):")
         for case in failing:
             lines += ["", f"{case.status.upper()} {clean_name(case.case_id)}"]
             for detail in failure_details(case):

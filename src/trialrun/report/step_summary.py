@@ -23,6 +23,7 @@ from urllib.parse import quote
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible
+from trialrun.base.words import counted
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
@@ -139,10 +140,10 @@ def _verdict(
     total = _count(aggregates, "cases_total", len(run.cases))
     errors = _count(aggregates, "cases_error", _with_status(run, "error"))
     counts = (
-        f"{total} case{'' if total == 1 else 's'}: "
+        f"{counted(total, 'case')}: "
         f"{_count(aggregates, 'cases_pass', run.cases_passed)} passed, "
         f"{_count(aggregates, 'cases_fail', _with_status(run, 'fail'))} failed, "
-        f"{errors} error{'' if errors == 1 else 's'}"
+        f"{counted(errors, 'error')}"
     )
     rate = aggregates.get("pass_rate", run.pass_rate)
     rate_text = f"{rate:.1%}" if isinstance(rate, int | float) else "n/a"
