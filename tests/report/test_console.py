@@ -12,6 +12,7 @@ from trialrun.report.console import (
     format_regression,
     format_run,
     gate_failures,
+    gate_value,
 )
 from trialrun.report.summary import build_summary
 
@@ -68,8 +69,8 @@ def test_failure_block_matches_the_peer_layout() -> None:
         "  observed:  search_docs\n"
         "\n"
         "Gate failures (1):\n"
-        "  min_pass_rate: Regression gate min_pass_rate failed: pass_rate 0.0000 < required "
-        "1.0000 (baseline 1.0000)"
+        "  min_pass_rate: Regression gate min_pass_rate failed: pass_rate 0.0% < required "
+        "100.0% (baseline 100.0%)"
     )
 
 
@@ -129,13 +130,13 @@ def test_wall_and_status_gate_messages(peer_fixtures: Path) -> None:
     assert gate_failures(regression) == [
         (
             "max_avg_wall_ms_delta_pct",
-            "Regression gate max_avg_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
-            "(baseline 1.0000, current 16.0000)",
+            "Regression gate max_avg_wall_ms_delta_pct failed: change +1500.0% > allowed +5.0% "
+            "(baseline 1 ms, current 16 ms)",
         ),
         (
             "max_p95_wall_ms_delta_pct",
-            "Regression gate max_p95_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
-            "(baseline 1.0000, current 16.0000)",
+            "Regression gate max_p95_wall_ms_delta_pct failed: change +1500.0% > allowed +5.0% "
+            "(baseline 1 ms, current 16 ms)",
         ),
         (
             "status_regressions",
@@ -157,9 +158,12 @@ def test_regression_table_warnings_and_case_changes(peer_fixtures: Path) -> None
     assert lines[1].split() == ["Check", "Status", "Details"]
     assert lines[3] == (
         "min_pass_rate              PASS    "
-        "baseline=1.0000 current=1.0000 delta=0.0000 threshold=0.5000"
+        "baseline=100.0% current=100.0% delta=+0.0 pts threshold=50.0%"
     )
-    assert lines[4].startswith("max_avg_wall_ms_delta_pct  FAIL    baseline=1.0000 current=16.0000")
+    assert lines[4] == (
+        "max_avg_wall_ms_delta_pct  FAIL    "
+        "baseline=1 ms current=16 ms delta_pct=+1500.0% threshold=+5.0%"
+    )
     assert lines[6] == "status_regressions         PASS    current=0 threshold=0"
     assert (
         lines[7]
@@ -202,6 +206,18 @@ def test_format_run_puts_it_together() -> None:
         "  status_regressions: Regression gate status_regressions failed: 1 case passed in "
         "the baseline and no longer passes: t2",
     ]
+
+
+def test_gate_values_read_as_people_read_them() -> None:
+    assert gate_value("min_pass_rate", "current", 0.5) == "50.0%"
+    assert gate_value("min_pass_rate", "delta", -0.25) == "-25.0 pts"
+    assert gate_value("max_p95_wall_ms_delta_pct", "delta_pct", 0.125) == "+12.5%"
+    assert gate_value("max_p95_wall_ms_delta_pct", "threshold", 0.25) == "+25.0%"
+    assert gate_value("max_p95_wall_ms_delta_pct", "current", 52.0) == "52 ms"
+    assert gate_value("max_p95_wall_ms_delta_pct", "current", 52.25) == "52.25 ms"
+    assert gate_value("status_regressions", "current", 2) == "2"
+    assert gate_value("some_gate", "current", 0.1 + 0.2) == "0.3"
+    assert gate_value("min_pass_rate", "baseline", None) == "n/a"
 
 
 def test_counts_take_the_singular_for_one() -> None:

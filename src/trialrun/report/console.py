@@ -99,32 +99,35 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
         if not isinstance(check, dict) or check.get("status") != "fail":
             continue
         gate = str(check.get("id"))
-        threshold, baseline, current = (check.get(k) for k in ("threshold", "baseline", "current"))
+        threshold, baseline, current = (
+            gate_value(gate, k, check.get(k)) for k in ("threshold", "baseline", "current")
+        )
         if gate == "min_pass_rate":
             message = (
-                f"Regression gate min_pass_rate failed: pass_rate {fmt_number(current)} "
-                f"< required {fmt_number(threshold)} (baseline {fmt_number(baseline)})"
+                f"Regression gate min_pass_rate failed: pass_rate {current} "
+                f"< required {threshold} (baseline {baseline})"
             )
         elif gate == "status_regressions":
             cases = ", ".join(clean_name(str(case_id)) for case_id in check.get("cases") or [])
-            verb = "passes" if current == 1 else "pass"
+            count = check.get("current")
+            verb = "passes" if count == 1 else "pass"
             message = (
                 f"Regression gate status_regressions failed: "
-                f"{counted(current, 'case') if isinstance(current, int) else current} passed in "
+                f"{counted(count, 'case') if isinstance(count, int) else count} passed in "
                 f"the baseline and no longer {verb}: {cases}"
             )
             found.append((gate, message))
             continue
         elif check.get("delta_pct") is not None:
             message = (
-                f"Regression gate {gate} failed: delta_pct {fmt_number(check['delta_pct'])} "
-                f"> allowed {fmt_number(threshold)} "
-                f"(baseline {fmt_number(baseline)}, current {fmt_number(current)})"
+                f"Regression gate {gate} failed: change "
+                f"{gate_value(gate, 'delta_pct', check['delta_pct'])} > allowed {threshold} "
+                f"(baseline {baseline}, current {current})"
             )
         else:
             message = (
-                f"Regression gate {gate} failed: current {fmt_number(current)}, "
-                f"threshold {fmt_number(threshold)}, baseline {fmt_number(baseline)}"
+                f"Regression gate {gate} failed: current {current}, "
+                f"threshold {threshold}, baseline {baseline}"
             )
         if check.get("note"):
             message = f"{message} ({clean(str(check['note']))})"
@@ -282,12 +285,33 @@ def table(
 
 
 def fmt_number(value: object) -> str:
-    """The peer's number form in gate messages: floats with 4 decimals, None as ``n/a``."""
+    """A number as people read it: ``52``, ``0.3``, ``12.25`` (no float noise); None as ``n/a``."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
-        return f"{value:.4f}"
+        if value.is_integer():
+            return str(int(value))
+        return f"{value:.2f}".rstrip("0").rstrip(".")
     return str(value)
+
+
+def gate_value(check_id: str, key: str, value: object) -> str:
+    """One regression-check value in its unit.
+
+    summary.json keeps fractions (the pass rate, a wall-time change); people read percentages:
+    a pass rate is ``92.0%`` and its change ``-8.0 pts``, a wall gate's change and limit are
+    ``+12.5%`` and its times ``52 ms``.
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return fmt_number(value)
+    if check_id == "min_pass_rate":
+        return f"{value * 100:+.1f} pts" if key == "delta" else f"{value:.1%}"
+    if check_id.endswith("_delta_pct"):
+        if key in ("delta_pct", "threshold"):
+            return f"{value * 100:+.1f}%"
+        if key in ("baseline", "current"):
+            return f"{fmt_number(value)} ms"
+    return fmt_number(value)
 
 
 def clean(text: str) -> str:
@@ -305,7 +329,7 @@ _CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
 
 def _details(check: dict[str, Any]) -> str:
     parts = [
-        f"{key}={fmt_number(check[key])}"
+        f"{key}={gate_value(str(check['id']), key, check[key])}"
         for key in ("baseline", "current", "delta", "delta_pct", "threshold")
         if key in check and not (key == "baseline" and check["id"] == "status_regressions")
     ]

@@ -39,7 +39,7 @@ from trialrun.base.fsutil import escape_lone_surrogates
 from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
-from trialrun.report.console import clean, failure_details, unused_tools_text
+from trialrun.report.console import clean, failure_details, gate_value, unused_tools_text
 from trialrun.report.summary import stderr_tail_of
 from trialrun.report.timeline import timeline_view
 
@@ -239,15 +239,16 @@ def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None
         return None
     checks = []
     for check in regression.get("checks") or []:
-        delta = check.get("delta", check.get("delta_pct"))
+        gate = str(check.get("id"))
+        delta_key = "delta" if "delta" in check else "delta_pct"
         checks.append(
             {
-                "id": str(check.get("id")),
+                "id": gate,
                 "status": str(check.get("status")),
-                "threshold": _number(check.get("threshold")),
-                "baseline": _number(check.get("baseline")),
-                "current": _number(check.get("current")),
-                "delta": _number(delta),
+                "threshold": gate_value(gate, "threshold", check.get("threshold")),
+                "baseline": gate_value(gate, "baseline", check.get("baseline")),
+                "current": gate_value(gate, "current", check.get("current")),
+                "delta": gate_value(gate, delta_key, check.get(delta_key)),
                 "note": str(check.get("note") or ""),
             }
         )

@@ -27,7 +27,7 @@ from trialrun.base.words import counted
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
-    fmt_number,
+    gate_value,
     unused_tools_text,
 )
 from trialrun.report.summary import exit_status
@@ -246,9 +246,9 @@ def _regression_section(regression: dict[str, Any] | None) -> list[str]:
                 [
                     _cell(str(check.get("id"))),
                     _GATE_STATUS.get(str(check.get("status")), "?"),
-                    _cell(fmt_number(check.get("baseline"))),
-                    _cell(fmt_number(check.get("current"))),
-                    _cell(fmt_number(check.get("threshold"))),
+                    _cell(gate_value(str(check.get("id")), "baseline", check.get("baseline"))),
+                    _cell(gate_value(str(check.get("id")), "current", check.get("current"))),
+                    _cell(gate_value(str(check.get("id")), "threshold", check.get("threshold"))),
                     _cell(str(check.get("note") or "")),
                 ]
             )
