@@ -292,3 +292,17 @@ def test_unused_recordings_without_tool_names_show_the_count() -> None:
 def test_a_run_that_used_every_recording_says_nothing_about_them() -> None:
     text = format_run(run_of(case("t1")), build_summary(run_of(case("t1")), regression=None), None)
     assert "Unused" not in text
+
+
+def test_a_gate_skipped_for_a_missing_baseline_metric_says_to_re_promote() -> None:
+    baseline = {"schema_version": 1, "cases": [{"id": "t1", "status": "pass"}]}
+    run = run_of(case("t1"))
+    regression = compute_regression(
+        baseline, build_summary(run, regression=None), {"max_avg_wall_ms_delta_pct": 0.1}, "b.json"
+    )
+    row = next(line for line in format_regression(regression) if "max_avg_wall" in line)
+    assert "SKIP" in row
+    assert "Re-promote the baseline to bring the metric in: trialrun baseline promote" in row
+    assert row.endswith("--from RUN_DIR --to b.json")
+    unset = next(line for line in format_regression(regression) if "max_p95_wall" in line)
+    assert "Re-promote" not in unset  # skipped because no threshold is set: nothing to re-promote

@@ -209,7 +209,15 @@ def format_regression(regression: dict[str, Any]) -> list[str]:
     """The regression checks table, warnings and case changes against the baseline."""
     lines = [f"Regression checks (baseline: {regression.get('baseline_path')})"]
     rows = [
-        [str(check.get("id")), _CHECK_STATUS.get(str(check.get("status")), "?"), _details(check)]
+        [
+            str(check.get("id")),
+            _CHECK_STATUS.get(str(check.get("status")), "?"),
+            " ".join(
+                part
+                for part in (_details(check), gate_hint(check, regression.get("baseline_path")))
+                if part
+            ),
+        ]
         for check in regression.get("checks") or []
     ]
     lines += table(["Check", "Status", "Details"], rows)
@@ -325,6 +333,23 @@ def clean_name(text: str) -> str:
 
 
 _CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
+
+
+def gate_hint(check: dict[str, Any], baseline_path: object) -> str:
+    """What to do about a gate that was set but skipped because the baseline lacks its metric.
+
+    Baselines promoted before a gate existed, or by another tool, may not carry the metric; a
+    fresh promote from a current run brings it in. Empty for every other check.
+    """
+    if check.get("status") != "skipped" or check.get("threshold") is None:
+        return ""
+    if check.get("baseline") is not None:
+        return ""
+    target = clean_name(str(baseline_path)) if baseline_path else "BASELINE"
+    return (
+        "Re-promote the baseline to bring the metric in: "
+        f"trialrun baseline promote --from RUN_DIR --to {target}"
+    )
 
 
 def _details(check: dict[str, Any]) -> str:

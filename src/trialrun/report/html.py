@@ -39,7 +39,13 @@ from trialrun.base.fsutil import escape_lone_surrogates
 from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
-from trialrun.report.console import clean, failure_details, gate_value, unused_tools_text
+from trialrun.report.console import (
+    clean,
+    failure_details,
+    gate_hint,
+    gate_value,
+    unused_tools_text,
+)
 from trialrun.report.summary import stderr_tail_of
 from trialrun.report.timeline import timeline_view
 
@@ -249,7 +255,14 @@ def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None
                 "baseline": gate_value(gate, "baseline", check.get("baseline")),
                 "current": gate_value(gate, "current", check.get("current")),
                 "delta": gate_value(gate, delta_key, check.get(delta_key)),
-                "note": str(check.get("note") or ""),
+                "note": " ".join(
+                    part
+                    for part in (
+                        str(check.get("note") or ""),
+                        gate_hint(check, regression.get("baseline_path")),
+                    )
+                    if part
+                ),
             }
         )
     diffs = regression.get("case_diffs") or {}

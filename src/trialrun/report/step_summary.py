@@ -27,6 +27,7 @@ from trialrun.base.words import counted
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
+    gate_hint,
     gate_value,
     unused_tools_text,
 )
@@ -249,7 +250,16 @@ def _regression_section(regression: dict[str, Any] | None) -> list[str]:
                     _cell(gate_value(str(check.get("id")), "baseline", check.get("baseline"))),
                     _cell(gate_value(str(check.get("id")), "current", check.get("current"))),
                     _cell(gate_value(str(check.get("id")), "threshold", check.get("threshold"))),
-                    _cell(str(check.get("note") or "")),
+                    _cell(
+                        " ".join(
+                            part
+                            for part in (
+                                str(check.get("note") or ""),
+                                gate_hint(check, regression.get("baseline_path")),
+                            )
+                            if part
+                        )
+                    ),
                 ]
             )
         )
