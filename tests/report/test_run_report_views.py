@@ -613,3 +613,11 @@ def test_fewer_calls_tokens_or_cost_are_not_better_when_cases_crashed() -> None:
     assert shown["Pass rate"] == "worse"
     # Without a crash, fewer calls still read as better.
     assert directions(failed)["Total tool calls"] == "better"
+
+
+def test_the_case_details_word_one_tool_error_in_the_singular() -> None:
+    run = make_run(
+        [make_case("refund", [("lookup", False, 10.0, 1.0), ("refund", True, 5.0, 12.0)])]
+    )
+    text = " ".join(parse(render_html(run, build_summary(run, regression=None), None)).text)
+    assert "2 (1 error)" in text and "1 errors" not in text

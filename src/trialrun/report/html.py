@@ -39,6 +39,7 @@ from trialrun.base.fsutil import escape_lone_surrogates
 from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
+from trialrun.base.words import counted
 from trialrun.report.console import (
     clean,
     failure_details,
@@ -158,7 +159,7 @@ def template_environment(directory: Path) -> jinja2.Environment:
     """
     import jinja2
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -168,6 +169,9 @@ def template_environment(directory: Path) -> jinja2.Environment:
         finalize=visible_value,
         bytecode_cache=_bytecode_cache(),
     )
+    # Pages word counts as the console does: ``{{ n | counted("error") }}`` -> ``1 error``.
+    environment.filters["counted"] = counted
+    return environment
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
