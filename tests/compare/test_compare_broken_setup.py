@@ -123,6 +123,11 @@ def test_a_judge_that_fails_every_call_is_a_broken_setup_and_fails_the_gate(
         "never_ran": [],
     }
     assert run_end(home)["broken_setup"] == ["judge"]
+    [path] = receipts(home)
+    page = (path.parent / "report.html").read_text(encoding="utf-8")
+    # The badge is coloured as a broken run, never as the scored verdict's pass colour.
+    assert '<span class="verdict verdict-BROKEN" id="verdict">NEUTRAL</span>' in page
+    assert '<span class="pill broken">BROKEN SETUP: judge</span>' in page
 
 
 def test_without_gate_a_broken_judge_still_exits_0_but_says_so(

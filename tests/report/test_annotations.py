@@ -153,7 +153,7 @@ def test_failing_gates_become_errors_and_passing_runs_say_nothing() -> None:
     lines = github_annotations(run_of(case("t1", "pass")), PASS_RATE_GATE, case_locations={})
     assert lines == [
         "::error title=trialrun: gate min_pass_rate::Regression gate min_pass_rate failed: "
-        "pass_rate 0.0000 < required 1.0000 (baseline 1.0000)"
+        "pass_rate 0.0%25 < required 100.0%25 (baseline 100.0%25)"  # % is escaped
     ]
 
 

@@ -12,6 +12,7 @@ from trialrun.report.console import (
     format_regression,
     format_run,
     gate_failures,
+    gate_value,
 )
 from trialrun.report.summary import build_summary
 
@@ -68,8 +69,8 @@ def test_failure_block_matches_the_peer_layout() -> None:
         "  observed:  search_docs\n"
         "\n"
         "Gate failures (1):\n"
-        "  min_pass_rate: Regression gate min_pass_rate failed: pass_rate 0.0000 < required "
-        "1.0000 (baseline 1.0000)"
+        "  min_pass_rate: Regression gate min_pass_rate failed: pass_rate 0.0% < required "
+        "100.0% (baseline 100.0%)"
     )
 
 
@@ -129,18 +130,18 @@ def test_wall_and_status_gate_messages(peer_fixtures: Path) -> None:
     assert gate_failures(regression) == [
         (
             "max_avg_wall_ms_delta_pct",
-            "Regression gate max_avg_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
-            "(baseline 1.0000, current 16.0000)",
+            "Regression gate max_avg_wall_ms_delta_pct failed: change +1500.0% > allowed +5.0% "
+            "(baseline 1 ms, current 16 ms)",
         ),
         (
             "max_p95_wall_ms_delta_pct",
-            "Regression gate max_p95_wall_ms_delta_pct failed: delta_pct 15.0000 > allowed 0.0500 "
-            "(baseline 1.0000, current 16.0000)",
+            "Regression gate max_p95_wall_ms_delta_pct failed: change +1500.0% > allowed +5.0% "
+            "(baseline 1 ms, current 16 ms)",
         ),
         (
             "status_regressions",
-            "Regression gate status_regressions failed: 1 case(s) passed in the baseline and no "
-            "longer pass: t1",
+            "Regression gate status_regressions failed: 1 case passed in the baseline and no "
+            "longer passes: t1",
         ),
     ]
     assert gate_failures(None) == []
@@ -157,9 +158,12 @@ def test_regression_table_warnings_and_case_changes(peer_fixtures: Path) -> None
     assert lines[1].split() == ["Check", "Status", "Details"]
     assert lines[3] == (
         "min_pass_rate              PASS    "
-        "baseline=1.0000 current=1.0000 delta=0.0000 threshold=0.5000"
+        "baseline=100.0% current=100.0% delta=+0.0 pts threshold=50.0%"
     )
-    assert lines[4].startswith("max_avg_wall_ms_delta_pct  FAIL    baseline=1.0000 current=16.0000")
+    assert lines[4] == (
+        "max_avg_wall_ms_delta_pct  FAIL    "
+        "baseline=1 ms current=16 ms delta_pct=+1500.0% threshold=+5.0%"
+    )
     assert lines[6] == "status_regressions         PASS    current=0 threshold=0"
     assert (
         lines[7]
@@ -199,9 +203,28 @@ def test_format_run_puts_it_together() -> None:
         "  message:   gave up",
         "",
         "Gate failures (1):",
-        "  status_regressions: Regression gate status_regressions failed: 1 case(s) passed in "
-        "the baseline and no longer pass: t2",
+        "  status_regressions: Regression gate status_regressions failed: 1 case passed in "
+        "the baseline and no longer passes: t2",
     ]
+
+
+def test_gate_values_read_as_people_read_them() -> None:
+    assert gate_value("min_pass_rate", "current", 0.5) == "50.0%"
+    assert gate_value("min_pass_rate", "delta", -0.25) == "-25.0 pts"
+    assert gate_value("max_p95_wall_ms_delta_pct", "delta_pct", 0.125) == "+12.5%"
+    assert gate_value("max_p95_wall_ms_delta_pct", "threshold", 0.25) == "+25.0%"
+    assert gate_value("max_p95_wall_ms_delta_pct", "current", 52.0) == "52 ms"
+    assert gate_value("max_p95_wall_ms_delta_pct", "current", 52.25) == "52.25 ms"
+    assert gate_value("status_regressions", "current", 2) == "2"
+    assert gate_value("some_gate", "current", 0.1 + 0.2) == "0.3"
+    assert gate_value("min_pass_rate", "baseline", None) == "n/a"
+
+
+def test_counts_take_the_singular_for_one() -> None:
+    crashed = case("t2", "error", failure=Failure("task_error", "boom", "error"))
+    run = run_of(case("t1"), crashed)
+    text = format_run(run, build_summary(run, regression=None), None)
+    assert "1 passed, 0 failed, 1 error (pass rate 50.0%)" in text.splitlines()
 
 
 def test_passing_run_has_no_failure_block() -> None:
@@ -269,3 +292,17 @@ def test_unused_recordings_without_tool_names_show_the_count() -> None:
 def test_a_run_that_used_every_recording_says_nothing_about_them() -> None:
     text = format_run(run_of(case("t1")), build_summary(run_of(case("t1")), regression=None), None)
     assert "Unused" not in text
+
+
+def test_a_gate_skipped_for_a_missing_baseline_metric_says_to_re_promote() -> None:
+    baseline = {"schema_version": 1, "cases": [{"id": "t1", "status": "pass"}]}
+    run = run_of(case("t1"))
+    regression = compute_regression(
+        baseline, build_summary(run, regression=None), {"max_avg_wall_ms_delta_pct": 0.1}, "b.json"
+    )
+    row = next(line for line in format_regression(regression) if "max_avg_wall" in line)
+    assert "SKIP" in row
+    assert "Re-promote the baseline to bring the metric in: trialrun baseline promote" in row
+    assert row.endswith("--from RUN_DIR --to b.json")
+    unset = next(line for line in format_regression(regression) if "max_p95_wall" in line)
+    assert "Re-promote" not in unset  # skipped because no threshold is set: nothing to re-promote

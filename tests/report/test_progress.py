@@ -133,7 +133,8 @@ def test_run_on_a_terminal_shows_a_live_line_with_done_of_total(
         ["run", str(suite), "--out", str(tmp_path / "out")], tmp_path, environment(tmp_path)
     )
     assert code == 1, out  # b_disallowed fails
-    assert re.search(r"run: [0-3]/3 cases · \d+ passed, \d+ failed · \d:\d\d elapsed", terminal)
+    counts = r"\d+ passed, \d+ failed, \d+ errors?"
+    assert re.search(rf"run: [0-3]/3 cases · {counts} · \d:\d\d elapsed", terminal)
     assert "\x1b[" in terminal  # drawn in place, not as log lines
     assert "[1/3]" not in terminal
     assert "a_ok" in out and "Artifacts written to:" in out
@@ -306,10 +307,16 @@ def test_run_tracker_counts_and_estimates_the_rest_at_the_pace_so_far() -> None:
     clock.now += 10
     tracker.case_done("b", "error")
     assert display.lines == [
-        "[1/4] pass  a · 1 passed, 0 failed · 0:10 elapsed · ETA 0:30",
-        "[2/4] error b · 1 passed, 1 failed · 0:20 elapsed · ETA 0:20",
+        "[1/4] pass  a · 1 passed, 0 failed, 0 errors · 0:10 elapsed · ETA 0:30",
+        "[2/4] error b · 1 passed, 0 failed, 1 error · 0:20 elapsed · ETA 0:20",
     ]
-    assert tracker.status_line() == "run: 2/4 cases · 1 passed, 1 failed · 0:20 elapsed · ETA 0:20"
+    assert tracker.status_line() == (
+        "run: 2/4 cases · 1 passed, 0 failed, 1 error · 0:20 elapsed · ETA 0:20"
+    )
+    tracker.case_done("c", "fail")
+    assert display.lines[-1] == (
+        "[3/4] fail  c · 1 passed, 1 failed, 1 error · 0:20 elapsed · ETA 0:07"
+    )
 
 
 def test_compare_tracker_reports_a_unit_once_all_its_arms_ended() -> None:

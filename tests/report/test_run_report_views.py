@@ -589,3 +589,35 @@ def test_pages_render_in_chromium_without_console_errors_or_requests(
         assert opened.requests == [], (page, opened.requests)
         assert "<svg" in opened.dom and "</html>" in opened.dom
         assert external_references(opened.dom) == [], page
+
+
+def test_fewer_calls_tokens_or_cost_are_not_better_when_cases_crashed() -> None:
+    calls = [("lookup", True, 10.0, 1.0), ("refund", True, 10.0, 20.0)]
+    before = make_run([make_case("refund", calls), make_case("reset", calls[:1])])
+    crashed = make_case("refund", calls[:1], status="error", tokens=(10, 2), cost=0.0)
+    after = make_run([crashed, make_case("reset", calls[:1])])
+    failed = make_run([make_case("refund", calls[:1], status="fail"), make_case("reset", [])])
+
+    def directions(run: RunResult) -> dict[str, str]:
+        baseline = build_summary(before, regression=None)
+        regression = compute_regression(baseline, build_summary(run, regression=None), {}, "b.json")
+        comparison = baseline_comparison(
+            baseline, build_summary(run, regression=regression), regression
+        )
+        return {row["label"]: row["direction"] for row in comparison["run_metrics"]["rows"]}
+
+    shown = directions(after)
+    # A crashed case stops early: its fewer calls, tokens and cost are no saving.
+    for label in ("Total tool calls", "Total tokens in", "Total tokens out", "Total cost (USD)"):
+        assert shown[label] == "", label
+    assert shown["Pass rate"] == "worse"
+    # Without a crash, fewer calls still read as better.
+    assert directions(failed)["Total tool calls"] == "better"
+
+
+def test_the_case_details_word_one_tool_error_in_the_singular() -> None:
+    run = make_run(
+        [make_case("refund", [("lookup", False, 10.0, 1.0), ("refund", True, 5.0, 12.0)])]
+    )
+    text = " ".join(parse(render_html(run, build_summary(run, regression=None), None)).text)
+    assert "2 (1 error)" in text and "1 errors" not in text

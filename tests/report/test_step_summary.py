@@ -350,3 +350,14 @@ def test_the_unused_recordings_line_names_a_few_cases_and_counts_the_rest() -> N
     [line] = [line for line in summarize(run_of(*cases)).splitlines() if "Unused" in line]
     assert line.count("(lookup)") == 20
     assert line.endswith("t19: 1 (lookup); and 5 more cases.")
+
+
+def test_a_gate_skipped_for_a_missing_baseline_metric_says_to_re_promote_here_too() -> None:
+    run = run_of(case("t1"))
+    baseline = {"schema_version": 1, "cases": [{"id": "t1", "status": "pass"}]}
+    regression = compute_regression(
+        baseline, build_summary(run, regression=None), {"max_p95_wall_ms_delta_pct": 0.2}, "b.json"
+    )
+    text = summarize(run, regression)
+    row = next(line for line in text.splitlines() if "max\\_p95\\_wall" in line)
+    assert "Re-promote the baseline to bring the metric in: trialrun baseline promote" in row

@@ -22,6 +22,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 from trialrun.base.redact import redact_text
 from trialrun.base.visible import visible_name
+from trialrun.base.words import counted
 from trialrun.compare.outcome import ArmEfficiency, CompareOutcome, comparison_name
 from trialrun.compare.records import Hole, TriggerOutcome
 from trialrun.compare.stats import (
@@ -176,8 +177,9 @@ def _statistics_lines(outcome: CompareOutcome) -> list[str]:
         if stats.case_level is not None:
             level = stats.case_level
             parts.append(
-                f"case-level sign-flip p={format_sign_p(level.p_value)} over {level.clusters} "
-                f"non-tied case(s), smallest attainable p={format_sign_p(level.min_attainable_p)}"
+                f"case-level sign-flip p={format_sign_p(level.p_value)} over "
+                f"{counted(level.clusters, 'non-tied case')}, "
+                f"smallest attainable p={format_sign_p(level.min_attainable_p)}"
             )
         if outcome.session_ran and stats.row_sign_p != stats.sign_p:
             parts.append(f"unpinned row sign test p={format_sign_p(stats.row_sign_p)}")

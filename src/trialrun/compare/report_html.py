@@ -110,6 +110,9 @@ def _header(receipt: Mapping[str, Any]) -> dict[str, Any]:
         "name": str(receipt.get("skill_name", "")),
         "verdict": str(receipt.get("verdict", "")),
         "why": str(receipt.get("attribution", "")),
+        # A verdict over a setup that failed on every call measures nothing: the badge must not
+        # wear the verdict's colour (a green PASS) then.
+        "broken_setup": [str(command) for command in receipt.get("broken_setup") or []],
         "status": str(receipt.get("execution_status", "")),
         "scored_rows": receipt.get("scored_rows", 0),
         "expected_rows": receipt.get("expected_rows", 0),

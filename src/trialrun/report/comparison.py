@@ -184,6 +184,11 @@ def _run_metrics(
     for key, label, unit in CASE_METRICS[1:]:
         total = f"Total {label[0].lower()}{label[1:]}"
         rows.append(_metric(total, _total(old, key), _total(new, key), unit))
+    if any(case.get("status") == "error" for case in new.values()):
+        # A crashed case stops early: less time, fewer calls, tokens or cost are no saving then.
+        for row in rows:
+            if row["unit"] != "%" and row["direction"] == "better":
+                row["direction"] = ""
     return rows
 
 

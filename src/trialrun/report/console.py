@@ -21,6 +21,7 @@ from typing import Any
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible, visible_name
+from trialrun.base.words import counted
 from trialrun.config.paths import display_path
 from trialrun.report.summary import stderr_tail_of
 
@@ -98,30 +99,35 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
         if not isinstance(check, dict) or check.get("status") != "fail":
             continue
         gate = str(check.get("id"))
-        threshold, baseline, current = (check.get(k) for k in ("threshold", "baseline", "current"))
+        threshold, baseline, current = (
+            gate_value(gate, k, check.get(k)) for k in ("threshold", "baseline", "current")
+        )
         if gate == "min_pass_rate":
             message = (
-                f"Regression gate min_pass_rate failed: pass_rate {fmt_number(current)} "
-                f"< required {fmt_number(threshold)} (baseline {fmt_number(baseline)})"
+                f"Regression gate min_pass_rate failed: pass_rate {current} "
+                f"< required {threshold} (baseline {baseline})"
             )
         elif gate == "status_regressions":
             cases = ", ".join(clean_name(str(case_id)) for case_id in check.get("cases") or [])
+            count = check.get("current")
+            verb = "passes" if count == 1 else "pass"
             message = (
-                f"Regression gate status_regressions failed: {current} case(s) passed in the "
-                f"baseline and no longer pass: {cases}"
+                f"Regression gate status_regressions failed: "
+                f"{counted(count, 'case') if isinstance(count, int) else count} passed in "
+                f"the baseline and no longer {verb}: {cases}"
             )
             found.append((gate, message))
             continue
         elif check.get("delta_pct") is not None:
             message = (
-                f"Regression gate {gate} failed: delta_pct {fmt_number(check['delta_pct'])} "
-                f"> allowed {fmt_number(threshold)} "
-                f"(baseline {fmt_number(baseline)}, current {fmt_number(current)})"
+                f"Regression gate {gate} failed: change "
+                f"{gate_value(gate, 'delta_pct', check['delta_pct'])} > allowed {threshold} "
+                f"(baseline {baseline}, current {current})"
             )
         else:
             message = (
-                f"Regression gate {gate} failed: current {fmt_number(current)}, "
-                f"threshold {fmt_number(threshold)}, baseline {fmt_number(baseline)}"
+                f"Regression gate {gate} failed: current {current}, "
+                f"threshold {threshold}, baseline {baseline}"
             )
         if check.get("note"):
             message = f"{message} ({clean(str(check['note']))})"
@@ -139,7 +145,8 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     aggregates = summary.get("aggregates") or {}
     lines.append(
         f"{aggregates.get('cases_pass', run.cases_passed)} passed, "
-        f"{aggregates.get('cases_fail', 0)} failed, {aggregates.get('cases_error', 0)} errors "
+        f"{aggregates.get('cases_fail', 0)} failed, "
+        f"{counted(aggregates.get('cases_error', 0), 'error')} "
         f"(pass rate {run.pass_rate:.1%})"
     )
     if run.interrupted:
@@ -202,7 +209,15 @@ def format_regression(regression: dict[str, Any]) -> list[str]:
     """The regression checks table, warnings and case changes against the baseline."""
     lines = [f"Regression checks (baseline: {regression.get('baseline_path')})"]
     rows = [
-        [str(check.get("id")), _CHECK_STATUS.get(str(check.get("status")), "?"), _details(check)]
+        [
+            str(check.get("id")),
+            _CHECK_STATUS.get(str(check.get("status")), "?"),
+            " ".join(
+                part
+                for part in (_details(check), gate_hint(check, regression.get("baseline_path")))
+                if part
+            ),
+        ]
         for check in regression.get("checks") or []
     ]
     lines += table(["Check", "Status", "Details"], rows)
@@ -225,7 +240,7 @@ def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]
     lines: list[str] = []
     failing = [case for case in cases if not case.passed]
     if failing:
-        lines.append(f"Failures ({len(failing)} case{'' if len(failing) == 1 else 's'}):")
+        lines.append(f"Failures ({counted(len(failing), 'case')}):")
         for case in failing:
             lines += ["", f"{case.status.upper()} {clean_name(case.case_id)}"]
             for detail in failure_details(case):
@@ -278,12 +293,33 @@ def table(
 
 
 def fmt_number(value: object) -> str:
-    """The peer's number form in gate messages: floats with 4 decimals, None as ``n/a``."""
+    """A number as people read it: ``52``, ``0.3``, ``12.25`` (no float noise); None as ``n/a``."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
-        return f"{value:.4f}"
+        if value.is_integer():
+            return str(int(value))
+        return f"{value:.2f}".rstrip("0").rstrip(".")
     return str(value)
+
+
+def gate_value(check_id: str, key: str, value: object) -> str:
+    """One regression-check value in its unit.
+
+    summary.json keeps fractions (the pass rate, a wall-time change); people read percentages:
+    a pass rate is ``92.0%`` and its change ``-8.0 pts``, a wall gate's change and limit are
+    ``+12.5%`` and its times ``52 ms``.
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return fmt_number(value)
+    if check_id == "min_pass_rate":
+        return f"{value * 100:+.1f} pts" if key == "delta" else f"{value:.1%}"
+    if check_id.endswith("_delta_pct"):
+        if key in ("delta_pct", "threshold"):
+            return f"{value * 100:+.1f}%"
+        if key in ("baseline", "current"):
+            return f"{fmt_number(value)} ms"
+    return fmt_number(value)
 
 
 def clean(text: str) -> str:
@@ -299,9 +335,26 @@ def clean_name(text: str) -> str:
 _CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
 
 
+def gate_hint(check: dict[str, Any], baseline_path: object) -> str:
+    """What to do about a gate that was set but skipped because the baseline lacks its metric.
+
+    Baselines promoted before a gate existed, or by another tool, may not carry the metric; a
+    fresh promote from a current run brings it in. Empty for every other check.
+    """
+    if check.get("status") != "skipped" or check.get("threshold") is None:
+        return ""
+    if check.get("baseline") is not None:
+        return ""
+    target = clean_name(str(baseline_path)) if baseline_path else "BASELINE"
+    return (
+        "Re-promote the baseline to bring the metric in: "
+        f"trialrun baseline promote --from RUN_DIR --to {target}"
+    )
+
+
 def _details(check: dict[str, Any]) -> str:
     parts = [
-        f"{key}={fmt_number(check[key])}"
+        f"{key}={gate_value(str(check['id']), key, check[key])}"
         for key in ("baseline", "current", "delta", "delta_pct", "threshold")
         if key in check and not (key == "baseline" and check["id"] == "status_regressions")
     ]

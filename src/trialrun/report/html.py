@@ -39,7 +39,14 @@ from trialrun.base.fsutil import escape_lone_surrogates
 from trialrun.base.redact import redact_shared
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
-from trialrun.report.console import clean, failure_details, unused_tools_text
+from trialrun.base.words import counted
+from trialrun.report.console import (
+    clean,
+    failure_details,
+    gate_hint,
+    gate_value,
+    unused_tools_text,
+)
 from trialrun.report.summary import stderr_tail_of
 from trialrun.report.timeline import timeline_view
 
@@ -152,7 +159,7 @@ def template_environment(directory: Path) -> jinja2.Environment:
     """
     import jinja2
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -162,6 +169,9 @@ def template_environment(directory: Path) -> jinja2.Environment:
         finalize=visible_value,
         bytecode_cache=_bytecode_cache(),
     )
+    # Pages word counts as the console does: ``{{ n | counted("error") }}`` -> ``1 error``.
+    environment.filters["counted"] = counted
+    return environment
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -239,16 +249,24 @@ def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None
         return None
     checks = []
     for check in regression.get("checks") or []:
-        delta = check.get("delta", check.get("delta_pct"))
+        gate = str(check.get("id"))
+        delta_key = "delta" if "delta" in check else "delta_pct"
         checks.append(
             {
-                "id": str(check.get("id")),
+                "id": gate,
                 "status": str(check.get("status")),
-                "threshold": _number(check.get("threshold")),
-                "baseline": _number(check.get("baseline")),
-                "current": _number(check.get("current")),
-                "delta": _number(delta),
-                "note": str(check.get("note") or ""),
+                "threshold": gate_value(gate, "threshold", check.get("threshold")),
+                "baseline": gate_value(gate, "baseline", check.get("baseline")),
+                "current": gate_value(gate, "current", check.get("current")),
+                "delta": gate_value(gate, delta_key, check.get(delta_key)),
+                "note": " ".join(
+                    part
+                    for part in (
+                        str(check.get("note") or ""),
+                        gate_hint(check, regression.get("baseline_path")),
+                    )
+                    if part
+                ),
             }
         )
     diffs = regression.get("case_diffs") or {}

@@ -9,7 +9,8 @@ Trackers are called from the event loop and, for compare rows, from judge thread
 takes the tracker's lock.
 
 * run: a case is done as soon as its verdict is known (in the order cases finish, so with ``-j``
-  a fast case does not wait for a slower one); the line counts passed and failed, elapsed time
+  a fast case does not wait for a slower one); the line counts passed, failed and errored
+  (crashed) cases apart, elapsed time
   and the ETA.
 * compare: the arms run first; a unit (case, rep) is done when all its arms ended, and the line
   names the arms whose agent runs now and counts those still in setup or waiting for an
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from trialrun.base.visible import visible_name
+from trialrun.base.words import counted
 
 __all__ = ["CompareTracker", "Display", "RunTracker", "format_duration"]
 
@@ -72,19 +74,22 @@ class RunTracker:
         self._lock = threading.Lock()
         self._passed = 0
         self._failed = 0
+        self._errors = 0
 
     def start(self) -> None:
         """Show the line before the first case ends (cases can take minutes)."""
         self._display.changed()
 
     def case_done(self, case_id: str, status: str) -> None:
-        """A case's verdict: ``pass``, ``fail`` or ``error`` (counted with the failures)."""
+        """A case's verdict: ``pass``, ``fail`` or ``error`` (a crash, counted apart from fails)."""
         with self._lock:
             if status == "pass":
                 self._passed += 1
+            elif status == "error":
+                self._errors += 1
             else:
                 self._failed += 1
-            done = self._passed + self._failed
+            done = self._passed + self._failed + self._errors
             line = (
                 f"[{done}/{self._total}] {status:<5} {visible_name(case_id)} · {self._counts(done)}"
             )
@@ -93,12 +98,13 @@ class RunTracker:
 
     def status_line(self) -> str:
         with self._lock:
-            done = self._passed + self._failed
+            done = self._passed + self._failed + self._errors
             return f"run: {done}/{self._total} cases · {self._counts(done)}"
 
     def _counts(self, done: int) -> str:
         timing = _timing(self._started, self._clock(), done, self._total)
-        return f"{self._passed} passed, {self._failed} failed · {timing}"
+        errors = counted(self._errors, "error")
+        return f"{self._passed} passed, {self._failed} failed, {errors} · {timing}"
 
 
 class CompareTracker:

@@ -23,10 +23,12 @@ from urllib.parse import quote
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible
+from trialrun.base.words import counted
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
-    fmt_number,
+    gate_hint,
+    gate_value,
     unused_tools_text,
 )
 from trialrun.report.summary import exit_status
@@ -139,10 +141,10 @@ def _verdict(
     total = _count(aggregates, "cases_total", len(run.cases))
     errors = _count(aggregates, "cases_error", _with_status(run, "error"))
     counts = (
-        f"{total} case{'' if total == 1 else 's'}: "
+        f"{counted(total, 'case')}: "
         f"{_count(aggregates, 'cases_pass', run.cases_passed)} passed, "
         f"{_count(aggregates, 'cases_fail', _with_status(run, 'fail'))} failed, "
-        f"{errors} error{'' if errors == 1 else 's'}"
+        f"{counted(errors, 'error')}"
     )
     rate = aggregates.get("pass_rate", run.pass_rate)
     rate_text = f"{rate:.1%}" if isinstance(rate, int | float) else "n/a"
@@ -245,10 +247,19 @@ def _regression_section(regression: dict[str, Any] | None) -> list[str]:
                 [
                     _cell(str(check.get("id"))),
                     _GATE_STATUS.get(str(check.get("status")), "?"),
-                    _cell(fmt_number(check.get("baseline"))),
-                    _cell(fmt_number(check.get("current"))),
-                    _cell(fmt_number(check.get("threshold"))),
-                    _cell(str(check.get("note") or "")),
+                    _cell(gate_value(str(check.get("id")), "baseline", check.get("baseline"))),
+                    _cell(gate_value(str(check.get("id")), "current", check.get("current"))),
+                    _cell(gate_value(str(check.get("id")), "threshold", check.get("threshold"))),
+                    _cell(
+                        " ".join(
+                            part
+                            for part in (
+                                str(check.get("note") or ""),
+                                gate_hint(check, regression.get("baseline_path")),
+                            )
+                            if part
+                        )
+                    ),
                 ]
             )
         )
