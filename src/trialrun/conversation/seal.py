@@ -161,6 +161,10 @@ class SealPolicy:
         return (ip, port) in self.addresses
 
 
+_WATCH_STOP_S = 5.0
+"""How long ``AgentSeal.stop`` waits for its watch to end; woken, it ends at once."""
+
+
 @dataclass
 class AgentSeal:
     """The seal of one agent (and everything it starts): what the spawner applies, and the
@@ -217,8 +221,12 @@ class AgentSeal:
         wake_r, wake_w = self._wake
         os.write(wake_w, b"x")
         if self._thread is not None:
-            self._thread.join()
+            # Bounded: the event loop waits here. A watch still inside a system call then keeps
+            # its descriptors (closing them under it could hand their numbers to another file).
+            self._thread.join(_WATCH_STOP_S)
         self._wake = None
+        if self._thread is not None and self._thread.is_alive():
+            return
         os.close(wake_r)
         os.close(wake_w)
         if self._theirs is not None:
