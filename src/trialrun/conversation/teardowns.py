@@ -22,4 +22,9 @@ class Teardowns:
 
     async def wait_all(self) -> None:
         while self._tasks:
-            await asyncio.gather(*self._tasks)
+            waited = list(self._tasks)
+            await asyncio.gather(*waited)
+            # Not left to the done callbacks: a gather of tasks that are all done returns without
+            # yielding to the loop (Python 3.12), so callbacks still queued would never run and
+            # this loop would spin.
+            self._tasks.difference_update(waited)
