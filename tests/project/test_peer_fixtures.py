@@ -230,6 +230,17 @@ def test_reg_gate_probe_fails_its_gates(
     write_agent(
         suite / "agent.py", [{"q": "reset password"}], {"category": "account", "reply": "ok"}
     )
+    # The peer's baseline holds a 1 ms case; an idle machine answers this one in 1 ms too, and
+    # the wall gate (+5%) would pass. A 50 ms pause makes it slower on any machine.
+    agent = suite / "agent.py"
+    agent.write_text(
+        agent.read_text().replace(
+            'send({"type": "final_output"',
+            'import time; time.sleep(0.05)\nsend({"type": "final_output"',
+        ),
+        encoding="utf-8",
+    )
+    assert "time.sleep" in agent.read_text()
     baseline = suite / "baseline_b2.json"
     shutil.copy(probe / "baseline_b2.json", baseline)
     code, out, err = call_cli(
