@@ -32,33 +32,18 @@ from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.errors import TrialrunError
 from trialrun.running.http_service import (
-    CA_VARIABLES,
-    DIRECT,
-    NO_PROXY_VARIABLES,
-    PROXY_VARIABLES,
     CaseHttp,
     RunHttp,
-    http_env,
 )
 from trialrun.running.mcp_service import (
-    MCP_CONFIG_ENV,
-    MCP_SERVERS_ENV,
     CaseMcp,
     HttpMcpProxy,
     RecordedCalls,
-    recorded_calls,
     server_command,
 )
 from trialrun.running.model_service import (
-    NO_MODEL_CALL,
     CaseModel,
-    load_suite_prices,
     start_gateway,
-)
-from trialrun.running.recording_paths import (
-    http_cassette_path,
-    mcp_cassette_path,
-    model_cassette_path,
 )
 from trialrun.running.scratch import remove_tree, scratch_dir
 from trialrun.running.tool_bodies import ToolBodies
@@ -69,25 +54,7 @@ if TYPE_CHECKING:
     from trialrun.gateway import Gateway, Price
     from trialrun.httprec.front import HttpRecorder
 
-__all__ = [
-    "CA_VARIABLES",
-    "DIRECT",
-    "MCP_CONFIG_ENV",
-    "MCP_SERVERS_ENV",
-    "NO_MODEL_CALL",
-    "NO_PROXY_VARIABLES",
-    "PROXY_VARIABLES",
-    "CaseServices",
-    "HttpMcpProxy",
-    "RecordedCalls",
-    "RunServices",
-    "http_cassette_path",
-    "http_env",
-    "load_suite_prices",
-    "mcp_cassette_path",
-    "model_cassette_path",
-    "recorded_calls",
-]
+__all__ = ["CaseServices", "RunServices"]
 
 
 class RunServices:
