@@ -8,6 +8,7 @@ import json
 import struct
 import subprocess
 import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from paths import REPO_ROOT
 from provider_fake_upstream import event_frame
+from trialrun.base.plugins import Registry
 from trialrun.gateway import Gateway
+from trialrun.gateway import providers as providers_module
 from trialrun.gateway.exchange import error_of
 from trialrun.gateway.provider import Provider, RouteError, multipart_digest
 from trialrun.gateway.providers import (
+    BUILTIN_PROVIDERS,
+    ENTRY_POINT_GROUP,
+    ProviderPluginError,
     extract_usage,
     get_provider,
     provider,
@@ -57,8 +64,48 @@ def test_the_registry_names_every_builtin_and_refuses_a_taken_name() -> None:
         provider("mistral")
     with pytest.raises(ValueError, match="already registered"):
         register_provider(provider("openai"))
-    with pytest.raises(ValueError, match="without '/'"):
+    with pytest.raises(ProviderPluginError, match="without '/'"):
         register_provider(Nameless())
+
+
+def test_the_builtins_are_declared_in_the_entry_point_group_users_get() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = project["project"]["entry-points"][ENTRY_POINT_GROUP]
+    assert declared == BUILTIN_PROVIDERS
+    assert list(declared) == list(BUILTIN_PROVIDERS)  # the order messages list them in
+
+
+class _EntryPoint:
+    def __init__(self, name: str, value: str, target: object) -> None:
+        self.name, self.value, self._target = name, value, target
+
+    def load(self) -> object:
+        return self._target
+
+
+def test_an_installed_provider_is_found_by_its_entry_point_and_checked() -> None:
+    echo = Echo()
+    found = [
+        _EntryPoint("echo-test", "acme.gateway:ECHO", echo),
+        _EntryPoint("not-one", "acme.gateway:NOT_ONE", object()),
+        _EntryPoint("misnamed", "acme.gateway:MISNAMED", echo),
+        _EntryPoint("openai", "acme.gateway:RIVAL", echo),  # a built-in name is reserved
+    ]
+    registry = Registry(
+        "gateway provider",
+        ENTRY_POINT_GROUP,
+        ProviderPluginError,
+        providers_module._require_provider,
+        builtins=BUILTIN_PROVIDERS,
+        discover=lambda: found,
+    )
+    assert registry.names() == [*BUILTIN_PROVIDERS, "echo-test", "misnamed", "not-one"]
+    assert registry.get("echo-test") is echo
+    assert registry.get("openai") is provider("openai")
+    with pytest.raises(ProviderPluginError, match=r"acme\.gateway:NOT_ONE.*is not a gateway prov"):
+        registry.get("not-one")
+    with pytest.raises(ProviderPluginError, match="named 'echo-test'; the entry point name"):
+        registry.get("misnamed")
 
 
 class Echo(Provider):

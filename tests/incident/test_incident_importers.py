@@ -175,8 +175,8 @@ def test_a_plugin_cannot_take_a_builtin_name_or_a_builtin_format(
                 "acme", "acme_importer:IMPORTER", Importer("other", _detect, _to_incident)
             ),
             "entry point 'acme = acme_importer:IMPORTER' (group trialrun.incident_importers) "
-            "provides an incident importer named 'other'; the entry point name and the importer's "
-            "name must match",
+            "provides an incident importer named 'other'; the entry point name and the incident "
+            "importer's name must match",
         ),
     ],
 )

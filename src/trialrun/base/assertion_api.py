@@ -20,20 +20,12 @@ entry point is found and loaded is shared with the incident importers (``base.pl
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from trialrun.base.plugins import (
-    BuiltinEntryPoint,
-    EntryPointLike,
-    distinct_by_name,
-    entry_point_text,
-    installed_entry_points,
-    load_plugin,
-)
+from trialrun.base.plugins import EntryPointLike, Registry, installed_entry_points
 from trialrun.base.redact import redact_text
 from trialrun.base.results import CheckFailure, JsonObject, ToolCall
 from trialrun.base.suggest import did_you_mean
@@ -167,7 +159,7 @@ def discover_entry_points() -> list[EntryPointLike]:
     return installed_entry_points(ENTRY_POINT_GROUP)
 
 
-class AssertionRegistry:
+class AssertionRegistry(Registry[AssertionType]):
     """Assertion types by name: programmatic registrations, built-ins, then entry points.
 
     ``builtins`` (name -> ``module:attribute``) are loaded without listing the entry points;
@@ -179,73 +171,21 @@ class AssertionRegistry:
         discover: Callable[[], Iterable[EntryPointLike]] = discover_entry_points,
         builtins: Mapping[str, str] | None = None,
     ) -> None:
-        self._discover = discover
-        self._builtins: Mapping[str, str] = builtins or {}
-        self._lock = threading.RLock()
-        self._registered: dict[str, AssertionType] = {}
-        self._entry_points: dict[str, list[EntryPointLike]] | None = None
-        self._loaded: dict[str, AssertionType] = {}
-
-    def register(self, assertion_type: AssertionType, *, replace: bool = False) -> None:
-        """Add a type; a name already taken is refused unless ``replace`` is true."""
-        _require_assertion_type(assertion_type, where=f"register({assertion_type!r})")
-        name = assertion_type.name
-        with self._lock:
-            taken = name in self._registered or name in self._builtins
-            if not replace and (taken or name in self._entry_point_map()):
-                raise ValueError(
-                    f"assertion type '{name}' is already registered; pass replace=True to "
-                    "override it"
-                )
-            self._registered[name] = assertion_type
-
-    def get(self, name: str) -> AssertionType | None:
-        """The type called ``name``, or None if nothing provides it.
-
-        Raises AssertionPluginError when an entry point provides it but cannot be loaded.
-        """
-        with self._lock:
-            if name in self._registered:
-                return self._registered[name]
-            if name in self._loaded:
-                return self._loaded[name]
-            candidates = self._candidates(name)
-            if not candidates:
-                return None
-            loaded = _load_entry_point(name, candidates)
-            self._loaded[name] = loaded
-            return loaded
+        super().__init__(
+            "assertion type",
+            ENTRY_POINT_GROUP,
+            AssertionPluginError,
+            _require_assertion_type,
+            builtins=builtins,
+            discover=discover,
+        )
 
     def names(self) -> list[str]:
         """Every known type name, sorted (entry points are listed, not imported)."""
-        with self._lock:
-            return sorted({*self._registered, *self._builtins, *self._entry_point_map()})
-
-    def _candidates(self, name: str) -> Sequence[EntryPointLike]:
-        builtin = self._builtins.get(name)
-        if builtin is not None:
-            return [BuiltinEntryPoint(name, builtin)]
-        return self._entry_point_map().get(name, [])
-
-    def _entry_point_map(self) -> dict[str, list[EntryPointLike]]:
-        if self._entry_points is None:
-            self._entry_points = distinct_by_name(self._discover())
-        return self._entry_points
+        return sorted(super().names())
 
 
-def _load_entry_point(name: str, candidates: Sequence[EntryPointLike]) -> AssertionType:
-    loaded = load_plugin("assertion type", ENTRY_POINT_GROUP, candidates, AssertionPluginError)
-    where = entry_point_text(candidates[0], ENTRY_POINT_GROUP)
-    assertion_type = _require_assertion_type(loaded, where=where)
-    if assertion_type.name != name:
-        raise AssertionPluginError(
-            f"{where} provides an assertion type named '{assertion_type.name}'; the entry point "
-            f"name and the type's name must match"
-        )
-    return assertion_type
-
-
-def _require_assertion_type(candidate: object, *, where: str) -> AssertionType:
+def _require_assertion_type(candidate: object, where: str) -> AssertionType:
     name = getattr(candidate, "name", None)
     if not isinstance(name, str) or not name or not callable(getattr(candidate, "compile", None)):
         raise AssertionPluginError(

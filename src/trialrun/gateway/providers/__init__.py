@@ -1,19 +1,22 @@
-"""The model gateway's providers, by name: the built-ins loaded on first use, plus any
-registered with ``register_provider``.
+"""The model gateway's providers, by name: the built-ins, those installed in the entry-point
+group ``trialrun.gateway_providers``, and those registered with ``register_provider``.
 
-A built-in is named here as ``module:attribute`` and imported only when a request (or a
-cassette line) first names it, the way ``base.plugins`` loads built-in assertion types: a
-gateway that only sees OpenAI traffic never imports the Bedrock provider.
+Kept by the same ``base.plugins.Registry`` as assertion types and incident importers: a built-in
+is named here as ``module:attribute`` (and in pyproject.toml, as a third party declares its own)
+and imported only when a request (or a cassette line) first names it, so a gateway that only
+sees OpenAI traffic never imports the Bedrock provider.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 
-from trialrun.base.plugins import BuiltinEntryPoint
+from trialrun.base.plugins import Registry
+from trialrun.errors import ConfigError
 from trialrun.gateway.provider import Provider
 from trialrun.gateway.usage import Usage
+
+ENTRY_POINT_GROUP = "trialrun.gateway_providers"
 
 # In the order error messages list them.
 BUILTIN_PROVIDERS: dict[str, str] = {
@@ -23,34 +26,44 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "gemini": "trialrun.gateway.providers.gemini:PROVIDER",
     "bedrock": "trialrun.gateway.providers.bedrock:PROVIDER",
 }
+"""Exactly as pyproject.toml declares them in ``trialrun.gateway_providers`` (a test holds the
+two equal)."""
 
-_lock = threading.Lock()
-_loaded: dict[str, Provider] = {}
-_registered: dict[str, Provider] = {}
+
+class ProviderPluginError(ConfigError):
+    """A provider from an entry point cannot be loaded or is not a ``Provider``."""
+
+
+def _require_provider(candidate: object, where: str) -> Provider:
+    if not isinstance(candidate, Provider):
+        raise ProviderPluginError(
+            f"{where} is not a gateway provider: expected an instance of "
+            f"trialrun.gateway.provider.Provider, found {type(candidate).__name__}"
+        )
+    if not candidate.name or "/" in candidate.name:
+        raise ProviderPluginError(
+            f"{where}: a provider needs a name without '/'; found {candidate.name!r}"
+        )
+    return candidate
+
+
+REGISTRY = Registry(
+    "gateway provider",
+    ENTRY_POINT_GROUP,
+    ProviderPluginError,
+    _require_provider,
+    builtins=BUILTIN_PROVIDERS,
+)
 
 
 def provider_names() -> tuple[str, ...]:
-    """Every provider the gateway serves: the built-ins, then registered ones."""
-    return (*BUILTIN_PROVIDERS, *(n for n in _registered if n not in BUILTIN_PROVIDERS))
+    """Every provider the gateway serves: the built-ins, installed ones, then registered ones."""
+    return tuple(REGISTRY.names())
 
 
 def get_provider(name: str) -> Provider | None:
     """The provider called ``name``, or None when there is none."""
-    found = _loaded.get(name)
-    if found is not None:
-        return found
-    with _lock:
-        found = _registered.get(name)
-        if found is None:
-            target = BUILTIN_PROVIDERS.get(name)
-            if target is None:
-                return None
-            loaded = BuiltinEntryPoint(name, target).load()
-            if not isinstance(loaded, Provider):
-                raise TypeError(f"{target} is not a gateway Provider")
-            found = loaded
-        _loaded[name] = found
-        return found
+    return REGISTRY.get(name)
 
 
 def provider(name: str) -> Provider:
@@ -63,13 +76,7 @@ def provider(name: str) -> Provider:
 
 def register_provider(new: Provider, *, replace: bool = False) -> None:
     """Serve ``new`` under ``/run/<run-id>/<new.name>/``; a taken name needs ``replace``."""
-    if not new.name or "/" in new.name:
-        raise ValueError(f"a provider needs a name without '/'; found {new.name!r}")
-    with _lock:
-        if not replace and (new.name in BUILTIN_PROVIDERS or new.name in _registered):
-            raise ValueError(f"provider {new.name!r} is already registered")
-        _registered[new.name] = new
-        _loaded.pop(new.name, None)
+    REGISTRY.register(new, replace=replace)
 
 
 def extract_usage(

@@ -19,20 +19,12 @@ fails while reading is an ``IncidentImporterError`` naming its entry point: one 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from trialrun.base.foreign import FOREIGN_FAILURES, failure_text
-from trialrun.base.plugins import (
-    BuiltinEntryPoint,
-    EntryPointLike,
-    distinct_by_name,
-    entry_point_text,
-    installed_entry_points,
-    load_plugin,
-)
+from trialrun.base.plugins import EntryPointLike, Registry, installed_entry_points
 from trialrun.errors import ConfigError
 from trialrun.incident.importers._common import RawCall, build_incident
 from trialrun.incident.model import Incident
@@ -92,14 +84,7 @@ def discover_entry_points() -> list[EntryPointLike]:
     return installed_entry_points(ENTRY_POINT_GROUP)
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    importer: IncidentImporter
-    where: str
-    """The entry point, for messages about the importer's failures."""
-
-
-class ImporterRegistry:
+class ImporterRegistry(Registry[IncidentImporter]):
     """Importers in the order they are tried: built-ins, then installed plugins by name."""
 
     def __init__(
@@ -107,51 +92,25 @@ class ImporterRegistry:
         discover: Callable[[], Iterable[EntryPointLike]] = discover_entry_points,
         builtins: Mapping[str, str] | None = None,
     ) -> None:
-        self._discover = discover
-        self._builtins: Mapping[str, str] = builtins or {}
-        self._lock = threading.RLock()
-        self._plugins: dict[str, list[EntryPointLike]] | None = None
-        self._loaded: dict[str, _Loaded] = {}
-
-    def names(self) -> list[str]:
-        """Every importer's name in trying order (plugins are listed, not imported)."""
-        with self._lock:
-            return [*self._builtins, *self._plugin_map()]
+        super().__init__(
+            "incident importer",
+            ENTRY_POINT_GROUP,
+            IncidentImporterError,
+            _require_importer,
+            builtins=builtins,
+            discover=discover,
+        )
 
     def recognise(self, records: list[Any], source_file: str) -> Incident | None:
         """The incident of the first importer that detects ``records``; None if none does."""
-        for loaded in self._in_order():
-            if _detects(loaded, records):
-                return _convert(loaded, records, source_file)
+        for name in self.in_order():
+            found = self.get_with_origin(name)
+            if found is not None and _detects(*found, records):
+                return _convert(*found, records, source_file)
         return None
 
-    def _in_order(self) -> Iterator[_Loaded]:
-        for name, value in self._builtins.items():
-            yield self._load(name, [BuiltinEntryPoint(name, value)])
-        for name, candidates in self._plugin_map().items():
-            yield self._load(name, candidates)
 
-    def _plugin_map(self) -> dict[str, list[EntryPointLike]]:
-        with self._lock:
-            if self._plugins is None:
-                found = distinct_by_name(self._discover())
-                self._plugins = {
-                    name: found[name] for name in sorted(found) if name not in self._builtins
-                }
-            return self._plugins
-
-    def _load(self, name: str, candidates: list[EntryPointLike]) -> _Loaded:
-        with self._lock:
-            if name not in self._loaded:
-                loaded = load_plugin(
-                    "incident importer", ENTRY_POINT_GROUP, candidates, IncidentImporterError
-                )
-                where = entry_point_text(candidates[0], ENTRY_POINT_GROUP)
-                self._loaded[name] = _Loaded(_require_importer(loaded, name, where), where)
-            return self._loaded[name]
-
-
-def _require_importer(candidate: object, name: str, where: str) -> IncidentImporter:
+def _require_importer(candidate: object, where: str) -> IncidentImporter:
     own_name = getattr(candidate, "name", None)
     if not isinstance(own_name, str) or not all(
         callable(getattr(candidate, method, None)) for method in ("detect", "to_incident")
@@ -161,38 +120,35 @@ def _require_importer(candidate: object, name: str, where: str) -> IncidentImpor
             f"detect(records) and to_incident(records, source_file) methods, found "
             f"{type(candidate).__name__}"
         )
-    if own_name != name:
-        raise IncidentImporterError(
-            f"{where} provides an incident importer named '{own_name}'; the entry point name "
-            "and the importer's name must match"
-        )
     return cast(IncidentImporter, candidate)
 
 
-def _detects(loaded: _Loaded, records: list[Any]) -> bool:
+def _detects(importer: IncidentImporter, where: str, records: list[Any]) -> bool:
     try:
-        return bool(loaded.importer.detect(records))
+        return bool(importer.detect(records))
     except FOREIGN_FAILURES as exc:
         raise IncidentImporterError(
-            f"incident importer '{loaded.importer.name}' from {loaded.where} failed while "
+            f"incident importer '{importer.name}' from {where} failed while "
             f"detecting the format: {failure_text(exc)}"
         ) from exc
 
 
-def _convert(loaded: _Loaded, records: list[Any], source_file: str) -> Incident:
+def _convert(
+    importer: IncidentImporter, where: str, records: list[Any], source_file: str
+) -> Incident:
     try:
-        incident = loaded.importer.to_incident(records, source_file)
+        incident = importer.to_incident(records, source_file)
     except ConfigError:
         raise  # the importer's own words about the export, at its file
     except FOREIGN_FAILURES as exc:
         raise IncidentImporterError(
-            f"incident importer '{loaded.importer.name}' from {loaded.where} failed while "
+            f"incident importer '{importer.name}' from {where} failed while "
             f"reading the export: {failure_text(exc)}",
             file=source_file,
         ) from exc
     if not isinstance(incident, Incident):
         raise IncidentImporterError(
-            f"incident importer '{loaded.importer.name}' from {loaded.where} returned "
+            f"incident importer '{importer.name}' from {where} returned "
             f"{type(incident).__name__}, expected an Incident",
             file=source_file,
         )
