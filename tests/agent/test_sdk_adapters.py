@@ -468,6 +468,25 @@ def test_langgraph_create_react_agent_replays_parallel_calls_in_the_models_order
     replay_in_model_order(run, times=4)
 
 
+def test_langgraph_tool_node_replays_parallel_calls_in_the_models_order(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A StateGraph's ToolNode runs the whole turn in one task, its calls in a thread pool."""
+    from langgraph.prebuilt import ToolNode
+
+    hold = SecondGoesFirst(monkeypatch)
+
+    def run(runner: FakeRunner, streamed: bool) -> Served:
+        served = runner_session(runner)
+        hold.reset()
+        node = ToolNode([weather_tool()], wrap_tool_call=hold)
+        state = final_state(sdk.wrap(scripted_graph(node, TWO_CITIES)), streamed)
+        assert [m[1] for m in tool_messages(state)] == ["sunny in Oslo", "sunny in Lima"]
+        return served
+
+    replay_in_model_order(run, times=4)
+
+
 def test_langchain_create_agent_middleware_replays_parallel_calls_in_the_models_order(
     runner_session: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
