@@ -5,8 +5,8 @@ thread pool (LangGraph's sync ``ToolNode``), so which call reaches the runner fi
 from run to run, and with it the cassette order and ``call_order``. A ``TurnOrder`` holds each call
 back until every call the model listed before it has *passed*: it holds its place in the queue to
 the runner (the session's FIFO call lock, so it is sent first), or it finished without reaching
-the runner (a wrapper answered it, it raised). Only the sending is ordered; tool bodies still run
-as the framework runs them.
+the runner (a wrapper answered it, it raised). Only the sending is ordered: what runs around it
+(the framework's other interceptors) keeps its concurrency.
 
 A predecessor may never come: a wrapper that trialrun cannot see answered it, or the graph sent
 only some of the turn's calls. A call therefore waits for its predecessors at most ``PATIENCE``

@@ -21,7 +21,7 @@ your own graph nodes bypass ``ToolNode``: decorate those functions with ``@trial
 A sync run (``invoke``/``stream``) runs a turn's tool calls in a thread pool, in any order; so each
 call of a turn goes to the runner only after the calls the model listed before it (the last
 ``AIMessage``'s ``tool_calls`` in ``request.state``, less those already answered) went there or
-ended without it (``callorder``). Only the sending waits: the tools still run concurrently. The
+ended without it (``callorder``). Only the sending waits, not the interceptors around it. The
 wrapper ``wrap()`` installs sees a call end that another wrapper answered itself; the middleware,
 innermost, does not, and the calls after such a call wait ``callorder.PATIENCE`` for it.
 """
