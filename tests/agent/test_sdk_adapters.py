@@ -579,6 +579,55 @@ def test_langgraph_a_predecessor_that_never_comes_is_given_up_with_a_warning(
     assert "'c1'" in warning["message"] and "within 0 s" in warning["message"]
 
 
+def test_langgraph_calls_inside_a_running_tool_are_not_held_for_each_other(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool that runs a graph of its own: that graph's calls run directly, inside the one
+    recorded call, so none of them reaches the runner and none waits for another to end (here
+    the first waits for the second to run)."""
+    import threading
+
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+    right_ran = threading.Event()
+
+    @tool
+    def left(x: int) -> int:
+        """Left."""
+        assert right_ran.wait(timeout=60), "left was held until it ended: right never ran"
+        return x
+
+    @tool
+    def right(x: int) -> int:
+        """Right."""
+        right_ran.set()
+        return x
+
+    inner_calls = [
+        {"name": "left", "args": {"x": 1}, "id": "x1"},
+        {"name": "right", "args": {"x": 2}, "id": "x2"},
+    ]
+    inner = sdk.wrap(scripted_graph(ToolNode([left, right]), inner_calls))
+
+    @tool
+    def plan(goal: str) -> str:
+        """Plan."""
+        state = inner.invoke({"messages": [("user", goal)]})
+        return ",".join(str(m[1]) for m in tool_messages(state))
+
+    served = runner_session(FakeRunner("record"))
+    outer = sdk.wrap(
+        scripted_graph(ToolNode([plan]), [{"name": "plan", "args": {"goal": "g"}, "id": "c1"}])
+    )
+    state = outer.invoke({"messages": [("user", "go")]})
+    assert tool_messages(state) == [("plan", "1,2", "success")]
+    assert served.tool_sequence() == ["plan"] and served.of_type("log") == []
+
+
 def test_langgraph_async_runs_and_single_calls_are_not_held(
     runner_session: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -149,11 +149,15 @@ class Session:
         Raises ``ToolCallError`` when the answer is ``ok: false`` and ``ChannelError`` when the
         runner is gone. Use ``acall_tool`` from a coroutine. ``queued`` (for adapters that order
         concurrent calls) is called, and must not raise, once this call holds its place in the
-        queue to the runner: a call made after that is sent after this one.
+        queue to the runner: a call made after that is sent after this one. A call made while a
+        tool runs never reaches the runner, so it calls ``queued`` before it runs.
         """
         running = _RUNNING_TOOL.get()
         if running is not None and running[0] is self:
-            return _nested(name, running[1], run)()
+            direct = _nested(name, running[1], run)
+            if queued is not None:
+                queued()
+            return direct()
         call = self._new_call(name, args, local=run is not None)
         self._lock.acquire(queued)
         cause: BaseException | None = None
