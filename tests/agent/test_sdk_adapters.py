@@ -547,6 +547,30 @@ def test_langgraph_a_call_answered_outside_trialrun_does_not_hold_up_the_next(
     assert served.of_type("log") == []
 
 
+def test_langgraph_a_call_whose_own_wrapper_raises_does_not_hold_up_the_next(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+
+    def refusing(request: Any, execute: Any) -> Any:
+        if request.tool_call["id"] == "c1":
+            raise ValueError("refused c1")
+        return execute(request)
+
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=refusing, handle_tool_errors=True)
+    state = sdk.wrap(scripted_graph(node, TWO_CITIES)).invoke({"messages": [("user", "go")]})
+    [(_, refused, status), lima] = tool_messages(state)
+    assert "refused c1" in refused and status == "error"
+    assert lima == ("weather", "sunny in Lima", "success")
+    assert [c["args"]["city"] for c in served.recorded] == ["Lima"]
+    assert served.of_type("log") == []
+
+
 def test_langgraph_a_predecessor_that_never_comes_is_given_up_with_a_warning(
     runner_session: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
