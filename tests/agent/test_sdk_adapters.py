@@ -571,6 +571,34 @@ def test_langgraph_a_call_whose_own_wrapper_raises_does_not_hold_up_the_next(
     assert served.of_type("log") == []
 
 
+def test_langgraph_a_call_refused_before_it_is_sent_does_not_hold_up_the_next(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tool_call_wrapper inside the user's own interceptor: c1's arguments are no JSON (NaN), so
+    the session refuses it before it queues; trialrun's wrapper itself lets c2 go."""
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+    from trialrun.agent.langchain import tool_call_wrapper
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+
+    def garbling(request: Any, execute: Any) -> Any:
+        if request.tool_call["id"] == "c1":
+            garbled = {**request.tool_call, "args": {"city": float("nan")}}
+            request = request.override(tool_call=garbled)
+        return tool_call_wrapper(request, execute)
+
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=garbling, handle_tool_errors=True)
+    state = scripted_graph(node, TWO_CITIES).invoke({"messages": [("user", "go")]})
+    [(_, refused, status), lima] = tool_messages(state)
+    assert "not JSON data" in refused and status == "error"
+    assert lima == ("weather", "sunny in Lima", "success")
+    assert [c["args"]["city"] for c in served.recorded] == ["Lima"]
+    assert served.of_type("log") == []
+
+
 def test_langgraph_a_predecessor_that_never_comes_is_given_up_with_a_warning(
     runner_session: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,7 +86,7 @@ def tool_call_wrapper(request: ToolCallRequest, execute: Execute) -> ToolOutcome
         return _error_message(request, error)
     finally:
         if turn is not None:
-            turn.passed(call_id)  # it never reached the runner: the next call need not wait
+            turn.passed(call_id)  # also when it ended before it queued (bad arguments)
     return _message(request, content)
 
 
@@ -220,7 +220,7 @@ def _turn_of(session: Session, request: ToolCallRequest) -> TurnOrder | None:
     answered = {m.tool_call_id for m in messages[last + 1 :] if isinstance(m, ToolMessage)}
     # Calls for tools this node does not have (create_agent's structured output, names only a
     # middleware answers) may never come here: no call waits for them.
-    tools = getattr(request.runtime, "tools", None)
+    tools = getattr(getattr(request, "runtime", None), "tools", None)
     names = {t.name for t in tools} if isinstance(tools, list) else None
     pending = [
         call.get("id")
