@@ -359,6 +359,357 @@ def test_langgraph_wrap_of_a_graph_without_tool_node_is_refused() -> None:
         sdk.wrap(builder.compile())
 
 
+# -- LangGraph: a turn's parallel calls reach the runner in the model's order ---------------------
+
+TWO_CITIES = [
+    {"name": "weather", "args": {"city": "Oslo"}, "id": "c1"},
+    {"name": "weather", "args": {"city": "Lima"}, "id": "c2"},
+]
+
+
+def two_city_model() -> Any:
+    """A chat model that asks for TWO_CITIES in one turn, then answers."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class Scripted(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    turns = [AIMessage(content="", tool_calls=TWO_CITIES), AIMessage(content="done")]
+    return Scripted(messages=iter(turns))
+
+
+def weather_tool() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def weather(city: str) -> str:
+        """Weather."""
+        return f"sunny in {city}"
+
+    return weather
+
+
+class SecondGoesFirst:
+    """Makes the thread pool's worst order certain: c1 holds back in a wrapper outside trialrun
+    until c2 got past it, i.e. c2 reached trialrun's turn gate (seen by watching ``wait_turn``)
+    or, with no gate, went to the runner and was answered. Without ordering, c2 is sent first."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+
+        from trialrun.agent.callorder import TurnOrder
+
+        self.second_past = threading.Event()
+        real_wait_turn = TurnOrder.wait_turn
+
+        def observed(order: TurnOrder, call_id: str, patience: float | None = None) -> list[str]:
+            if call_id == "c2":
+                self.second_past.set()
+            return real_wait_turn(order, call_id, patience)
+
+        monkeypatch.setattr(TurnOrder, "wait_turn", observed)
+
+    def reset(self) -> None:
+        self.second_past.clear()
+
+    def __call__(self, request: Any, execute: Any) -> Any:
+        if request.tool_call["id"] == "c1":
+            assert self.second_past.wait(timeout=120), "the second call never came"
+            return execute(request)
+        try:
+            return execute(request)
+        finally:
+            self.second_past.set()
+
+
+def replay_in_model_order(run: Callable[[FakeRunner, bool], Served], times: int) -> None:
+    recorded = run(FakeRunner("record"), False)
+    assert [c["args"]["city"] for c in recorded.recorded] == ["Oslo", "Lima"]
+    for attempt in range(times):
+        replayed = run(FakeRunner("replay", recorded.recorded), attempt % 2 == 1)
+        assert [c["args"] for c in replayed.of_type("tool_call")] == [
+            {"city": "Oslo"},
+            {"city": "Lima"},
+        ], f"replay {attempt + 1}"
+        assert replayed.of_type("log") == [] and replayed.violations == []
+
+
+def final_state(graph: Any, streamed: bool) -> dict[str, Any]:
+    question = {"messages": [("user", "go")]}
+    if streamed:
+        *_, state = graph.stream(question, stream_mode="values")
+        return dict(state)
+    return dict(graph.invoke(question))
+
+
+def test_langgraph_create_react_agent_replays_parallel_calls_in_the_models_order(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """create_react_agent sends each call to its own ToolNode task (the Send API), in parallel
+    threads under sync invoke() and stream()."""
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    hold = SecondGoesFirst(monkeypatch)
+
+    def run(runner: FakeRunner, streamed: bool) -> Served:
+        served = runner_session(runner)
+        hold.reset()
+        node = ToolNode([weather_tool()], wrap_tool_call=hold)
+        graph = sdk.wrap(create_react_agent(two_city_model(), node))
+        state = final_state(graph, streamed)
+        assert tool_messages(state) == [
+            ("weather", "sunny in Oslo", "success"),
+            ("weather", "sunny in Lima", "success"),
+        ]
+        return served
+
+    replay_in_model_order(run, times=4)
+
+
+def test_langgraph_tool_node_replays_parallel_calls_in_the_models_order(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A StateGraph's ToolNode runs the whole turn in one task, its calls in a thread pool."""
+    from langgraph.prebuilt import ToolNode
+
+    hold = SecondGoesFirst(monkeypatch)
+
+    def run(runner: FakeRunner, streamed: bool) -> Served:
+        served = runner_session(runner)
+        hold.reset()
+        node = ToolNode([weather_tool()], wrap_tool_call=hold)
+        state = final_state(sdk.wrap(scripted_graph(node, TWO_CITIES)), streamed)
+        assert [m[1] for m in tool_messages(state)] == ["sunny in Oslo", "sunny in Lima"]
+        return served
+
+    replay_in_model_order(run, times=4)
+
+
+def test_langchain_create_agent_middleware_replays_parallel_calls_in_the_models_order(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+
+    from trialrun.agent.langchain import trialrun_middleware
+
+    hold = SecondGoesFirst(monkeypatch)
+
+    class Holding(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return hold(request, handler)
+
+    def run(runner: FakeRunner, streamed: bool) -> Served:
+        served = runner_session(runner)
+        hold.reset()
+        agent = create_agent(
+            two_city_model(), [weather_tool()], middleware=[Holding(), trialrun_middleware()]
+        )
+        state = final_state(agent, streamed)
+        assert sorted(tool_messages(state)) == [
+            ("weather", "sunny in Lima", "success"),
+            ("weather", "sunny in Oslo", "success"),
+        ]
+        return served
+
+    replay_in_model_order(run, times=4)
+
+
+def test_langgraph_a_call_answered_outside_trialrun_does_not_hold_up_the_next(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wrap() sees the user's own middleware answer c1 itself (a cache), so c2 goes at once:
+    with patience long enough for any machine, a missed end would show as the warning."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import ToolMessage
+
+    from trialrun.agent import callorder
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+
+    class Caching(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            if request.tool_call["id"] == "c1":
+                return ToolMessage(content="cached", tool_call_id="c1", name="weather")
+            return handler(request)
+
+    served = runner_session(FakeRunner("record"))
+    agent = sdk.wrap(create_agent(two_city_model(), [weather_tool()], middleware=[Caching()]))
+    state = agent.invoke({"messages": [("user", "go")]})
+    assert sorted(tool_messages(state)) == [
+        ("weather", "cached", "success"),
+        ("weather", "sunny in Lima", "success"),
+    ]
+    assert [c["args"]["city"] for c in served.recorded] == ["Lima"]
+    assert served.of_type("log") == []
+
+
+def test_langgraph_a_call_whose_own_wrapper_raises_does_not_hold_up_the_next(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+
+    def refusing(request: Any, execute: Any) -> Any:
+        if request.tool_call["id"] == "c1":
+            raise ValueError("refused c1")
+        return execute(request)
+
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=refusing, handle_tool_errors=True)
+    state = sdk.wrap(scripted_graph(node, TWO_CITIES)).invoke({"messages": [("user", "go")]})
+    [(_, refused, status), lima] = tool_messages(state)
+    assert "refused c1" in refused and status == "error"
+    assert lima == ("weather", "sunny in Lima", "success")
+    assert [c["args"]["city"] for c in served.recorded] == ["Lima"]
+    assert served.of_type("log") == []
+
+
+def test_langgraph_a_call_refused_before_it_is_sent_does_not_hold_up_the_next(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tool_call_wrapper inside the user's own interceptor: c1's arguments are no JSON (NaN), so
+    the session refuses it before it queues; trialrun's wrapper itself lets c2 go."""
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+    from trialrun.agent.langchain import tool_call_wrapper
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+
+    def garbling(request: Any, execute: Any) -> Any:
+        if request.tool_call["id"] == "c1":
+            garbled = {**request.tool_call, "args": {"city": float("nan")}}
+            request = request.override(tool_call=garbled)
+        return tool_call_wrapper(request, execute)
+
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=garbling, handle_tool_errors=True)
+    state = scripted_graph(node, TWO_CITIES).invoke({"messages": [("user", "go")]})
+    [(_, refused, status), lima] = tool_messages(state)
+    assert "not JSON data" in refused and status == "error"
+    assert lima == ("weather", "sunny in Lima", "success")
+    assert [c["args"]["city"] for c in served.recorded] == ["Lima"]
+    assert served.of_type("log") == []
+
+
+def test_langgraph_a_predecessor_that_never_comes_is_given_up_with_a_warning(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A middleware listed before trialrun_middleware() answers c1: trialrun, innermost, never
+    learns of it, so c2 waits its patience for c1, then goes and says so in the event log."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import ToolMessage
+
+    from trialrun.agent import callorder
+    from trialrun.agent.langchain import trialrun_middleware
+
+    monkeypatch.setattr(callorder, "PATIENCE", 0.0)
+
+    class Caching(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            if request.tool_call["id"] == "c1":
+                return ToolMessage(content="cached", tool_call_id="c1", name="weather")
+            return handler(request)
+
+    served = runner_session(FakeRunner("record"))
+    agent = create_agent(
+        two_city_model(), [weather_tool()], middleware=[Caching(), trialrun_middleware()]
+    )
+    state = agent.invoke({"messages": [("user", "go")]})
+    assert sorted(tool_messages(state))[1] == ("weather", "sunny in Lima", "success")
+    [warning] = served.of_type("log")
+    assert warning["level"] == "warning"
+    assert warning["data"] == {"call_id": "c2", "not_waited_for": ["c1"]}
+    assert "'c1'" in warning["message"] and "within 0 s" in warning["message"]
+
+
+def test_langgraph_calls_inside_a_running_tool_are_not_held_for_each_other(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool that runs a graph of its own: that graph's calls run directly, inside the one
+    recorded call, so none of them reaches the runner and none waits for another to end (here
+    the first waits for the second to run)."""
+    import threading
+
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent import callorder
+
+    monkeypatch.setattr(callorder, "PATIENCE", 120.0)
+    right_ran = threading.Event()
+
+    @tool
+    def left(x: int) -> int:
+        """Left."""
+        assert right_ran.wait(timeout=60), "left was held until it ended: right never ran"
+        return x
+
+    @tool
+    def right(x: int) -> int:
+        """Right."""
+        right_ran.set()
+        return x
+
+    inner_calls = [
+        {"name": "left", "args": {"x": 1}, "id": "x1"},
+        {"name": "right", "args": {"x": 2}, "id": "x2"},
+    ]
+    inner = sdk.wrap(scripted_graph(ToolNode([left, right]), inner_calls))
+
+    @tool
+    def plan(goal: str) -> str:
+        """Plan."""
+        state = inner.invoke({"messages": [("user", goal)]})
+        return ",".join(str(m[1]) for m in tool_messages(state))
+
+    served = runner_session(FakeRunner("record"))
+    outer = sdk.wrap(
+        scripted_graph(ToolNode([plan]), [{"name": "plan", "args": {"goal": "g"}, "id": "c1"}])
+    )
+    state = outer.invoke({"messages": [("user", "go")]})
+    assert tool_messages(state) == [("plan", "1,2", "success")]
+    assert served.tool_sequence() == ["plan"] and served.of_type("log") == []
+
+
+def test_langgraph_async_runs_and_single_calls_are_not_held(
+    runner_session: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ainvoke starts a turn's calls in order on one loop: the sync wrapper on that loop's thread
+    must not wait there (it would stall the loop); and a lone call has nobody to wait for."""
+    from langgraph.prebuilt import ToolNode
+
+    from trialrun.agent.callorder import TurnOrder
+    from trialrun.agent.langchain import tool_call_wrapper
+
+    waited: list[str] = []
+    real_wait_turn = TurnOrder.wait_turn
+
+    def observed(order: TurnOrder, call_id: str, patience: float | None = None) -> list[str]:
+        waited.append(call_id)
+        return real_wait_turn(order, call_id, patience)
+
+    monkeypatch.setattr(TurnOrder, "wait_turn", observed)
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=tool_call_wrapper)  # sync only
+    state = asyncio.run(scripted_graph(node, TWO_CITIES).ainvoke({"messages": [("user", "go")]}))
+    assert [m[1] for m in tool_messages(state)] == ["sunny in Oslo", "sunny in Lima"]
+    assert [c["args"]["city"] for c in served.recorded] == ["Oslo", "Lima"]
+
+    served = runner_session(FakeRunner("record"))
+    node = ToolNode([weather_tool()], wrap_tool_call=tool_call_wrapper)
+    scripted_graph(node, TWO_CITIES[:1]).invoke({"messages": [("user", "go")]})
+    assert waited == [] and len(served.recorded) == 1
+
+
 # -- PydanticAI -----------------------------------------------------------------------------------
 
 

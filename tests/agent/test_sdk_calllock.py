@@ -180,3 +180,48 @@ def test_blocking_behind_a_waiter_of_the_same_loop_is_refused() -> None:
 
     asyncio.run(main())
     assert not lock.locked()
+
+
+def test_queued_is_called_once_the_place_is_taken_so_a_later_caller_comes_after() -> None:
+    lock = CallLock()
+    order: list[str] = []
+    taken = threading.Event()
+    lock.acquire(queued=taken.set)  # a free lock: its place is taken at once
+    assert taken.is_set() and lock.locked()
+
+    first_queued = threading.Event()
+
+    def take(name: str, queued: threading.Event | None) -> None:
+        lock.acquire(queued=None if queued is None else queued.set)
+        order.append(name)
+        lock.release()
+
+    first = threading.Thread(target=take, args=("first", first_queued))
+    first.start()
+    assert first_queued.wait(60)  # in the queue: whoever asks now comes after it
+    assert len(lock._waiters) == 1
+    second = threading.Thread(target=take, args=("second", None))
+    second.start()
+    while len(lock._waiters) < 2:  # wait until it queued, so the release finds both
+        time.sleep(0.001)
+    lock.release()
+    first.join(60)
+    second.join(60)
+    assert order == ["first", "second"]
+    assert not lock.locked()
+
+
+def test_queued_is_not_called_when_the_lock_refuses_to_block_a_loop() -> None:
+    lock = CallLock()
+    called: list[str] = []
+
+    async def main() -> None:
+        await lock.acquire_async()
+        try:
+            with pytest.raises(RuntimeError, match="would block that call forever"):
+                lock.acquire(queued=lambda: called.append("queued"))
+        finally:
+            lock.release()
+
+    asyncio.run(main())
+    assert called == [] and not lock.locked()

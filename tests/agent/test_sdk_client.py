@@ -412,6 +412,27 @@ def test_a_tool_calling_another_tool_is_one_recorded_call(start: Start) -> None:
     assert served.tool_sequence() == ["outer"]
 
 
+def test_queued_is_called_before_a_call_is_sent_and_before_a_nested_call_runs(
+    start: Start,
+) -> None:
+    events: list[str] = []
+    session, served, thread = start(FakeRunner("record"))
+
+    def inner() -> int:
+        events.append("inner ran")
+        return 2
+
+    def outer() -> int:
+        events.append("outer ran")
+        value: int = session.call_tool("inner", {}, inner, queued=lambda: events.append("inner"))
+        return value + 1
+
+    assert session.call_tool("outer", {}, outer, queued=lambda: events.append("outer")) == 3
+    finish(session, thread)
+    assert events == ["outer", "outer ran", "inner", "inner ran"]
+    assert served.tool_sequence() == ["outer"]
+
+
 def test_a_nested_call_without_implementation_is_refused(start: Start) -> None:
     session, _, _ = start(FakeRunner("record"))
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
 
 
 @dataclass(eq=False)
@@ -47,23 +48,33 @@ class CallLock:
     def locked(self) -> bool:
         return self._locked
 
-    def acquire(self) -> None:
+    def acquire(self, queued: Callable[[], None] | None = None) -> None:
+        """Take the lock, waiting for the callers before this one.
+
+        ``queued`` is called once this caller's place is fixed (it holds the lock or is in the
+        queue), before it waits: a caller that starts later is certain to come after it. It must
+        not raise.
+        """
         loop = _loop_running_here()
+        waiter: _ThreadWaiter | None = None
         with self._mutex:
             if not self._locked:
                 self._locked = True
                 self._owner_loop = None
-                return
-            if loop is not None and self._needed_by(loop):
+            elif loop is not None and self._needed_by(loop):
                 raise RuntimeError(
                     "a synchronous tool call was made on the thread of a running event loop "
                     "while an asynchronous tool call of that loop holds or waits for the channel; "
                     "waiting would block that call forever. Make the tool async, or run it in a "
                     "thread (asyncio.to_thread)"
                 )
-            waiter = _ThreadWaiter()
-            self._waiters.append(waiter)
-        waiter.granted.wait()  # release() handed the lock to us
+            else:
+                waiter = _ThreadWaiter()
+                self._waiters.append(waiter)
+        if queued is not None:
+            queued()
+        if waiter is not None:
+            waiter.granted.wait()  # release() handed the lock to us
 
     async def acquire_async(self) -> None:
         import asyncio  # here, not at the top: a sync-only agent never pays for asyncio

@@ -136,19 +136,30 @@ class Session:
     # -- tool calls ----------------------------------------------------------------------------
 
     def call_tool(
-        self, name: str, args: Mapping[str, Any], run: Callable[[], Any] | None = None
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        run: Callable[[], Any] | None = None,
+        *,
+        queued: Callable[[], None] | None = None,
     ) -> Any:
         """Call tool ``name`` through the runner and return the result it answers with.
 
         ``run`` is the real implementation, called (in this thread) when the runner asks for it.
         Raises ``ToolCallError`` when the answer is ``ok: false`` and ``ChannelError`` when the
-        runner is gone. Use ``acall_tool`` from a coroutine.
+        runner is gone. Use ``acall_tool`` from a coroutine. ``queued`` (for adapters that order
+        concurrent calls) is called, and must not raise, once this call holds its place in the
+        queue to the runner: a call made after that is sent after this one. A call made while a
+        tool runs never reaches the runner, so it calls ``queued`` before it runs.
         """
         running = _RUNNING_TOOL.get()
         if running is not None and running[0] is self:
-            return _nested(name, running[1], run)()
+            direct = _nested(name, running[1], run)
+            if queued is not None:
+                queued()
+            return direct()
         call = self._new_call(name, args, local=run is not None)
-        self._lock.acquire()
+        self._lock.acquire(queued)
         cause: BaseException | None = None
         try:
             reply = self._start(call)

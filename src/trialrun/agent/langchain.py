@@ -17,6 +17,13 @@ tool, bad arguments) is recorded as ``ok: false`` with that content as the error
 the tool, where without trialrun it would end the graph run. Tools that return a ``Command``
 (state updates) cannot be recorded; graph interrupts propagate unchanged. Tools called inside
 your own graph nodes bypass ``ToolNode``: decorate those functions with ``@trialrun.agent.tool``.
+
+A sync run (``invoke``/``stream``) runs a turn's tool calls in a thread pool, in any order; so each
+call of a turn goes to the runner only after the calls the model listed before it (the last
+``AIMessage``'s ``tool_calls`` in ``request.state``, less those already answered) went there or
+ended without it (``callorder``). Only the sending waits, not the interceptors around it. The
+wrapper ``wrap()`` installs sees a call end that another wrapper answered itself; the middleware,
+innermost, does not, and the calls after such a call wait ``callorder.PATIENCE`` for it.
 """
 
 from __future__ import annotations
@@ -25,11 +32,14 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from trialrun.agent.client import ToolCallError, connect
+from trialrun.agent import callorder
+from trialrun.agent.calllock import _loop_running_here
+from trialrun.agent.callorder import TurnOrder, turns_of
+from trialrun.agent.client import Session, ToolCallError, connect
 from trialrun.agent.extras import missing_framework
 
 try:
-    from langchain_core.messages import ToolMessage
+    from langchain_core.messages import AIMessage, ToolMessage
     from langgraph.errors import GraphBubbleUp
     from langgraph.prebuilt import ToolNode
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -61,12 +71,22 @@ def tool_call_wrapper(request: ToolCallRequest, execute: Execute) -> ToolOutcome
     if session is None:
         return execute(request)
     call = request.tool_call
+    turn = _turn_of(session, request)
+    call_id = str(call.get("id"))
     try:
+        if turn is not None:
+            _wait_turn(session, turn, call_id, call["name"])
         content = session.call_tool(
-            call["name"], dict(call["args"]), lambda: _recorded_content(execute(request))
+            call["name"],
+            dict(call["args"]),
+            lambda: _recorded_content(execute(request)),
+            queued=None if turn is None else lambda: turn.passed(call_id),
         )
     except ToolCallError as error:
         return _error_message(request, error)
+    finally:
+        if turn is not None:
+            turn.passed(call_id)  # also when it ended before it queued (bad arguments)
     return _message(request, content)
 
 
@@ -159,7 +179,10 @@ def _innermost_sync(outer: Any) -> Any:
     def wrapper(request: ToolCallRequest, execute: Execute) -> ToolOutcome:
         if outer is None:
             return tool_call_wrapper(request, execute)
-        result: ToolOutcome = outer(request, lambda req: tool_call_wrapper(req, execute))
+        try:
+            result: ToolOutcome = outer(request, lambda req: tool_call_wrapper(req, execute))
+        finally:
+            _ended(request)  # the user's wrapper may have answered it without trialrun
         return result
 
     setattr(wrapper, _WRAPPED, True)
@@ -179,6 +202,68 @@ def _innermost_async(outer: Any) -> Any:
 
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _turn_of(session: Session, request: ToolCallRequest) -> TurnOrder | None:
+    """The order of the model turn this call belongs to, or None when there is none to keep."""
+    if _loop_running_here() is not None:
+        # An async run calling the sync wrapper on its loop: its calls start in the model's
+        # order, and waiting here would stall the very loop the earlier calls need.
+        return None
+    messages = _messages_of(request.state)
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None
+    )
+    if last is None:
+        return None
+    model_turn: AIMessage = messages[last]
+    answered = {m.tool_call_id for m in messages[last + 1 :] if isinstance(m, ToolMessage)}
+    # Calls for tools this node does not have (create_agent's structured output, names only a
+    # middleware answers) may never come here: no call waits for them.
+    tools = getattr(getattr(request, "runtime", None), "tools", None)
+    names = {t.name for t in tools} if isinstance(tools, list) else None
+    pending = [
+        call.get("id")
+        for call in model_turn.tool_calls
+        if call.get("id") not in answered and (names is None or call["name"] in names)
+    ]
+    ids = [i for i in pending if isinstance(i, str)]
+    if len(ids) < 2 or len(ids) != len(pending) or len(set(ids)) != len(ids):
+        return None  # nothing to order, or calls that cannot be told apart
+    if request.tool_call.get("id") not in ids:
+        return None
+    return turns_of(session).turn(("langchain", model_turn.id, tuple(ids)), ids)
+
+
+def _messages_of(state: Any) -> list[Any]:
+    if isinstance(state, list):
+        return state
+    if isinstance(state, dict):
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    return messages if isinstance(messages, list) else []
+
+
+def _wait_turn(session: Session, turn: TurnOrder, call_id: str, name: str) -> None:
+    missing = turn.wait_turn(call_id)
+    if missing:
+        session.log(
+            f"tool call {call_id!r} ({name}) went to the runner without waiting any longer for "
+            f"{', '.join(map(repr, missing))}, listed before it in the same model turn, which "
+            f"did not reach trialrun within {callorder.PATIENCE:g} s; this turn's call order may "
+            "differ between runs",
+            level="warning",
+            data={"call_id": call_id, "not_waited_for": missing},
+        )
+
+
+def _ended(request: ToolCallRequest) -> None:
+    """A call left the wrappers: the calls after it need not wait for it any longer."""
+    session = connect()
+    turn = None if session is None else _turn_of(session, request)
+    if turn is not None:
+        turn.passed(str(request.tool_call.get("id")))
 
 
 def _recorded_content(outcome: ToolOutcome) -> Any:
