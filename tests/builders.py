@@ -24,6 +24,11 @@ from paths import BEHAVING_AGENT
 from trialrun.cli import run_cli
 from trialrun.running.sharding import ShardSpec, shard_case_ids, shard_info
 
+HANG_GUARD_S = 120.0
+"""How long a test waits for what must happen (a process to exit, an answer) before it calls it
+a hang. Generous on purpose: the tests pass on a loaded 2-core machine, and this bound is never a
+measurement of how fast anything is."""
+
 
 def write_files(root: Path, files: Mapping[str, str]) -> None:
     """Writes each ``relative path -> text`` of ``files`` under ``root``, making its folders."""

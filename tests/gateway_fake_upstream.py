@@ -117,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
             self.wfile.flush()
             gate = self.owner.stream_gate
-            if number == 0 and gate is not None and not gate.wait(10):
+            if number == 0 and gate is not None and not gate.wait(120):
                 self.owner.gate_timed_out = True
         self.wfile.write(b"0\r\n\r\n")
 

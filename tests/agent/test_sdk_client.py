@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import trialrun.agent as sdk
+from builders import HANG_GUARD_S
 from paths import AGENTS_DIR
 from sdk_agents.fake_runner import FakeRunner, Served
 from trialrun.agent import client
@@ -752,6 +753,6 @@ def test_a_real_agent_whose_runner_goes_away_gets_a_channel_error(how: str, word
         runner_end.recv(65536)
     # Closing with the tool_call unread resets the agent's end (ECONNRESET on its read).
     runner_end.close()
-    _, stderr = agent.communicate(timeout=20)
+    _, stderr = agent.communicate(timeout=HANG_GUARD_S)
     assert agent.returncode == 7, stderr
     assert f"agent saw: {words}" in stderr and "Traceback" not in stderr

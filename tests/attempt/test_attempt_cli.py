@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from builders import run_trialrun
+from builders import HANG_GUARD_S, run_trialrun
 from paths import ATTEMPT_AGENTS_DIR
 from trialrun.receipt.schema import schema_problems
 from trialrun.receipt.verify import verify_receipt
@@ -191,7 +191,7 @@ def test_sigterm_restores_the_workspace_and_exits_130(tmp_path: Path) -> None:
     while not (workspace / "half.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=30)
+    _, stderr = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 130, stderr
     assert (workspace / "calc.py").read_text() == BUGGY
     assert not (workspace / "half.txt").exists()

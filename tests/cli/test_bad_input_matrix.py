@@ -37,7 +37,7 @@ from pathlib import Path
 import click
 import pytest
 
-from builders import Outcome, call_cli, make_cli_inputs
+from builders import HANG_GUARD_S, Outcome, call_cli, make_cli_inputs
 from paths import DATA_DIR
 from trialrun.cli import run_cli
 from trialrun.cli.group import COMMANDS, cli
@@ -1152,7 +1152,7 @@ def _run_subprocess(call: Call, root: Path) -> Outcome:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=20,
+            timeout=HANG_GUARD_S,
             preexec_fn=_obey_file_modes if _as_root() else None,
         )
     except subprocess.TimeoutExpired as exc:

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from builders import call_cli, make_compare_subject, row_table
+from builders import HANG_GUARD_S, call_cli, make_compare_subject, row_table
 from trialrun.compare import store
 from trialrun.errors import ConfigError
 from trialrun.home import paths
@@ -226,7 +226,7 @@ def test_interrupted_run_leaves_a_partial_receipt_with_named_holes(
             time.sleep(0.05)
         assert _finished_arms(home) == 12
         process.send_signal(signum)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=HANG_GUARD_S)
     finally:
         release.touch()
         if process.poll() is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from builders import HANG_GUARD_S
 from gateway_fake_upstream import FakeUpstream
 from trialrun.cli import run_cli
 
@@ -43,7 +44,7 @@ class Served:
 
     def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str]:
         self.process.send_signal(signum)
-        _, stderr = self.process.communicate(timeout=20)
+        _, stderr = self.process.communicate(timeout=HANG_GUARD_S)
         return self.process.returncode, stderr
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import HANG_GUARD_S
 from gateway_fake_upstream import FakeUpstream
 from hangup_peers import RawUpstream, http_post, read_response, reset
 from trialrun.gateway import Gateway
@@ -46,11 +47,11 @@ class Served:
         self.address = (host, int(port))
 
     def connect(self) -> socket.socket:
-        return socket.create_connection(self.address, timeout=10)
+        return socket.create_connection(self.address, timeout=HANG_GUARD_S)
 
     def stop(self) -> tuple[int, str]:
         self.process.send_signal(signal.SIGTERM)
-        _, stderr = self.process.communicate(timeout=20)
+        _, stderr = self.process.communicate(timeout=HANG_GUARD_S)
         return self.process.returncode, stderr
 
 
@@ -137,7 +138,7 @@ def test_an_upstream_that_resets_fails_the_call_not_the_gateway(
     try:
         gateway.open_run("r1", tmp_path / "r1.jsonl", "record")
         host, port = gateway.url.removeprefix("http://").split(":")
-        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection = http.client.HTTPConnection(host, int(port), timeout=HANG_GUARD_S)
         connection.request("POST", CHAT, body=BODY, headers={"Authorization": "Bearer k"})
         response = connection.getresponse()
         assert response.status == status
@@ -163,7 +164,7 @@ def test_an_unexpected_error_in_a_handler_is_one_line_not_a_traceback(
     gateway.start()
     try:
         with caplog.at_level(logging.ERROR, logger="trialrun.gateway"):
-            client = socket.create_connection(_address(gateway), timeout=10)
+            client = socket.create_connection(_address(gateway), timeout=HANG_GUARD_S)
             client.sendall(http_post(CHAT, BODY, keep_alive=False))
             # The SDK gets a 500 that names the kind of bug (not where it is: no source path),
             # then the connection closes; the gateway lives.
@@ -197,7 +198,7 @@ def test_an_unexpected_error_outside_a_request_is_one_line_not_a_traceback(
     gateway.start()
     try:
         with caplog.at_level(logging.ERROR, logger="trialrun.gateway"):
-            client = socket.create_connection(_address(gateway), timeout=10)
+            client = socket.create_connection(_address(gateway), timeout=HANG_GUARD_S)
             client.sendall(http_post(CHAT, BODY))
             assert client.recv(65536) == b""
             client.close()

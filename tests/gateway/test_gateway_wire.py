@@ -11,6 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from builders import HANG_GUARD_S
 from gateway_fake_upstream import FakeUpstream
 from trialrun.errors import CassetteError
 from trialrun.gateway import Gateway
@@ -29,7 +30,7 @@ def post(
     gw: Gateway, path: str, body: bytes | Iterator[bytes], headers: dict[str, str]
 ) -> tuple[int, dict[str, str], bytes]:
     host, port = gw.url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection = http.client.HTTPConnection(host, int(port), timeout=HANG_GUARD_S)
     try:
         chunked = not isinstance(body, bytes)
         connection.request("POST", path, body=body, headers=headers, encode_chunked=chunked)
@@ -86,7 +87,7 @@ def test_a_body_that_is_not_json_is_matched_as_text(
 def test_an_oversized_body_is_refused_without_reading_it(tmp_path: Path, gateway: Gateway) -> None:
     gateway.open_run("big", tmp_path / "big.jsonl", "record")
     host, port = gateway.url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection = http.client.HTTPConnection(host, int(port), timeout=HANG_GUARD_S)
     connection.putrequest("POST", "/run/big/anthropic/v1/messages")
     connection.putheader("Content-Length", str(MAX_BODY_BYTES + 1))
     connection.endheaders()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from builders import HANG_GUARD_S
 from http_upstream import HOST, ScriptedApi, UpstreamAuthority
 from trialrun.httprec.authority import bundle, system_authorities
 from trialrun.httprec.cassette import load_cassette, write_cassette
@@ -60,7 +61,7 @@ def urllib_get(proxy: str, url: str, ca: Path, **options: Any) -> tuple[int, byt
     )
     request = urllib.request.Request(url, **options)
     try:
-        with opener.open(request, timeout=30) as answer:
+        with opener.open(request, timeout=HANG_GUARD_S) as answer:
             return answer.status, answer.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -146,7 +147,7 @@ def test_a_request_without_the_case_credentials_gets_407_and_reaches_nothing(
     wrong = "Basic " + base64.b64encode(b"case-1:not-the-key").decode()
     for headers in ({}, {"Proxy-Authorization": wrong}):
         for method, target in (("GET", f"{api.url}/items"), ("CONNECT", f"{HOST}:{api.port}")):
-            connection = http.client.HTTPConnection(host, port, timeout=30)
+            connection = http.client.HTTPConnection(host, port, timeout=HANG_GUARD_S)
             connection.request(method, target, headers=headers)
             answer = connection.getresponse()
             body = answer.read()
@@ -223,9 +224,11 @@ def test_requests_and_httpx_go_through_the_proxy(
     proxy, traffic = record_case(recorder, cassette, test_ca.ca_file)
     trust = agent_trust(recorder, tmp_path)
     proxies = {"http": proxy, "https": proxy}
-    first = requests.get(f"{api.url}/items?page=1", proxies=proxies, verify=str(trust), timeout=30)
+    first = requests.get(
+        f"{api.url}/items?page=1", proxies=proxies, verify=str(trust), timeout=HANG_GUARD_S
+    )
     context = ssl.create_default_context(cafile=str(trust))
-    with httpx.Client(proxy=proxy, verify=context, timeout=30) as client:
+    with httpx.Client(proxy=proxy, verify=context, timeout=HANG_GUARD_S) as client:
         second = client.post(f"{api.url}/echo", json={"via": "httpx"})
     write_cassette(cassette, traffic.recorded_exchanges())
     api.stop()
@@ -234,9 +237,9 @@ def test_requests_and_httpx_go_through_the_proxy(
 
     proxy, traffic = replay_case(recorder, cassette)
     again = requests.get(
-        f"{api.url}/items?page=1", proxies={"https": proxy}, verify=str(trust), timeout=30
+        f"{api.url}/items?page=1", proxies={"https": proxy}, verify=str(trust), timeout=HANG_GUARD_S
     )
-    with httpx.Client(proxy=proxy, verify=context, timeout=30) as client:
+    with httpx.Client(proxy=proxy, verify=context, timeout=HANG_GUARD_S) as client:
         echoed = client.post(f"{api.url}/echo", json={"via": "httpx"})
     assert again.json() == first.json() and echoed.json() == second.json()
     assert traffic.misses == []
@@ -250,7 +253,7 @@ def test_the_run_certificate_names_the_tunnel_host_and_offers_http_1_1(
     credentials = base64.b64encode(b"case-2:" + b"r" * 20).decode()
     context = ssl.create_default_context(cafile=str(agent_trust(recorder, tmp_path)))
     context.set_alpn_protocols(["h2", "http/1.1"])
-    connection = http.client.HTTPSConnection(host, port, timeout=30, context=context)
+    connection = http.client.HTTPSConnection(host, port, timeout=HANG_GUARD_S, context=context)
     connection.set_tunnel("api.example.com", 443, {"Proxy-Authorization": f"Basic {credentials}"})
     connection.request("GET", "/v1/x")
     answer = connection.getresponse()

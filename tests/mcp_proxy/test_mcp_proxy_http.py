@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from builders import HANG_GUARD_S
 from hangup_peers import http_post, read_response, reset
 from mcp_proxy_support import (  # type: ignore[import-not-found]
     ABSENT_SERVER,
@@ -48,7 +49,7 @@ class HttpProxy:
     def request(
         self, method: str, path: str, body: Any = None, raw: bytes | None = None
     ) -> tuple[int, dict[str, str], bytes]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HANG_GUARD_S)
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         headers = {
             "Content-Type": "application/json",
@@ -62,7 +63,7 @@ class HttpProxy:
 
     def stop(self) -> tuple[int, str]:
         self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(15)
+        code = self.process.wait(HANG_GUARD_S)
         assert self.process.stderr is not None
         return code, self.process.stderr.read().decode()
 
@@ -202,7 +203,7 @@ def test_http_surface_status_codes_and_sse(
 def test_record_with_a_server_that_cannot_start_exits_2(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "trialrun", "mcp-proxy", "--http", "127.0.0.1:0"]
     argv += ["--cassette-dir", str(tmp_path), "--mode", "record", "--", *ABSENT_SERVER]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=15)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         f"error: cannot start MCP server: command not found: {ABSENT_SERVER[0]}"
@@ -215,16 +216,16 @@ def test_clients_that_hang_up_are_ordinary_traffic(
     proxy = start(proxies, "replay", replay_dir, ABSENT_SERVER, tmp_path / "ev")
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     request = http_post("/run/r/mcp", ping)
-    idle = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    idle = socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD_S)
     idle.sendall(request)
     read_response(idle)
     time.sleep(0.1)  # the proxy waits for the next request on this keep-alive connection
     reset(idle)
-    mid_body = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    mid_body = socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD_S)
     mid_body.sendall(request[:-3])
     time.sleep(0.1)  # the proxy reads the body
     reset(mid_body)
-    gone = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    gone = socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD_S)
     gone.sendall(request)
     reset(gone)  # before the answer: writing it fails
     time.sleep(0.3)
@@ -266,7 +267,7 @@ def test_a_bug_while_serving_answers_500_naming_it_and_is_one_stderr_line(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        client = socket.create_connection(server.server_address[:2], timeout=10)
+        client = socket.create_connection(server.server_address[:2], timeout=HANG_GUARD_S)
         ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
         client.sendall(http_post("/run/r7/mcp", ping))
         head, _, body = read_response(client).partition(b"\r\n\r\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import HANG_GUARD_S
 from mcp_proxy_support import (  # type: ignore[import-not-found]
     ABSENT_SERVER,
     SERVER_COMMAND,
@@ -157,7 +158,7 @@ def test_a_stop_signal_in_record_mode_writes_the_cassette_and_stops_the_server(
     received = proxy.recv_until_response("tok")
     assert [m["params"]["progressToken"] for m in received[:-1]] == ["tok-1", "tok-1"]
     proxy.process.send_signal(signum)
-    assert proxy.process.wait(15) == 0
+    assert proxy.process.wait(HANG_GUARD_S) == 0
     [recorded] = load_cassette(cassette).calls
     assert recorded.tool == "slow_index" and recorded.ok
     assert [p["progress"] for p in recorded.progress] == [1, 2]
@@ -171,7 +172,7 @@ def test_server_dying_mid_session_keeps_what_was_recorded(tmp_path: Path) -> Non
     proxy.send(call(1, "search_docs", {"q": "a"}))
     assert "result" in proxy.recv_until_response(1)[-1]
     proxy.send(call(2, "crash_server", {}))
-    assert proxy.process.wait(15) == 1
+    assert proxy.process.wait(HANG_GUARD_S) == 1
     assert "exited (code 3) mid-session" in proxy.process.stderr.read().decode()  # type: ignore[union-attr]
     assert [c.tool for c in load_cassette(cassette).calls] == ["search_docs"]
 
@@ -194,7 +195,7 @@ def test_server_exiting_before_answering_exits_2_and_writes_nothing(tmp_path: Pa
     failing = [sys.executable, "-c", "import sys; sys.exit('no module named mcp')"]
     argv = proxy_command(failing, cassette=cassette, mode="record", name="d", events=events)
     proxy = RawProxy(argv)
-    assert proxy.process.wait(15) == 2
+    assert proxy.process.wait(HANG_GUARD_S) == 2
     stderr = proxy.process.stderr.read().decode()  # type: ignore[union-attr]
     # The server's own line passes through unchanged, and the error line quotes it.
     said, error = stderr.splitlines()
@@ -245,7 +246,7 @@ def test_a_client_that_closes_the_pipe_it_reads_is_a_hang_up_not_a_server_fault(
     )
     proxy.stdin.write(json.dumps(request).encode() + b"\n")
     proxy.stdin.flush()
-    code = proxy.wait(15)
+    code = proxy.wait(HANG_GUARD_S)
     stderr = proxy.stderr.read().decode()
     proxy.stdin.close()
     assert code == 0, stderr
@@ -291,7 +292,7 @@ def test_piped_input_waits_for_every_answer_before_the_cassette_is_written(
     )
     with gate.open("wb") as opened:
         opened.write(b"xx")
-    assert proxy.process.wait(15) == 0
+    assert proxy.process.wait(HANG_GUARD_S) == 0
     assert [c.args for c in load_cassette(cassette).calls] == [{"q": "a"}, {"q": "b"}]
     assert [m["id"] for m in (proxy.recv(), proxy.recv())] == [1, 2]
 

@@ -23,6 +23,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import HANG_GUARD_S
 from paths import REPO_ROOT
 from trialrun import __version__
 
@@ -165,7 +166,7 @@ def _run_step(
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_GUARD_S,
     )
     calls = {
         log.stem: [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]

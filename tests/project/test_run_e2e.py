@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import MISBEHAVING, make_suite, only_run_dir, run_trialrun
+from builders import HANG_GUARD_S, MISBEHAVING, make_suite, only_run_dir, run_trialrun
 
 EXPECTED = MISBEHAVING
 
@@ -152,7 +152,7 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
     run_dir = only_run_dir(tmp_path / "out")
@@ -294,7 +294,7 @@ def test_a_signal_while_the_last_artifacts_are_written_waits_for_them(
         proc.send_signal(signal.SIGTERM)
         _wait_for(lambda sent=sent: seen.exists() and len(seen.read_text().splitlines()) >= sent)
     flag.with_suffix(".go").write_text("")
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
     assert "Traceback" not in err
     written = sorted(path.name for path in only_run_dir(tmp_path / "out").iterdir())
     if signals == 1:  # every case was over: the run finishes as it would have

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import HANG_GUARD_S, write_suite
 from builders import make_compare_subject as make_subject
-from builders import write_suite
 from paths import BEHAVING_AGENT
 from trialrun.report.progress import CompareTracker, RunTracker, format_duration
 from trialrun.report.progress_display import progress_display
@@ -108,7 +108,7 @@ def run_on_terminal(
     assert proc.stdout is not None
     out = proc.stdout.read().decode()
     proc.stdout.close()
-    code = proc.wait(timeout=30)
+    code = proc.wait(timeout=HANG_GUARD_S)
     return code, out, seen.decode(errors="replace")
 
 

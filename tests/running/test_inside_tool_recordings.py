@@ -32,7 +32,7 @@ def chat(text):
         headers={"Content-Type": "application/json",
                  "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())["choices"][0]["message"]["content"]
 
 @sdk.tool

@@ -35,7 +35,7 @@ if not task["input"].get("skip_model"):
         headers={"Content-Type": "application/json",
                  "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=120) as response:
         output["reply"] = json.loads(response.read())["choices"][0]["message"]["content"]
 if task["input"].get("fail"):
     sys.stdout.write(json.dumps({"type": "task_error", "message": "gave up"}) + "\n")

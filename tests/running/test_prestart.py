@@ -21,7 +21,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from builders import only_run_dir, run_trialrun, write_suite
+from builders import HANG_GUARD_S, only_run_dir, run_trialrun, write_suite
 from paths import AGENTS_DIR
 from processes import process_gone
 
@@ -285,7 +285,7 @@ def test_an_interrupted_run_stops_the_prestarted_agent_too(tmp_path: Path) -> No
         time.sleep(0.05)
     assert all(path.exists() for path in wanted), "case a's or case b's agent never started"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
 
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err

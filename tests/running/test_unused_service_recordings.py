@@ -46,7 +46,7 @@ proxy.stdin.write((json.dumps(request) + "\n").encode())
 proxy.stdin.flush()
 found = json.loads(proxy.stdout.readline())["result"]["content"][0]["text"]
 proxy.stdin.close()
-proxy.wait(timeout=30)
+proxy.wait(timeout=120)
 
 body = json.dumps({"model": "gpt-4o-mini", "messages": CHAT}).encode()
 http = urllib.request.Request(
@@ -54,7 +54,7 @@ http = urllib.request.Request(
     data=body,
     headers={"Content-Type": "application/json", "Authorization": "Bearer sk-replay"},
 )
-with urllib.request.urlopen(http, timeout=30) as response:
+with urllib.request.urlopen(http, timeout=120) as response:
     answer = json.loads(response.read())["choices"][0]["message"]["content"]
 send({"type": "final_output", "output": {"lookup": looked_up, "docs": found, "reply": answer}})
 """.replace("CHAT", json.dumps(CHAT))

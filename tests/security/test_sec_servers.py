@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import call_cli
+from builders import HANG_GUARD_S, call_cli
 from hangup_peers import http_post, read_response
 from trialrun.gateway import Gateway
 from trialrun.gateway.cassette import Recording, write_cassette
@@ -149,7 +149,7 @@ def status(url, body):
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "Authorization": "Bearer sk-replay"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=120) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -366,7 +366,7 @@ def test_500_simultaneous_connections_are_all_answered(replay_gateway: Gateway) 
         try:
             # A connection the listen queue dropped is retried by the kernel after 1, 3, 7 and
             # 15 s: a bound this wide fails only a server that lets them drop.
-            with socket.create_connection((host, port), timeout=15) as sock:
+            with socket.create_connection((host, port), timeout=HANG_GUARD_S) as sock:
                 sock.sendall(http_post(f"/run/none/openai{CHAT_PATH}", b"{}", keep_alive=False))
                 outcome: int | str = status_of(read_response(sock))
         except OSError as exc:
