@@ -338,3 +338,23 @@ def test_numbers_no_report_can_hold_are_left_out_not_fatal(
     assert receipt["efficiency"]["candidate"]["turns"] is None
     [report] = home.glob("evals/local/*/*/report.html")
     assert "</html>" in report.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("variable", "handle"), [("alice", "alice"), ("  ", "local"), (None, "local")]
+)
+def test_the_receipt_names_the_runner_by_trialrun_handle(
+    home: Path,
+    subject: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str | None,
+    handle: str,
+) -> None:
+    if variable is None:
+        monkeypatch.delenv("TRIALRUN_HANDLE", raising=False)
+    else:
+        monkeypatch.setenv("TRIALRUN_HANDLE", variable)
+    code, _, err = call_cli(["compare", str(subject), "--case", "build"], capsys)
+    assert code == 0, err
+    assert only_receipt(home)["provenance"]["runner_handle"] == handle
