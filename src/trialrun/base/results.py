@@ -165,6 +165,9 @@ class AgentRun:
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     http_exchanges: int = 0
     """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
+    warnings: list[str] = field(default_factory=list)
+    """What the case passed despite (a lenient replay's drift): in run.jsonl as ``log`` events
+    of level ``warning``, in summary.json and report.html."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
     recording_kept: bool = False

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
-from trialrun.base.redact import redact_shared
+from trialrun.base.redact import redact_shared, redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
 from trialrun.base.words import counted
@@ -318,6 +318,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "unused_recordings": run.unused_recordings,
         "unused_tools": unused_tools_text(case),
         "failure_kind": case.failure.kind if case.failure else None,
+        "warnings": [redact_text(warning) for warning in run.warnings],
         "failure_message": clean(case.failure.message) if case.failure else None,
         "details": [detail.cleaned() for detail in failure_details(case)],
         "stderr_tail": clean(stderr_tail_of(case)),
