@@ -159,7 +159,8 @@ class TeamStore:
         """Raise ``TeamError`` when git has no name and e-mail to commit with.
 
         Asked before a write starts, so that a publish either writes everything or nothing.
-        Run outside any repository, so that only the identity a commit here would get counts.
+        Asked in the team cache's folder, not in the user's repository, whose own settings the
+        team's checkout would not see.
         """
         self.checkout.parent.mkdir(parents=True, exist_ok=True)
         done = self._run(["var", "GIT_COMMITTER_IDENT"], cwd=self.checkout.parent, check=False)
