@@ -111,7 +111,7 @@ def test_status_tools_and_output_changes_are_reported(
     assert "Tool sequence changed (1):\n  c1:\n    A: search\n    B: search, lookup" in out
     assert "Final output changed (1):\n  c2:" in out
     assert '-  "category": "account",' in out and '+  "category": "billing"' in out
-    assert out.rstrip().endswith("2 case(s) differ (2 compared).")
+    assert out.rstrip().endswith("2 cases differ (2 compared).")
 
 
 def test_json_shape(suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,9 +139,7 @@ def test_cases_in_one_run_only_are_not_counted_as_differing(
     code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 1  # the runs are not the same: c1 is missing from B
     assert "Only in A (1): c1" in out
-    assert out.rstrip().endswith(
-        "No compared case differs (1 compared); 1 case(s) in one run only."
-    )
+    assert out.rstrip().endswith("No compared case differs (1 compared); 1 case in one run only.")
     code, out, _ = call_cli(["diff", str(a), str(b), "--json", *NO_WALL], capsys)
     document = json.loads(out)
     assert code == 1 and document["differs"] is True
@@ -157,7 +155,7 @@ def test_differing_counts_compared_cases_only(
     b = run_once(suite, tmp_path / "out")
     code, out, _ = call_cli(["diff", str(a), str(b), *NO_WALL], capsys)
     assert code == 1 and "Only in B (1): c2" in out
-    assert out.rstrip().endswith("1 case(s) differ (1 compared); 1 case(s) in one run only.")
+    assert out.rstrip().endswith("1 case differs (1 compared); 1 case in one run only.")
     document = json.loads(call_cli(["diff", str(a), str(b), "--json", *NO_WALL], capsys)[1])
     assert (document["cases_differing"], document["differing"]) == (1, ["c1"])
 
@@ -289,7 +287,7 @@ def test_an_empty_event_log_beside_a_summary_of_cases_is_invalid(
     code, _, err = call_cli(["diff", str(a), str(a)], capsys)
     assert code == 2
     assert err == (
-        f"error: {a / 'run.jsonl'}: expected the events of 2 case(s) listed in summary.json, "
+        f"error: {a / 'run.jsonl'}: expected the events of 2 cases listed in summary.json, "
         "found an empty event log\n"
     )
 

@@ -94,7 +94,7 @@ def test_healthy_suite_passes_every_check(suite: Path, capsys: pytest.CaptureFix
     }
     assert lines_of(lines, "ci") == ["ok ci: .github/workflows/agents.yml runs this suite"]
     assert lines_of(lines, "baseline") == [
-        "ok baseline: suites/demo/baseline.json covers the suite's 1 case(s)"
+        "ok baseline: suites/demo/baseline.json covers the suite's 1 case"
     ]
 
 
@@ -300,8 +300,11 @@ def test_baseline_with_missing_and_extra_cases_warns_for_each(
     lines = out.splitlines()
     assert code == 0
     missing, extra = lines_of(lines, "baseline")
-    assert missing.startswith("warn baseline: ") and "no entry for case(s) a_ok" in missing
-    assert extra.startswith("warn baseline: ") and "no longer has: old_case" in extra
+    assert missing.startswith("warn baseline: ") and "no entry for case a_ok" in missing
+    assert (
+        extra.startswith("warn baseline: ")
+        and "holds a case the suite no longer has: old_case" in extra
+    )
 
 
 def test_unreadable_baseline_fails(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:

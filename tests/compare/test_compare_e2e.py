@@ -338,3 +338,42 @@ def test_numbers_no_report_can_hold_are_left_out_not_fatal(
     assert receipt["efficiency"]["candidate"]["turns"] is None
     [report] = home.glob("evals/local/*/*/report.html")
     assert "</html>" in report.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("variable", "handle"), [("alice", "alice"), ("  ", "local"), (None, "local")]
+)
+def test_the_receipt_names_the_runner_by_trialrun_handle(
+    home: Path,
+    subject: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str | None,
+    handle: str,
+) -> None:
+    if variable is None:
+        monkeypatch.delenv("TRIALRUN_HANDLE", raising=False)
+    else:
+        monkeypatch.setenv("TRIALRUN_HANDLE", variable)
+    code, _, err = call_cli(["compare", str(subject), "--case", "build"], capsys)
+    assert code == 0, err
+    assert only_receipt(home)["provenance"]["runner_handle"] == handle
+
+
+def test_a_text_transcript_gets_the_duration_trialrun_measured(
+    home: Path, subject: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compare_yaml = subject / "evals" / "compare.yaml"
+    text = compare_yaml.read_text(encoding="utf-8")
+    compare_yaml.write_text(text.replace("transcript: stream-json", "transcript: text"))
+    code, out, err = call_cli(["compare", str(subject), "--case", "build"], capsys)
+    assert code == 0, err
+    efficiency = only_receipt(home)["efficiency"]
+    assert set(efficiency) == {"baseline", "candidate", "incumbent"}
+    for arm, numbers in efficiency.items():
+        # A text transcript reports no turns, tokens or cost; every arm was timed all the same.
+        assert (numbers["turns"], numbers["tokens"], numbers["cost_usd"]) == (None, None, None)
+        assert numbers["duration_ms"] is not None and numbers["duration_ms"] > 0, arm
+        assert numbers["samples"] == 2, arm
+    [line] = [line for line in out.splitlines() if line.startswith("efficiency: ")]
+    assert "baseline " in line and "candidate " in line

@@ -419,3 +419,12 @@ def test_receipt_scrubs_credentials_from_free_text(tmp_path: Path) -> None:
     text = dumps_json(receipt)
     assert token not in text
     assert "[REDACTED]" in text
+
+
+def test_an_arm_that_never_ran_before_an_interrupt_still_has_its_score_line() -> None:
+    # Stopped after the first case's baseline and incumbent ran, before its candidate did.
+    samples = [s for s in _samples() if (s.case, s.rep) == PLANNED[0] and s.arm != "candidate"]
+    outcome = _seed_outcome(samples=samples, rows=[], triggers=None)
+    assert outcome.arm_scores == {"baseline": None, "candidate": None, "incumbent": None}
+    [line] = [line for line in format_report(outcome).splitlines() if "arm scores" in line]
+    assert line == "arm scores: baseline n/a · candidate n/a · incumbent n/a"

@@ -129,7 +129,8 @@ def test_tool_call_then_final_output() -> None:
         "tool_result",
         "final_output",
     ]
-    assert run.exit_code == 0
+    # It exits as its output is sent: it beats trialrun's stop or not, and either way says so.
+    assert (run.exit_code, run.stopped_by_trialrun) in {(0, False), (None, True)}
     assert 0 < run.wall_ms < 5000
 
 
@@ -542,9 +543,40 @@ def test_sigterm_ignoring_agent_is_sigkilled_after_the_grace_and_wall_ms_exclude
     run = run_case(agent("ignore_sigterm.py", "final"), limits=limits)
     elapsed_ms = (time.monotonic() - started) * 1000
     assert run.failure is None and run.output == {"ok": True}
-    assert run.exit_code == -signal.SIGKILL
-    assert elapsed_ms >= 300 + 300  # short wait for a voluntary exit, then the grace
+    assert (run.exit_code, run.stopped_by_trialrun) == (None, True)
+    assert elapsed_ms >= 300  # the grace, then SIGKILL
     assert run.wall_ms < elapsed_ms - 300
+
+
+def test_an_agent_done_with_its_output_is_stopped_at_once_not_waited_for(tmp_path: Path) -> None:
+    # Were trialrun still waiting for a voluntary exit, the agent would see its stdin close and
+    # leave the marker; stopped at once, the SIGTERM is there before the end of its input.
+    marker = tmp_path / "marker"
+    limits = replace(PATIENT, kill_grace_ms=60_000)
+    run = run_case(agent("after_output.py", "read", str(marker)), limits=limits)
+    assert run.failure is None and run.output == {"ok": True}
+    assert not marker.exists()
+    assert (run.exit_code, run.stopped_by_trialrun) == (None, True)
+
+
+def test_a_stopped_agent_gets_its_grace_to_clean_up(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    limits = replace(PATIENT, kill_grace_ms=60_000)
+    run = run_case(agent("after_output.py", "cleanup", str(marker)), limits=limits)
+    assert run.failure is None
+    assert marker.read_text() == "cleaned up"
+    # Its handler exited 0 itself: that is its own status, whoever asked it to stop.
+    assert (run.exit_code, run.stopped_by_trialrun) == (0, False)
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_an_agent_that_exits_by_itself_after_its_output_keeps_its_exit_status(
+    tmp_path: Path, code: int
+) -> None:
+    limits = replace(PATIENT, kill_grace_ms=60_000)
+    run = run_case(agent("after_output.py", "exit", str(tmp_path / "m"), str(code)), limits=limits)
+    assert run.failure is None and run.output == {"ok": True}
+    assert (run.exit_code, run.stopped_by_trialrun) == (code, False)
 
 
 @pytest.mark.parametrize("mode", ["hang", "finish"])

@@ -165,3 +165,34 @@ def test_a_port_in_use_is_an_input_error(
                         "--listen", f"127.0.0.1:{port}"])  # fmt: skip
     assert code == 2
     assert f"error: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("table", "shown"),
+    [
+        ("gpt-4o-mini: {input_per_mtok: 1000000, output_per_mtok: 0}\n", "cost $"),
+        ("gpt-4o: {input_per_mtok: 2.5, output_per_mtok: 10}\n", "cost unknown (no price for "),
+    ],
+)
+def test_prices_give_each_run_its_cost_in_the_summary(
+    tmp_path: Path, upstream: FakeUpstream, table: str, shown: str
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(table, encoding="utf-8")
+    served = Served(
+        "--cassette-dir", str(tmp_path), "--mode", "record",
+        "--upstream", f"openai={upstream.url}", "--prices", str(prices),
+    )  # fmt: skip
+    try:
+        served.chat("r", "hello")
+    finally:
+        code, stderr = served.stop()
+    assert code == 0, stderr
+    [line] = [line for line in stderr.splitlines() if line.startswith("run r: ")]
+    recorded = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[1])
+    tokens_in = recorded["usage"]["tokens_in"]
+    if shown == "cost $":
+        # A dollar per input token and output free: the cost is the prompt's token count.
+        assert f"cost ${tokens_in:.6f}" in line, line
+    else:
+        assert "cost unknown (no price for 'gpt-4o-mini')" in line, line

@@ -332,3 +332,47 @@ def test_import_redacts_card_numbers_and_emails_by_default(
     text = (out / "incident.json").read_text(encoding="utf-8")
     assert CARD not in text and "dana.reyes@example.com" not in text
     assert "ord_1042" in text  # what is neither stays
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (
+            "{id: r, tool: issue_refnd, max_calls_per: order_id}",
+            "rule 'r': no call of 'issue_refnd' in this incident (did you mean "
+            "'issue_refund'?); the rule could never apply",
+        ),
+        (
+            "{id: r, tool: issue_refund, max_calls_per: orderid}",
+            "rule 'r': no call of 'issue_refund' has an argument 'orderid' (did you mean "
+            "'order_id'?); the rule could never apply",
+        ),
+        (
+            "{id: r, tool: issue_refund, forbid_when_arg: {amount: 1, order: x}}",
+            "rule 'r': no call of 'issue_refund' has an argument 'order' (did you mean "
+            "'order_id'?); the rule could never apply",
+        ),
+    ],
+)
+def test_inspect_refuses_a_rule_that_could_never_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rule: str, message: str
+) -> None:
+    incident_path, _ = import_incident(capsys, tmp_path)
+    rules = tmp_path / "broken.yaml"
+    rules.write_text(f"- {{id: fine, tool: send_email, max_calls_per: to}}\n- {rule}\n")
+    argv = ["incident", "inspect", str(incident_path), "--rules", str(rules)]
+    code, out, err = call_cli([*argv, "--out", str(tmp_path / "view")], capsys)
+    assert (code, out, err) == (2, "", f"error: {rules}:2: {message}\n")
+    assert not (tmp_path / "view").exists()
+
+
+def test_inspect_accepts_a_rule_about_a_tool_this_incident_never_called(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A rules file serves many incidents: a tool unlike any called here is not a typo.
+    incident_path, _ = import_incident(capsys, tmp_path)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- {id: r, tool: delete_account, max_calls_per: user}\n")
+    argv = ["incident", "inspect", str(incident_path), "--rules", str(rules)]
+    code, out, _ = call_cli([*argv, "--out", str(tmp_path / "view")], capsys)
+    assert code == 0 and out.splitlines()[-1] == "rules_pass"

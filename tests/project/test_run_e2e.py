@@ -161,9 +161,9 @@ def test_ctrl_c_or_sigterm_leaves_a_summary_marked_interrupted(
     assert [c["id"] for c in summary["cases"]] == ["a_ok"]
     # Every view says the run stopped, and how many of the cases it was given did not run.
     assert summary["run"]["cases_not_run"] == ["e_grandchild", "j_usage"]
-    assert "INTERRUPTED: 2 of 3 case(s) did not run (e_grandchild, j_usage)" in out
+    assert "INTERRUPTED: 2 of 3 cases did not run (e_grandchild, j_usage)" in out
     report = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert "Interrupted: 2 of 3 case(s) did not run (e_grandchild, j_usage)" in report
+    assert "Interrupted: 2 of 3 cases did not run (e_grandchild, j_usage)" in report
     assert (run_dir / "run.jsonl").exists()
     from trialrun.receipt.verify import verify_receipt
 

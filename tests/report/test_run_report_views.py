@@ -23,7 +23,15 @@ from paths import AGENTS_DIR
 from trialrun.artifacts.baseline import compute_regression
 from trialrun.artifacts.comparing import baseline_comparison
 from trialrun.artifacts.shards import rebuild_case
-from trialrun.base.results import AgentRun, CaseResult, Failure, RunResult, ToolCall, Usage
+from trialrun.base.results import (
+    AgentRun,
+    CaseResult,
+    CheckFailure,
+    Failure,
+    RunResult,
+    ToolCall,
+    Usage,
+)
 from trialrun.cli import run_cli
 from trialrun.report.comparison import (
     NO_SEQUENCE_NOTE,
@@ -621,3 +629,17 @@ def test_the_case_details_word_one_tool_error_in_the_singular() -> None:
     )
     text = " ".join(parse(render_html(run, build_summary(run, regression=None), None)).text)
     assert "2 (1 error)" in text and "1 errors" not in text
+
+
+def test_kind_check_and_failure_cells_wrap_between_words_never_inside_one() -> None:
+    case = make_case("refund", [("lookup", True, 10.0, 1.0)], status="fail")
+    case.failure = Failure("cassette_mismatch", "no recording left")
+    case.check_failures = [CheckFailure("budget:max_tool_errors", "2 > 0")]
+    run = make_run([case])
+    page = render_html(run, build_summary(run, regression=None), None)
+    # Every cell wraps anywhere (long agent text must not widen the page), except these, whose
+    # words wrap at spaces and after underscores only.
+    assert "td.words { overflow-wrap: normal; word-break: normal; }" in page
+    assert '<td class="words">budget</td><td class="words">max_<wbr>tool_<wbr>errors</td>' in page
+    assert '<td class="words">failure</td><td class="words">cassette_<wbr>mismatch</td>' in page
+    assert '<td class="words">cassette_<wbr>mismatch</td></tr>' in page  # the list of cases

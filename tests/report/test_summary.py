@@ -41,6 +41,7 @@ OUR_CASE_KEYS = {
     "tool_sequence",
     "unused_recordings",
     "unused_recordings_by_tool",
+    "warnings",
 }
 DEMO_FINISHED_AT = 1796202403.146931  # 2026-12-02T09:06:43.146931Z
 

@@ -350,3 +350,23 @@ def test_an_agent_that_dies_before_reading_its_answer_is_named_a_crash(
     [entry] = summary["scenarios"]
     assert code == 1 and entry["status"] == "error"
     assert entry["error"] == "agent exited with code 3 without a final_output"
+
+
+def test_report_wears_the_stylesheet_of_the_other_reports() -> None:
+    from trialrun.report.html import stylesheet
+
+    entry = {
+        "id": "s1",
+        "description": "d",
+        "status": "failed",
+        "error": None,
+        "violations": [],
+        "actions": [],
+    }
+    html = render_html([{"agent": "naive", "passed": 0, "scenarios": [entry]}])
+    assert f"<style>\n{stylesheet()}</style>" in html
+    assert "--pass:" in stylesheet() and "prefers-color-scheme: dark" in stylesheet()
+    # Statuses use the run report's classes, so they take its colours.
+    assert "<td class='status-fail'>failed</td>" in html
+    assert "<span class='status-fail'>failed</span>" in html
+    assert "<main>" in html and "</main>" in html

@@ -515,3 +515,45 @@ def test_compare_team_option_finds_the_incumbent_version_without_config_toml(
     # Without --team and without config.toml the version cannot be looked up: exit 2, at its key.
     assert run_cli(["compare", str(subject), "--no-commit"]) == 2
     assert "needs a team" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # useConfigOnly: git must not make one up from the host name (it can on some machines).
+    config = tmp_path / "gitconfig-no-identity"
+    config.write_text("[user]\n\tuseConfigOnly = true\n", encoding="utf-8")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_publish_without_a_git_identity_changes_nothing(
+    tmp_path: Path,
+    team: str,
+    no_git_identity: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    subject = make_subject(tmp_path / "subject")
+    compare_yaml = (subject / "evals" / "compare.yaml").read_text(encoding="utf-8")
+    local_receipt(subject, "20260105T000000Z")
+    assert publish(subject, team) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: git has no identity to commit to the team with")
+    assert "git config --global user.email" in err and err.count("\n") == 1
+    # Nothing written: no version in the team, no id given to the subject.
+    assert (subject / "evals" / "compare.yaml").read_text(encoding="utf-8") == compare_yaml
+    assert team_files(team, tmp_path, "subjects") == {}
+    assert run_cli(["scores", "--team", team, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_write_that_failed_leaves_no_version_behind_in_the_local_checkout(
+    tmp_path: Path, team: str, no_git_identity: None
+) -> None:
+    subject = make_subject(tmp_path / "subject", subject_id="demo-id")
+    with pytest.raises(TeamError, match="git commit failed"):
+        TeamStore(team).publish_bytes("demo-id", subject)
+    assert TeamStore(team).versions("demo-id") == []

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.nesting import unreadable_json
+from trialrun.base.words import counted
 from trialrun.errors import ConfigError
 
 DIFF_SCHEMA_VERSION = 1
@@ -344,7 +345,7 @@ def _add_events(cases: dict[str, CaseTrace], path: Path) -> None:
     if events == 0 and cases:
         # Every case writes its task_start: an empty log beside a summary of cases was cut.
         raise ConfigError(
-            f"expected the events of {len(cases)} case(s) listed in summary.json, "
+            f"expected the events of {counted(len(cases), 'case')} listed in summary.json, "
             "found an empty event log",
             file=path,
         )

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trialrun.base.words import counted
+
 Status = Literal["pass", "fail", "error"]
 """``error`` means the harness or the agent process broke; ``fail`` means a check said no."""
 
@@ -148,6 +150,12 @@ class AgentRun:
     failure: Failure | None = None
     stderr_tail: str = ""
     exit_code: int | None = None
+    """The agent's exit status (negative: killed by that signal); None while unknown, or when
+    trialrun stopped it after its final output (``stopped_by_trialrun``). An agent that exits
+    the moment its output is sent may beat the stop or not: kept here for tests and the API,
+    never in summary.json, receipts or JUnit, so that no artifact depends on that race."""
+    stopped_by_trialrun: bool = False
+    """After its final output the agent was still running and trialrun's stop signal ended it."""
     events: list[JsonObject] = field(default_factory=list)
     unused_recordings: int = 0
     unused_recording_tools: list[str] = field(default_factory=list)
@@ -157,6 +165,9 @@ class AgentRun:
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     http_exchanges: int = 0
     """HTTP(S) exchanges the recorder forwarded and recorded, or answered from its cassette."""
+    warnings: list[str] = field(default_factory=list)
+    """What the case passed despite (a lenient replay's drift): in run.jsonl as ``log`` events
+    of level ``warning``, in summary.json and report.html."""
     events_redacted: bool = False
     """The runner already redacted ``events``: reports need not do it again."""
     recording_kept: bool = False
@@ -248,13 +259,13 @@ class RunResult:
         return self.cases_passed / len(self.cases) if self.cases else 0.0
 
     def not_run_text(self) -> str:
-        """``2 of 3 case(s) did not run (t2, t3)``, ids shown up to ten; "" when none."""
+        """``2 of 3 cases did not run (t2, t3)``, ids shown up to ten; "" when none."""
         missing = self.cases_not_run
         if not missing:
             return ""
         shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
         total = len(self.cases) + len(missing)
-        return f"{len(missing)} of {total} case(s) did not run ({shown})"
+        return f"{len(missing)} of {counted(total, 'case')} did not run ({shown})"
 
 
 def count_names(names: Iterable[str]) -> dict[str, int]:

@@ -23,6 +23,7 @@ from trialrun.artifacts.diffing import (
     diff_to_json,
     load_run,
 )
+from trialrun.base.words import counted
 from trialrun.cli import EXIT_FAILED, EXIT_OK
 from trialrun.cli.pathparam import PathParam
 
@@ -134,12 +135,13 @@ def _conclusion(diff: RunDiff) -> str:
         return f"No differences ({diff.cases_compared} cases compared)."
     differing, compared = len(diff.differing), diff.cases_compared
     head = (
-        f"{differing} case(s) differ ({compared} compared)"
+        f"{counted(differing, 'case')} {'differs' if differing == 1 else 'differ'} "
+        f"({compared} compared)"
         if differing
         else f"No compared case differs ({compared} compared)"
     )
     one_side = len(diff.only_in_a) + len(diff.only_in_b)
-    return f"{head}; {one_side} case(s) in one run only." if one_side else f"{head}."
+    return f"{head}; {counted(one_side, 'case')} in one run only." if one_side else f"{head}."
 
 
 def _describe(run: RunTrace) -> str:

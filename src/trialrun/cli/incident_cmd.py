@@ -84,12 +84,16 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...], force: bool)
 def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
     """Write HTML, JSON, trace and JUnit views of INCIDENT, judged by the business rules."""
     from trialrun.config.paths import display_path
+    from trialrun.errors import ConfigErrors
     from trialrun.incident.inspect import inspect_incident
     from trialrun.incident.model import load_incident
-    from trialrun.incident.rules import load_rules
+    from trialrun.incident.rules import load_rules, rules_that_cannot_apply
 
     found = load_incident(incident_file)
     rules = load_rules(rules_file) if rules_file is not None else []
+    broken = ConfigErrors.collect(rules_that_cannot_apply(found.calls, rules))
+    if broken is not None:
+        raise broken
     report = inspect_incident(found, rules=rules, out_dir=out)
     for violation in report.get("violations", []):
         click.echo(

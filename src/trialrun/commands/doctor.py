@@ -18,6 +18,7 @@ from typing import Literal
 
 from trialrun import __version__
 from trialrun.base.redact import redact_changed
+from trialrun.base.words import counted
 from trialrun.config import Case, Suite, load_suite
 from trialrun.config.loader import find_suite_file
 from trialrun.config.paths import display_path
@@ -292,18 +293,19 @@ def _baseline(suite: Suite) -> Iterator[Check]:
         yield Check(
             "warn",
             "baseline",
-            f"{shown} has no entry for case(s) {', '.join(missing)}",
+            f"{shown} has no entry for {_case_word(missing)} {', '.join(missing)}",
             "promote a baseline from a run of the whole suite",
         )
     if extra:
         yield Check(
             "warn",
             "baseline",
-            f"{shown} holds case(s) the suite no longer has: {', '.join(extra)}",
+            f"{shown} holds {'a case' if len(extra) == 1 else 'cases'} the suite no longer has: "
+            f"{', '.join(extra)}",
             "promote a baseline from a run of the whole suite",
         )
     if not missing and not extra:
-        yield Check("ok", "baseline", f"{shown} covers the suite's {len(current)} case(s)")
+        yield Check("ok", "baseline", f"{shown} covers the suite's {counted(len(current), 'case')}")
 
 
 def _ci_workflow(suite: Suite) -> Check:
@@ -437,3 +439,7 @@ def _unused_by_file(case: Case, names: list[str]) -> dict[Path, list[str]]:
             path = case.cassette_path
         by_file.setdefault(path, []).append(name)
     return by_file
+
+
+def _case_word(ids: list[str]) -> str:
+    return "case" if len(ids) == 1 else "cases"

@@ -39,7 +39,7 @@ from trialrun.compare.arms import (
     run_all,
 )
 from trialrun.compare.config import CompareCase, EvalAssets, load_eval_assets
-from trialrun.compare.evaluate import efficiency_of, evaluate_checks
+from trialrun.compare.evaluate import efficiency_of, evaluate_checks, measured_efficiency
 from trialrun.compare.judge import JudgeDecision, ask_both_orders
 from trialrun.compare.observer import CompareObserver, NullObserver
 from trialrun.compare.outcome import CompareOutcome, build_outcome
@@ -492,6 +492,9 @@ def _score_arm_run(run: ArmRun, unit: RunUnit, plan: _Plan) -> list[_Scored]:
         checked = [(sub.name, sub.checks) for sub in unit.cases]
     transcript_format = plan.assets.config.agent.transcript
     efficiency = efficiency_of(run.transcript, transcript_format) if run.status == "ok" else None
+    if run.status == "ok" and transcript_format == "text":
+        # A text transcript reports nothing of itself; the wall time trialrun measured is real.
+        efficiency = measured_efficiency(run.duration_s)
     entries: list[_Scored] = []
     for index, (name, checks) in enumerate(checked):
         if run.status != "ok":

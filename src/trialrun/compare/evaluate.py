@@ -74,6 +74,7 @@ __all__ = [
     "commands_in",
     "efficiency_of",
     "evaluate_checks",
+    "measured_efficiency",
     "trigger_fired",
 ]
 
@@ -172,6 +173,11 @@ def efficiency_of(transcript: str, transcript_format: TranscriptFormat) -> Effic
     if all(value is None for value in efficiency.as_dict().values()):
         return None
     return efficiency
+
+
+def measured_efficiency(duration_s: float) -> Efficiency:
+    """An arm run's efficiency when its transcript reports none: the duration trialrun timed."""
+    return Efficiency(turns=None, tokens=None, cost_usd=None, duration_ms=round(duration_s * 1000))
 
 
 def trigger_fired(transcript: str, transcript_format: TranscriptFormat, name: str) -> bool:

@@ -161,7 +161,9 @@ def build_outcome(
         samples=sorted_samples,
         holes=holes,
         comparisons=comparisons,
-        arm_scores=_in_arm_order(arm_scores(stats_samples, outcomes)),
+        arm_scores=_in_arm_order(
+            _every_arm(arm_scores(stats_samples, outcomes), planned, opponent_list)
+        ),
         case_runs=_in_arm_order(case_runs_passed(stats_samples, outcomes)),
         efficiency=_efficiency(sorted_samples, outcomes, arms),
         triggers=triggers,
@@ -199,6 +201,17 @@ def attribution(baseline_rows: Iterable[CompareRow]) -> str:
 def _stats_sample(sample: ArmSampleResult) -> ArmSample:
     passed = sum(1 for _, ok in sample.checks if ok)
     return ArmSample(sample.case, sample.rep, sample.arm, passed, len(sample.checks), sample.died)
+
+
+def _every_arm(
+    scores: dict[str, float | None], planned: Sequence[tuple[str, int]], opponents: Sequence[str]
+) -> dict[str, float | None]:
+    """``scores`` with None ("n/a") for an arm that never ran: a run stopped before the
+    candidate's first sample still shows it scored nothing rather than leaving it out. A run
+    in which no arm ran has no scores at all."""
+    if not scores or not planned:
+        return scores
+    return {arm: None for arm in ("candidate", *opponents)} | scores
 
 
 def _in_arm_order(values: dict[str, _T]) -> dict[str, _T]:

@@ -19,6 +19,7 @@ sandboxes stay on the machine and are never copied here.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,8 +100,11 @@ def compare_provenance(
 
     ``arm_orders`` is one ``{"case", "rep", "order"}`` per planned (case, rep), in plan order.
     """
+    from trialrun.team.publish import HANDLE_ENV
+
     return {
-        "runner_handle": "local",
+        # Not git's user.name as publish falls back to: a receipt names only whom it was told.
+        "runner_handle": os.environ.get(HANDLE_ENV, "").strip() or "local",
         "engine_version": __version__,
         "k": k,
         "seed": seed,

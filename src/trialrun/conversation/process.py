@@ -97,6 +97,7 @@ class AgentProcess:
             self._writer = socket_writer
         self._closed = False
         self._group_killed = False
+        self._stop_asked = False
         self.max_message_bytes = max_message_bytes
         self.channel: Channel = "stdio" if socket_writer is None else "fd"
 
@@ -309,7 +310,7 @@ class AgentProcess:
         if self._closed:
             return
         if not self.exited:
-            self._signal_group(signal.SIGTERM)
+            self._ask_to_stop()
             await self.wait_exited(grace_s)
         # No SIGTERM for helpers of an agent that exited: the SIGKILL right after leaves them no
         # time to act on it.
@@ -319,10 +320,30 @@ class AgentProcess:
         self.close()
 
     async def finish(self, grace_s: float) -> None:
-        """After the final output: close stdin, let the agent exit, then stop its group."""
+        """After the final output: stop the group at once; ``grace_s`` is the agent's to clean up.
+
+        The agent has nothing left to say, so no time goes to waiting for it to leave by itself.
+        SIGTERM comes before the end of its stdin: an agent that reads on meets the signal, not
+        an end of input it might take for more work.
+        """
+        if not self.exited:
+            self._ask_to_stop()
         self.close_stdin()
-        await self.wait_exited(min(grace_s, 0.5))
         await self.terminate(grace_s)
+
+    @property
+    def stopped_by_us(self) -> bool:
+        """The agent died of the signal trialrun sent to stop it (SIGTERM, or SIGKILL after it)."""
+        code = self.returncode
+        if code == -signal.SIGTERM:
+            return self._stop_asked
+        return code == -signal.SIGKILL and self._group_killed
+
+    def _ask_to_stop(self) -> None:
+        # Once: a second SIGTERM would interrupt the cleanup the first one started.
+        if not self._stop_asked:
+            self._stop_asked = True
+            self._signal_group(signal.SIGTERM)
 
     def close(self) -> None:
         """Close the pipes and the transport (kills the agent if it still runs). Synchronous."""

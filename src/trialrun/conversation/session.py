@@ -165,13 +165,18 @@ class _Session:
         if not delivered:
             await self._stop(agent, agent.terminate(grace_s))
         elif teardowns is None:
-            await self._stop(agent, agent.finish(grace_s))
+            await self._stop(agent, agent.finish(grace_s), after_output=True)
         else:
-            teardowns.start(self._stop(agent, agent.finish(grace_s)))
+            teardowns.start(self._stop(agent, agent.finish(grace_s), after_output=True))
         return self._run
 
     async def _stop(
-        self, agent: AgentProcess, stopping: Awaitable[None], *, kill_first: bool = False
+        self,
+        agent: AgentProcess,
+        stopping: Awaitable[None],
+        *,
+        kill_first: bool = False,
+        after_output: bool = False,
     ) -> None:
         """Stop the agent's group, then record how it ended. No process of the case survives."""
         try:
@@ -185,6 +190,11 @@ class _Session:
         finally:
             agent.close()
             self._run.exit_code = agent.returncode
+            if after_output and agent.stopped_by_us:
+                # Not the agent's status but trialrun's stop; whether an agent leaving right
+                # after its output still beat the signal is chance (see AgentRun.exit_code).
+                self._run.exit_code = None
+                self._run.stopped_by_trialrun = True
             self._run.stderr_tail = agent.stderr_tail()
             if self._run.failure is not None:
                 self._run.failure.stderr_tail = self._run.stderr_tail

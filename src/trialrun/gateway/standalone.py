@@ -60,6 +60,8 @@ class Served:
             line = f"run {run_id}: {len(calls)} model call(s), {len(failed)} failed"
             if missed:
                 line += f" ({missed} cassette mismatch(es))"
+            if settings.prices is not None:
+                line += f"; {run_cost(calls)}"
             if settings.mode == "record":
                 line += f"; cassette written to {settings.cassette_dir / (run_id + '.jsonl')}"
             lines.append(line)
@@ -71,6 +73,18 @@ class Served:
     def unreadable(self) -> int:
         """Requests of runs whose cassette is missing or corrupt: they could not replay at all."""
         return sum(1 for request in self.unserved if request.reason.startswith("cannot replay"))
+
+
+def run_cost(calls: list[ModelCall]) -> str:
+    """``cost $0.001234``, and which models the price table lacks (their calls are not in it)."""
+    known = [call.cost_usd for call in calls if call.cost_usd is not None]
+    unpriced = sorted({call.model or "unknown model" for call in calls
+                       if call.cost_usd is None and not call.error})  # fmt: skip
+    lacking = f"no price for {', '.join(repr(model) for model in unpriced)}"
+    if not known:
+        return f"cost unknown ({lacking})" if unpriced else "cost $0.000000"
+    total = f"cost ${sum(known):.6f}"
+    return f"{total} (without the calls of {lacking})" if unpriced else total
 
 
 def build_gateway(settings: GatewaySettings) -> Gateway:

@@ -15,7 +15,7 @@ A call whose arguments were not captured cannot be judged; the incident is then 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,9 @@ class Rule:
     max_calls_per: str | None = None
     at_most: int = 1
     forbid_when_arg: dict[str, Any] = field(default_factory=dict)
+    file: str | None = field(default=None, compare=False)
+    line: int | None = field(default=None, compare=False)
+    """Where the rule is written, for an error about it (None: not from a file)."""
 
 
 class _RuleEntry(Record):
@@ -122,7 +125,7 @@ def load_rules(path: str | Path) -> list[Rule]:
             )
         first_line.setdefault(entry.id, line)
         if rule is not None:
-            rules.append(rule)
+            rules.append(replace(rule, file=str(path), line=line))
     collected = ConfigErrors.collect(errors)
     if collected is not None:
         raise collected
@@ -152,6 +155,50 @@ def _rule(
         return Rule(entry.id, entry.tool, forbid_when_arg=dict(entry.forbid_when_arg))
     errors.append(doc.error(f"{where}: {message}", [*at, key] if key else at, key))
     return None
+
+
+def rules_that_cannot_apply(
+    calls: Sequence[IncidentCall], rules: Sequence[Rule]
+) -> list[ConfigError]:
+    """An error for each rule that, by the look of it, names a tool or argument with a typo.
+
+    A rule about a tool this incident never called is fine (a rules file serves many
+    incidents) unless a called tool has a close name. A rule about a called tool must name
+    arguments its calls have: otherwise it could never apply and would pass in silence.
+    Calls whose arguments were not captured say nothing about argument names.
+    """
+    from trialrun.base.suggest import closest
+    from trialrun.errors import ConfigError
+
+    tools = sorted({call.name for call in calls})
+    errors: list[ConfigError] = []
+    for rule in rules:
+        where = f"rule {excerpt(rule.id)!r}"
+        if rule.tool not in tools:
+            near = closest(rule.tool, tools)
+            if near is not None:
+                message = (
+                    f"{where}: no call of {excerpt(rule.tool)!r} in this incident "
+                    f"(did you mean {near!r}?); the rule could never apply"
+                )
+                errors.append(ConfigError(message, file=rule.file, line=rule.line))
+            continue
+        captured = [c.args for c in calls if c.name == rule.tool and c.args is not None]
+        if not captured:
+            continue
+        seen = sorted({name for args in captured for name in args})
+        wanted = [rule.max_calls_per] if rule.max_calls_per is not None else rule.forbid_when_arg
+        for name in wanted:
+            if name not in seen:
+                near = closest(name, seen)
+                hint = f" (did you mean {near!r}?)" if near is not None else ""
+                message = (
+                    f"{where}: no call of {excerpt(rule.tool)!r} has an argument "
+                    f"{excerpt(name)!r}{hint}; the rule could never apply"
+                )
+                errors.append(ConfigError(message, file=rule.file, line=rule.line))
+                break
+    return errors
 
 
 def check_rules(calls: Sequence[IncidentCall], rules: Sequence[Rule]) -> list[dict[str, Any]]:

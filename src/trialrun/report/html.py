@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.fsutil import escape_lone_surrogates
-from trialrun.base.redact import redact_shared
+from trialrun.base.redact import redact_shared, redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
 from trialrun.base.words import counted
@@ -52,6 +52,7 @@ from trialrun.report.timeline import timeline_view
 
 if TYPE_CHECKING:
     import jinja2
+    import markupsafe
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_NAME = "report.html.j2"
@@ -171,7 +172,25 @@ def template_environment(directory: Path) -> jinja2.Environment:
     )
     # Pages word counts as the console does: ``{{ n | counted("error") }}`` -> ``1 error``.
     environment.filters["counted"] = counted
+    environment.filters["words"] = breakable_words
     return environment
+
+
+def stylesheet() -> str:
+    """The CSS every trialrun page shares (light and dark), for a page built without jinja2."""
+    return (TEMPLATE_DIR / "_style.css.j2").read_text(encoding="utf-8")
+
+
+def breakable_words(text: object) -> markupsafe.Markup:
+    """``text`` escaped, with a line-break chance after each underscore (``<wbr>``).
+
+    For names such as ``max_tool_errors`` in a narrow column styled ``td.words``: they wrap
+    at spaces and underscores, never inside a word. None is shown as nothing.
+    """
+    import markupsafe
+
+    shown = "" if text is None else str(text)
+    return markupsafe.Markup(str(markupsafe.escape(shown)).replace("_", "_<wbr>"))
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -299,6 +318,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "unused_recordings": run.unused_recordings,
         "unused_tools": unused_tools_text(case),
         "failure_kind": case.failure.kind if case.failure else None,
+        "warnings": [redact_text(warning) for warning in run.warnings],
         "failure_message": clean(case.failure.message) if case.failure else None,
         "details": [detail.cleaned() for detail in failure_details(case)],
         "stderr_tail": clean(stderr_tail_of(case)),

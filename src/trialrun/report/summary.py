@@ -18,7 +18,8 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   RunLedger never reported them) and ``unused_recordings_by_tool`` (their count per tool;
   ``mcp:<server>/<tool>``, ``model:<model>`` and ``http:<METHOD> <url>`` for the MCP, model and
   HTTP recordings), ``http_exchanges`` (the HTTP exchanges the recorder forwarded and recorded,
-  or answered from its recording) and
+  or answered from its recording), ``warnings`` (what the case passed despite: a lenient
+  model replay's drift) and
   ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
   it, so report.html can align the tool sequence of a later run against it).
 * Redaction is applied only to text the agent produced (failure messages, stderr) and to the
@@ -241,6 +242,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "unused_recordings": case.run.unused_recordings,
         "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
+        "warnings": [_redacted_text(warning) or "" for warning in case.run.warnings],
     }
 
 

@@ -184,7 +184,24 @@ def _merge_model_calls(run: AgentRun, calls: list[GatewayCall]) -> None:
                 "error": call.error,
             }
         )
+        if call.warning:
+            _warn(run, f"model call {call.provider} {call.path}: {call.warning}", call.timestamp)
         if call.error and MISMATCH in call.error:
             fail_mismatch(run, f"model call {call.provider} {call.path}: {call.error}")
     if calls:
         order_by_time(run)
+
+
+def _warn(run: AgentRun, message: str, timestamp: float) -> None:
+    """A warning of the case (a lenient replay's drift), kept in its results and its event log."""
+    run.warnings.append(message)
+    run.events.append(
+        {
+            "type": "log",
+            "case_id": run.case_id,
+            "timestamp": timestamp,
+            "level": "warning",
+            "message": message,
+            "data": {"source": "model_gateway"},
+        }
+    )

@@ -39,20 +39,22 @@ def render_html(runs: list[dict[str, Any]]) -> str:
     rows = []
     for scenario_id in ids:
         cells = "".join(
-            f"<td class='{_escape(_status(by_agent[a].get(scenario_id)))}'>"
+            f"<td class='{_status_class(_status(by_agent[a].get(scenario_id)))}'>"
             f"{_escape(_status(by_agent[a].get(scenario_id)))}</td>"
             for a in agents
         )
         rows.append(f"<tr><td>{_escape(scenario_id)}</td>{cells}</tr>")
     totals = "".join(f"<td>{run['passed']}/{len(run['scenarios'])}</td>" for run in runs)
     sections = [_run_section(run) for run in runs]
+    from trialrun.report.html import stylesheet
+
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Scenario report</title>"
-        "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:4px}"
-        "table{border-collapse:collapse}.passed{color:#060}.failed,.error{color:#b00}</style>"
-        "</head><body><h1>Scenario report</h1>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>Scenario report</title><style>\n{stylesheet()}</style>"
+        "</head><body><header><h1>Scenario report</h1></header><main>"
         f"<table><tr><th>scenario</th>{header}</tr>{''.join(rows)}"
-        f"<tr><th>passed</th>{totals}</tr></table>{''.join(sections)}</body></html>\n"
+        f"<tr><th>passed</th>{totals}</tr></table>{''.join(sections)}</main></body></html>\n"
     )
 
 
@@ -60,16 +62,24 @@ def _status(entry: dict[str, Any] | None) -> str:
     return "not run" if entry is None else str(entry["status"])
 
 
+_STATUS_CLASS = {"passed": "status-pass", "failed": "status-fail", "error": "status-error"}
+"""The run report's class for each scenario status, so both pages colour them alike."""
+
+
+def _status_class(status: str) -> str:
+    return _STATUS_CLASS.get(status, "status-skipped")
+
+
 def _run_section(run: dict[str, Any]) -> str:
     parts = [f"<h2>Agent {_escape(str(run['agent']))}</h2>"]
     for entry in run["scenarios"]:
         status = str(entry["status"])
         parts.append(
-            f"<h3>{_escape(str(entry['id']))}: <span class='{_escape(status)}'>"
+            f"<h3>{_escape(str(entry['id']))}: <span class='{_status_class(status)}'>"
             f"{_escape(status)}</span></h3><p>{_escape(str(entry.get('description', '')))}</p>"
         )
         if entry.get("error"):
-            parts.append(f"<p class='error'>{_escape(str(entry['error']))}</p>")
+            parts.append(f"<p class='warning'>{_escape(str(entry['error']))}</p>")
         if entry["violations"]:
             items = "".join(
                 f"<li><b>{_escape(str(v['rule']))}</b>: {_escape(str(v['message']))}; effect "

@@ -270,8 +270,9 @@ def publish_subject(subject: Path, team: str) -> PublishResult:
     """Mint the subject's bytes as a version when they differ from the latest, then attach
     every local receipt of these bytes. The caller asks about a FAIL receipt first."""
     name, _ = subject_identity(subject)
-    subject_id = ensure_subject_id(subject)
     store = TeamStore(team)
+    store.check_identity()  # before the subject gets an id: a refused publish changes nothing
+    subject_id = ensure_subject_id(subject)
     before = store.versions(subject_id)
     version = store.publish_bytes(subject_id, subject)
     receipts = [receipt.path for receipt in local_receipts(content_digest(subject))]

@@ -155,6 +155,25 @@ class TeamStore:
         self._write(attach)
         return added[0]
 
+    def check_identity(self) -> None:
+        """Raise ``TeamError`` when git has no name and e-mail to commit with.
+
+        Asked before a write starts, so that a publish either writes everything or nothing.
+        Asked in the team cache's folder, not in the user's repository, whose own settings the
+        team's checkout would not see.
+        """
+        self.checkout.parent.mkdir(parents=True, exist_ok=True)
+        done = self._run(["var", "GIT_COMMITTER_IDENT"], cwd=self.checkout.parent, check=False)
+        author = self._run(["var", "GIT_AUTHOR_IDENT"], cwd=self.checkout.parent, check=False)
+        if done.returncode == 0 and author.returncode == 0:
+            return
+        said = ((done.stderr or author.stderr).strip().splitlines() or ["no output"])[-1]
+        raise TeamError(
+            "git has no identity to commit to the team with: run `git config --global "
+            "user.name NAME` and `git config --global user.email EMAIL` "
+            f"(git said: {said})"
+        )
+
     # -- git --------------------------------------------------------------------------------
 
     def _subject_dir(self, root: Path, subject_id: str, version: int) -> Path:
@@ -205,6 +224,9 @@ class TeamStore:
             self._git("reset", "--quiet", "--hard", f"origin/{BRANCH}")
         else:  # an empty team: the first write creates the branch
             self._git("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+            # No commit to reset to: empty the index, or what a failed write added stays
+            # staged, survives the clean below and reads as published.
+            self._git("read-tree", "--empty")
         self._git("clean", "--quiet", "-fdx")
 
     @contextmanager
