@@ -34,7 +34,16 @@ GIVEN: dict[str, dict[str, Path]] = {
 }
 """Files a page's example starts from that the page does not spell out."""
 
-PAGES = ["incident.md", "scenario.md", "team.md"]
+PAGES = [
+    "incident.md",
+    "scenario.md",
+    "team.md",
+    "init.md",
+    "run.md",
+    "doctor.md",
+    "baseline.md",
+    "diff.md",
+]
 
 
 @dataclass(frozen=True)
