@@ -43,6 +43,7 @@ PAGES = [
     "doctor.md",
     "baseline.md",
     "diff.md",
+    "suite-format.md",
 ]
 
 
