@@ -44,6 +44,7 @@ PAGES = [
     "baseline.md",
     "diff.md",
     "suite-format.md",
+    "tool-module.md",
 ]
 
 
