@@ -45,6 +45,8 @@ PAGES = [
     "diff.md",
     "suite-format.md",
     "tool-module.md",
+    "compare-cases.md",
+    "from-runledger.md",
 ]
 
 
