@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 # The docs site, strictly: a broken link or anchor, or a page missing from mkdocs.yml's nav,
 # fails. Built into a temporary folder: the site is checked here, published elsewhere.
 docs: $(STAMP)
-	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && $(BIN)/mkdocs build --strict --quiet --site-dir "$$d"
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && $(BIN)/mkdocs build --strict --site-dir "$$d"
 
 unit: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n 2

@@ -94,6 +94,8 @@ def test_make_test_builds_the_docs_strictly() -> None:
     assert test_target is not None and "docs" in test_target.group(1).split()
     docs_recipe = makefile.split("\ndocs: ", 1)[1].split("\n\n", 1)[0]
     assert "mkdocs build --strict" in docs_recipe
+    # mkdocs counts warnings only when it shows them: --quiet would make strict pass anything.
+    assert "--quiet" not in docs_recipe and " -q" not in docs_recipe
     config = yaml.safe_load((REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     assert config["strict"] is True
     assert set(config["validation"].values()) == {"warn"}, "strict fails on each of them"
