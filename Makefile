@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck docs unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
+# The docs site, strictly: a broken link or anchor, or a page missing from mkdocs.yml's nav,
+# fails. Built into a temporary folder: the site is checked here, published elsewhere.
+docs: $(STAMP)
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && $(BIN)/mkdocs build --strict --site-dir "$$d"
+
 unit: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n 2
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/replay_bench.py

@@ -127,6 +127,21 @@ MODULE_ERRORS = [
         "raised Odd while importing",
     ),
     ("import package_that_is_not_installed_x\n", "failed to import: No module named"),
+    (
+        "def lookup(*, order_id):\n    return {}\nTOOLS = {'lookup': lookup}\n",
+        "TOOLS['lookup'] in tool_module '...' cannot be called with one argument (too many "
+        "positional arguments); trialrun calls each tool as lookup(args), args being one dict "
+        "of the call's arguments: write def lookup(args) and read args['...'], or wrap a "
+        "keyword-style function in TOOLS: 'lookup': lambda args: lookup(**args)",
+    ),
+    (
+        "def lookup(order_id, region):\n    return {}\nTOOLS = {'lookup': lookup}\n",
+        "cannot be called with one argument (missing a required argument: 'region')",
+    ),
+    (
+        "class T:\n    def call(self):\n        return {}\nTOOLS = {'t': T()}\n",
+        "TOOLS['t'] in tool_module '...' cannot be called with one argument (too many",
+    ),
 ]
 
 
@@ -135,7 +150,7 @@ def test_a_bad_tool_module_is_a_config_error(tmp_path: Path, source: str, messag
     name = write_module(tmp_path, source)
     with pytest.raises(ToolModuleError) as caught:
         load_tool_module(name, tmp_path)
-    assert message in str(caught.value)
+    assert message.replace("'...'", f"'{name}'", 1) in str(caught.value)
     assert isinstance(caught.value, ConfigError) and caught.value.key == "tool_module"
 
 
@@ -176,6 +191,41 @@ def test_an_exception_becomes_a_tool_error() -> None:
         ok=False, error="tool 'broken' raised ConnectionError: upstream refused"
     )
     assert call(backend, "silent") == ToolOutcome(ok=False, error="tool 'silent' raised KeyError")
+
+
+def test_a_keyword_style_tool_that_raises_is_told_how_to_wrap_it() -> None:
+    orders = {"A1": "shipped"}
+
+    def lookup(order_id: str) -> Any:  # keyword style: gets the whole dict as order_id
+        return {"status": orders[order_id]}
+
+    def plain(args: dict[str, Any]) -> Any:
+        return {"status": orders[args["order_id"]]}
+
+    backend = LiveBackend({"lookup": lookup, "plain": plain}, timeout_s=5)
+    assert call(backend, "lookup", {"order_id": "A1"}).error == (
+        "tool 'lookup' raised TypeError: unhashable type: 'dict' (its parameter 'order_id' is "
+        "an argument's name; trialrun calls each tool as lookup(args), args being one dict of "
+        "the call's arguments: write def lookup(args) and read args['...'], or wrap a "
+        "keyword-style function in TOOLS: 'lookup': lambda args: lookup(**args))"
+    )
+    # A tool written as the contract says raises its own error, with no advice about keywords;
+    # and neither do its parameters' names matter when none is a key of the call's arguments.
+    assert call(backend, "plain", {"order_id": "B2"}).error == "tool 'plain' raised KeyError: 'B2'"
+    assert call(backend, "lookup", {"id": "A1"}).error == (
+        "tool 'lookup' raised TypeError: unhashable type: 'dict'"
+    )
+    assert call(backend, "plain", {"order_id": "A1"}).result == {"status": "shipped"}
+
+
+def test_a_tool_without_a_signature_loads_and_runs(tmp_path: Path) -> None:
+    # Some builtins have no signature to check: they are trusted, and their errors say no more.
+    name = write_module(tmp_path, "TOOLS = {'biggest': max}\n")
+    backend = LiveBackend(load_tool_module(name, tmp_path), timeout_s=5)
+    assert call(backend, "biggest", {"a": 1, "b": 2}).result == "b"
+    assert call(backend, "biggest", {}).error == (
+        "tool 'biggest' raised ValueError: max() arg is an empty sequence"
+    )
 
 
 def test_a_tools_own_timeout_error_is_not_taken_for_the_deadline() -> None:

@@ -24,6 +24,7 @@ from trialrun.base.quoting import exception_text
 from trialrun.base.results import JsonObject
 from trialrun.errors import ConfigError, TrialrunError
 from trialrun.tools.base import LocalTool, ToolOutcome, normalized_outcome
+from trialrun.tools.contract import call_problem, keyword_hint, wrapper_advice
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
@@ -162,7 +163,9 @@ class LiveBackend:
             timeout_ms = round(self._timeout_s * 1000)
             return self._outcome(False, None, f"tool '{name}' timed out after {timeout_ms} ms")
         except FOREIGN_FAILURES as exc:
-            return self._outcome(False, None, _raised(name, exc))
+            hint = keyword_hint(name, tool, args)
+            said = _raised(name, exc) + (f" ({hint})" if hint else "")
+            return self._outcome(False, None, said)
         try:
             problem = json_problem(value)
             result = None if problem is not None else _json_copy(value)
@@ -273,12 +276,24 @@ def _as_function(name: Any, tool: Any, module_name: str) -> ToolFn:
     method = getattr(tool, "call", None)
     if callable(method):
         bound: ToolFn = method
-        return bound
+        return _callable_with_args(name, bound, module_name)
     if callable(tool):
         function: ToolFn = tool
-        return function
+        return _callable_with_args(name, function, module_name)
     raise ToolModuleError(
         f"TOOLS['{name}'] in tool_module '{module_name}' must be a function of args or an object "
         f"with a .call(args) method, found {type(tool).__name__}",
         key="tool_module",
     )
+
+
+def _callable_with_args(name: str, tool: ToolFn, module_name: str) -> ToolFn:
+    """``tool`` itself, once it is known to accept one positional argument."""
+    problem = call_problem(tool)
+    if problem is not None:
+        raise ToolModuleError(
+            f"TOOLS['{name}'] in tool_module '{module_name}' cannot be called with one argument "
+            f"({problem}); {wrapper_advice(name)}",
+            key="tool_module",
+        )
+    return tool
