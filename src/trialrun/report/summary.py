@@ -43,6 +43,7 @@ from trialrun.base.linesredact import LineRedactor
 from trialrun.base.redact import redact, redact_command, redact_text
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
+from trialrun.config.quarantine import excused_ids, expired_warnings
 
 SCHEMA_VERSION = 1
 FORMAT_VERSION = "0.2.3"
@@ -68,6 +69,10 @@ def build_summary(
     """The summary.json document for ``run``; ``regression`` is compute_regression's block."""
     base = Path.cwd() if cwd is None else cwd
     case_docs = [_case_summary(case, base) for case in run.cases]
+    if run.quarantine:
+        for doc in case_docs:
+            if doc["id"] in run.quarantine:
+                doc["quarantine"] = run.quarantine[doc["id"]]
     return summary_from_case_docs(run, case_docs, regression=regression, cwd=base)
 
 
@@ -93,7 +98,7 @@ def summary_from_case_docs(
         "run": {
             "run_id": run.run_id,
             "mode": run.mode,
-            "exit_status": exit_status(run, regression),
+            "exit_status": exit_status(run, regression, excused=excused_ids(case_docs)),
             "git_sha": run.git_sha,
             "ci": None,
             "interrupted": run.interrupted,
@@ -122,12 +127,17 @@ def summary_from_case_docs(
         summary["policy_snapshot"] = snapshot
     if regression is not None:
         summary["regression"] = regression
+    warnings = expired_warnings(case_docs)
+    if warnings:
+        summary["run"]["warnings"] = warnings
     return summary
 
 
-def exit_status(run: RunResult, regression: dict[str, Any] | None) -> str:
-    """``error`` > ``failed`` > ``success``."""
-    statuses = {case.status for case in run.cases}
+def exit_status(
+    run: RunResult, regression: dict[str, Any] | None, *, excused: frozenset[str] = frozenset()
+) -> str:
+    """``error`` > ``failed`` > ``success``; ``excused`` cases (quarantined) do not count."""
+    statuses = {case.status for case in run.cases if case.case_id not in excused}
     if "error" in statuses or run.interrupted:
         return "error"
     if "fail" in statuses or (regression is not None and not regression.get("passed", True)):
