@@ -67,7 +67,8 @@ class _Entry(Record):
     expires: Any = keyed(AnyValue())
 
 
-_ENTRIES = ListOf(Nested(_Entry))
+_ENTRY = Nested(_Entry)
+_ENTRIES = ListOf(_ENTRY)
 
 
 def today_utc() -> dt.date:
@@ -94,6 +95,8 @@ def load_quarantine(
     from trialrun.config.yamlload import load_yaml_value
     from trialrun.errors import ConfigErrors
 
+    if _holds_nothing(path):
+        return ()  # every entry was removed: nothing is quarantined
     doc = load_yaml_value(path, display=display, expected="a list of quarantine entries")
     if not isinstance(doc.data, list):
         raise ConfigErrors(
@@ -114,16 +117,19 @@ def load_quarantine(
             return f"entry for case {excerpt(case)!r}"
         return f"entry #{loc[0] + 1}"
 
-    try:
-        parsed: list[_Entry] = parse_value(_ENTRIES, doc.data)
-    except SpecError as exc:
-        errors = spec_errors(exc, doc, _ENTRIES, "the quarantine file", owner=owner)
-        raise ConfigErrors(errors) from None
     known = set(case_ids)
     problems: list[ConfigError] = []
     entries: list[QuarantineEntry] = []
+    parsed: list[tuple[int, _Entry]] = []
+    for index, item in enumerate(doc.data):
+        # One entry at a time, so that the checks below still run on the entries that parse.
+        try:
+            parsed.append((index, parse_value(_ENTRY, item)))
+        except SpecError as exc:
+            placed = SpecError([{**issue, "loc": (index, *issue["loc"])} for issue in exc.issues])
+            problems += spec_errors(placed, doc, _ENTRIES, "the quarantine file", owner=owner)
     first_line: dict[str, int] = {}
-    for index, raw in enumerate(parsed):
+    for index, raw in parsed:
         where = f"entry for case {excerpt(raw.case)!r}"
         line = doc.line_of([index])
         if raw.case not in known:
@@ -162,6 +168,16 @@ def load_quarantine(
     if collected is not None:
         raise collected
     return tuple(entries)
+
+
+def _holds_nothing(path: Path) -> bool:
+    """An empty file, or only comments; what cannot be read is left to the YAML reader."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    stripped = (line.strip() for line in text.splitlines())
+    return all(not line or line.startswith("#") for line in stripped)
 
 
 def _date(value: Any) -> dt.date | None:
