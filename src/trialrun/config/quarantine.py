@@ -164,6 +164,7 @@ def load_quarantine(
             )
             continue
         entries.append(QuarantineEntry(raw.case, raw.reason, raw.owner, expires, doc.file, line))
+    problems.sort(key=lambda error: error.line or 0)  # in file order, as the loader reports
     collected = ConfigErrors.collect(problems)
     if collected is not None:
         raise collected
