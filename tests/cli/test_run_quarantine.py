@@ -139,14 +139,14 @@ def test_a_bad_quarantine_file_stops_the_run_before_any_agent(
         ENTRY.replace("case_002", "case_02").replace("  owner: ana\n", ""), encoding="utf-8"
     )
     out = tmp_path / "out"
-    code, stdout, stderr = call_cli(["run", ".", "--out", str(out)], capsys)
+    code, _stdout, stderr = call_cli(["run", ".", "--out", str(out)], capsys)
     assert code == 2
     assert stderr.splitlines() == [
         "error: quarantine.yaml:1: missing required key 'owner' in entry for case 'case_02'",
     ]
     assert not out.exists()
     (suite / "quarantine.yaml").write_text(ENTRY.replace("case_002", "case_02"), encoding="utf-8")
-    code, stdout, stderr = call_cli(["run", ".", "--out", str(out), "--case", "case_000"], capsys)
+    code, _, stderr = call_cli(["run", ".", "--out", str(out), "--case", "case_000"], capsys)
     assert code == 2
     assert stderr.splitlines() == [
         "error: quarantine.yaml:1: unknown case id 'case_02': no case of the suite has it "
