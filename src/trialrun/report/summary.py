@@ -21,6 +21,9 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   or answered from its recording) and
   ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
   it, so report.html can align the tool sequence of a later run against it).
+* A case quarantine.yaml lists has ``quarantine`` (``{reason, owner, expires, expired}``); while
+  its entry holds it does not count in ``run.exit_status``, and an expired entry is named in
+  ``run.warnings`` (docs/flaky.md).
 * Redaction is applied only to text the agent produced (failure messages, stderr) and to the
   agent command (``redact_command``: a key passed as an argument). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
