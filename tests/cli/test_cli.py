@@ -400,7 +400,7 @@ def test_init_path_in_a_repository_subfolder_writes_nothing_outside_it(
     assert tree(project, skip=target) == before
     workflow = target / ".github/workflows/trialrun.yml"
     assert workflow.is_file() and (target / "baselines/demo.json").is_file()
-    assert (target / ".gitignore").read_text() == "trialrun_out/\n"
+    assert (target / ".gitignore").read_text() == "trialrun_out/\n.trialrun_cache/\n"
     # The workflow runs from the checkout: its paths are relative to the repository root.
     suite, baseline = workflow_paths(workflow)
     assert (suite, baseline) == (
@@ -437,7 +437,7 @@ def test_init_path_naming_the_repository_root_writes_the_workflow_there(
         "./demo",
         "./baselines/demo.json",
     )
-    assert (project / ".gitignore").read_text() == "trialrun_out/\n"
+    assert (project / ".gitignore").read_text() == "trialrun_out/\n.trialrun_cache/\n"
     assert "Note:" not in out
 
 
@@ -463,11 +463,12 @@ def test_init_path_outside_a_repository_writes_nothing_beside_it(
 @pytest.mark.parametrize(
     ("existing", "expected"),
     [
-        (None, "trialrun_out/\n"),
-        ("node_modules/", "node_modules/\ntrialrun_out/\n"),
-        ("*.pyc\n", "*.pyc\ntrialrun_out/\n"),
-        ("/trialrun_out\n", "/trialrun_out\n"),
-        ("a\ntrialrun_out/\nb\n", "a\ntrialrun_out/\nb\n"),
+        (None, "trialrun_out/\n.trialrun_cache/\n"),
+        ("node_modules/", "node_modules/\ntrialrun_out/\n.trialrun_cache/\n"),
+        ("*.pyc\n", "*.pyc\ntrialrun_out/\n.trialrun_cache/\n"),
+        ("/trialrun_out\n", "/trialrun_out\n.trialrun_cache/\n"),
+        ("a\ntrialrun_out/\nb\n", "a\ntrialrun_out/\nb\n.trialrun_cache/\n"),
+        ("/.trialrun_cache\ntrialrun_out\n", "/.trialrun_cache\ntrialrun_out\n"),
     ],
 )
 def test_init_adds_trialrun_out_to_gitignore_once(
@@ -487,6 +488,7 @@ def test_init_adds_trialrun_out_to_gitignore_once(
         ["git", "status", "--porcelain", "--ignored"], capture_output=True, text=True, check=True
     )
     assert "!! trialrun_out/" in ignored.stdout
+    assert "!! evals/demo/.trialrun_cache/" in ignored.stdout
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")

@@ -35,6 +35,7 @@ GIVEN: dict[str, dict[str, Path]] = {
 """Files a page's example starts from that the page does not spell out."""
 
 PAGES = [
+    "flaky.md",
     "incident.md",
     "scenario.md",
     "team.md",

@@ -36,6 +36,7 @@ from trialrun.base.nesting import unreadable_json
 from trialrun.base.quoting import excerpt
 from trialrun.base.signedjson import loads_unique
 from trialrun.config.models import Regression
+from trialrun.config.quarantine import excused_ids
 from trialrun.errors import ConfigError, TrialrunError
 
 CASE_STATUSES = ("pass", "fail", "error", "skipped")
@@ -159,20 +160,25 @@ def compute_regression(
         warnings.append(SCHEMA_WARNING)
     before = _statuses(baseline)
     after = _statuses(summary)
+    # Quarantined cases (quarantine.yaml, entry not expired) are reported but never gate.
+    excused = excused_ids(summary.get("cases") or [])
     status_changed = [
         {"id": case_id, "baseline": before[case_id], "current": after[case_id]}
         for case_id in sorted(before.keys() & after.keys())
         if before[case_id] != after[case_id]
     ]
-    base_rate, cur_rate = _pass_rate(baseline), _pass_rate(summary)
+    base_rate, cur_rate = _pass_rate(baseline), _pass_rate(summary, excused)
     base_mean, cur_mean = _wall(baseline, "mean"), _wall(summary, "mean")
     base_p95, cur_p95 = _wall(baseline, "p95"), _wall(summary, "p95")
     checks = [
         _pass_rate_check(limits["min_pass_rate"], base_rate, cur_rate),
         _wall_check("max_avg_wall_ms_delta_pct", limits[THRESHOLD_KEYS[1]], base_mean, cur_mean),
         _wall_check("max_p95_wall_ms_delta_pct", limits[THRESHOLD_KEYS[2]], base_p95, cur_p95),
-        _status_check(status_changed),
+        _status_check([c for c in status_changed if c["id"] not in excused]),
     ]
+    if excused:
+        checks[0]["note"] = _quarantine_note(checks[0].get("note"), excused)
+        checks[3]["note"] = _quarantine_note(checks[3].get("note"), excused)
     mean_delta, p95_delta = checks[1]["delta_pct"], checks[2]["delta_pct"]
     return {
         "baseline_path": baseline_path_display,
@@ -262,12 +268,18 @@ def _section(document: dict[str, Any], key: str) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _pass_rate(document: dict[str, Any]) -> float:
+def _pass_rate(document: dict[str, Any], excused: frozenset[str] = frozenset()) -> float:
+    """The pass rate of the cases that gate (all of them but the ``excused``)."""
     rate = _section(document, "aggregates").get("pass_rate")
-    if _is_number(rate):
+    if _is_number(rate) and not excused:
         return float(rate)
-    statuses = list(_statuses(document).values())
+    statuses = [status for case_id, status in _statuses(document).items() if case_id not in excused]
     return statuses.count("pass") / len(statuses) if statuses else 0.0
+
+
+def _quarantine_note(note: Any, excused: frozenset[str]) -> str:
+    left_out = "quarantined, left out: " + ", ".join(sorted(excused))
+    return f"{note} {left_out}" if note else left_out
 
 
 def _wall(document: dict[str, Any], field: str) -> float | None:

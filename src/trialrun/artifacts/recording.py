@@ -9,6 +9,7 @@ its receipt is left without ``run_end`` so that it reads as truncated.
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import threading
@@ -49,8 +50,14 @@ class RecordedRun:
 
     @property
     def passed(self) -> bool:
+        from trialrun.config.quarantine import excused_ids
+
         gates_passed = self.regression is None or bool(self.regression["passed"])
-        return gates_passed and all(case.passed for case in self.result.cases)
+        # A quarantined case runs and reports, but does not decide the run (quarantine.yaml).
+        excused = excused_ids(self.summary.get("cases") or [])
+        return gates_passed and all(
+            case.passed or case.case_id in excused for case in self.result.cases
+        )
 
 
 class RunRecorder:
@@ -64,10 +71,13 @@ class RunRecorder:
         signer: Ed25519Signer | None = None,
         started_at: float | None = None,
         network: dict[str, Any] | None = None,
+        today: datetime.date | None = None,
     ) -> None:
         """``network``: the run's network seal (``running.network.RunSeal.record``), for
-        summary.json's ``run`` and the receipt's ``run_start``."""
+        summary.json's ``run`` and the receipt's ``run_start``. ``today``: the day quarantine
+        entries are judged against (default: today in UTC)."""
         self.suite = suite
+        self.today = today
         self.mode = mode
         self.network = network
         self.started_at = time.time() if started_at is None else started_at
@@ -161,6 +171,7 @@ class RunRecorder:
             regression_policy=policy.to_dict(exclude_none=True) if policy else None,
             agent_env={part: list(names) for part, names in self.agent_env.items()},
             network=self.network,
+            quarantine=self._quarantine(),
         )
         summary = build_summary(result, regression=None)
         regression: dict[str, Any] | None = None
@@ -180,13 +191,24 @@ class RunRecorder:
             from trialrun.artifacts.comparing import baseline_comparison
 
             comparison = baseline_comparison(baseline.document, summary, regression)
-        page = render_html(result, summary, views, comparison)
+        from trialrun.artifacts.history import past_runs
+
+        history = past_runs(self._dir.path.parent, current=self._dir.path.name)
+        page = render_html(result, summary, views, comparison, history)
         self._dir.finish(result, summary, build_junit(result), page)
         # Sealed last: when a file above cannot be written, ``abandon`` leaves the receipt
         # truncated instead of vouching for a run whose artifacts are missing.
         if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
             self._receipt.finish(result.cases, verified=recorded.passed)
         return recorded
+
+    def _quarantine(self) -> dict[str, Any] | None:
+        if not self.suite.quarantine:
+            return None
+        from trialrun.config import quarantine
+
+        today = self.today if self.today is not None else quarantine.today_utc()
+        return quarantine.quarantine_blocks(self.suite.quarantine, today)
 
     def abandon(self) -> None:
         """The run stopped on an error (a file it could not write): leave no temporary file
@@ -203,6 +225,7 @@ def _not_run(suite: Suite, cases: Sequence[CaseResult]) -> list[str]:
 _TAIL_MODULES = (
     "trialrun.report.junit",
     "trialrun.artifacts.baseline",
+    "trialrun.artifacts.history",
     "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
 )
 """Imported by ``finish``."""

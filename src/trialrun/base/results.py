@@ -249,6 +249,9 @@ class RunResult:
     [...]}`` (summary.json ``run.agent_env``); None where unknown (a merge of shards)."""
     network: JsonObject | None = None
     """Replay's network seal as the run applied it: ``{sealed, layers}`` (summary.json ``run``)."""
+    quarantine: JsonObject | None = None
+    """Case id -> its quarantine.yaml entry as judged on the run's day: ``{reason, owner,
+    expires, expired}`` (summary.json's per-case ``quarantine``); None: no quarantine file."""
 
     @property
     def cases_passed(self) -> int:

@@ -40,6 +40,18 @@ if TYPE_CHECKING:
 @click.option(
     "--case", "case_ids", multiple=True, metavar="ID", help="Run only this case (repeatable)."
 )
+@click.option(
+    "--last-failed",
+    "last_failed",
+    is_flag=True,
+    help="Run only the cases that failed or errored when they last ran (all when none did).",
+)
+@click.option(
+    "--failed-first",
+    "failed_first",
+    is_flag=True,
+    help="Run the cases that failed or errored when they last ran first, then the others.",
+)
 @shard_option("trialrun merge")
 @sign_key_option("the run's receipt")
 @quiet_option()
@@ -51,6 +63,8 @@ def run(
     out: Path | None,
     jobs: int,
     case_ids: tuple[str, ...],
+    last_failed: bool,
+    failed_first: bool,
     shard: str | None,
     sign_key: Path | None,
     quiet: bool,
@@ -66,6 +80,7 @@ def run(
     prepared = prepare_run(
         suite, case_ids=case_ids, shard=shard, mode=mode, baseline=baseline,
         no_baseline=no_baseline, warn=lambda message: click.echo(message, err=True),
+        last_failed=last_failed, failed_first=failed_first,
     )  # fmt: skip
     argv = click.get_current_context().find_root().obj["argv"]
     signer = load_signer(sign_key)
@@ -78,8 +93,11 @@ def run(
             signer=signer,
             on_case_decided=lambda result: tracker.case_done(result.case_id, result.status),
         )  # fmt: skip
+    from trialrun.commands.run import remember_failures
     from trialrun.config.paths import display_path
     from trialrun.report.console import format_run
+
+    remember_failures(prepared, finished, lambda message: click.echo(message, err=True))
 
     recorded = finished.recorded
     click.echo(format_run(recorded.result, recorded.summary, recorded.regression))

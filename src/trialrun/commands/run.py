@@ -61,8 +61,14 @@ def prepare_run(
     baseline: Path | None,
     no_baseline: bool,
     warn: Callable[[str], None],
+    last_failed: bool = False,
+    failed_first: bool = False,
 ) -> PreparedRun:
-    """Load the suite at ``path``, keep the asked cases, check every file the run reads."""
+    """Load the suite at ``path``, keep the asked cases, check every file the run reads.
+
+    ``case_ids`` select first, then ``shard``; ``last_failed`` then keeps, of those, the cases
+    that failed when they last ran, and ``failed_first`` runs them first (``failed_cache``).
+    """
     from trialrun.config import load_suite
     from trialrun.running.runner import resolve_mode
 
@@ -78,6 +84,17 @@ def prepare_run(
         spec = ShardSpec.parse(shard)
         shard_block = shard_info(spec, [case.config.id for case in loaded.cases])
         loaded = dataclasses.replace(loaded, cases=select_shard(loaded.cases, spec))
+    if last_failed or failed_first:
+        from trialrun.artifacts.failed_cache import read_failed, select_by_failures
+
+        chosen, note = select_by_failures(
+            loaded.cases,
+            lambda case: case.config.id,
+            read_failed(loaded.suite_file),
+            only_failed=last_failed,
+        )
+        warn(note)
+        loaded = dataclasses.replace(loaded, cases=chosen)
     run_mode = resolve_mode(loaded, mode)
     checked, found = _check_inputs(loaded, run_mode, baseline, no_baseline, warn)
     from trialrun.running.network import network_seal
@@ -159,6 +176,16 @@ def execute_run(
         recorder.abandon()
         raise
     return FinishedRun(recorded, interrupted)
+
+
+def remember_failures(
+    prepared: PreparedRun, finished: FinishedRun, warn: Callable[[str], None]
+) -> None:
+    """The last-failed cache updated with the cases this run finished (never fails the run)."""
+    from trialrun.artifacts.failed_cache import record_failures
+
+    outcomes = [(case.case_id, case.status) for case in finished.recorded.result.cases]
+    record_failures(prepared.suite.suite_file, outcomes, warn=warn)
 
 
 class _Deferred:

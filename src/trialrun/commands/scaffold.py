@@ -5,7 +5,7 @@ init writes only inside one folder, its *scope*: the folder named by ``--path P`
 ``P/demo/``, the JSON Schemas of suite and case files in ``P/.schemas/`` (named by a modeline in
 each file), the baseline in ``<scope>/baselines/demo.json`` (outside a git repository suite paths
 may not leave the suite directory, so ``P/demo/baselines/demo.json``) and ``trialrun_out/`` in the
-scope's ``.gitignore``.
+scope's ``.gitignore``, with ``.trialrun_cache/`` (the last-failed cache beside each suite).
 
 The workflow runs from the checkout, the git repository root, so its suite and baseline paths are
 relative to that root. GitHub reads workflows only from ``<root>/.github/workflows/``: the
@@ -66,6 +66,8 @@ SCHEMA_FILES = ("suite.schema.json", "case.schema.json")
 
 
 GITIGNORE_ENTRY = "trialrun_out/"
+CACHE_GITIGNORE_ENTRY = ".trialrun_cache/"
+"""The last-failed cache beside each suite file (``artifacts.failed_cache``)."""
 _WORKFLOWS = Path(".github") / "workflows"
 
 
@@ -256,8 +258,13 @@ def _ignore_outputs(layout: Layout, report: InitReport) -> None:
     """Add ``trialrun_out/`` to the scope's ``.gitignore`` once; say so when it does not cover
     the checkout, where the workflow (and a run started at the root) writes it."""
     gitignore = layout.scope / ".gitignore"
-    if add_gitignore_entry(gitignore, GITIGNORE_ENTRY):
-        report.updated.append((gitignore, f"added {GITIGNORE_ENTRY}"))
+    added = [
+        entry
+        for entry in (GITIGNORE_ENTRY, CACHE_GITIGNORE_ENTRY)
+        if add_gitignore_entry(gitignore, entry)
+    ]
+    if added:
+        report.updated.append((gitignore, f"added {', '.join(added)}"))
     else:
         report.unchanged.append(gitignore)
     if layout.in_repository and layout.checkout != layout.scope:

@@ -28,6 +28,7 @@ from trialrun.errors import ConfigError, ConfigErrors
 
 if TYPE_CHECKING:
     from trialrun.base.assertion_api import CompiledAssertion
+    from trialrun.config.quarantine import QuarantineEntry
 
 SUITE_FILE_NAMES = ("suite.yaml", "suite.yml")
 CASE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -68,6 +69,8 @@ class Suite:
     output_dir: Path | None
     warnings: tuple[str, ...] = ()
     """``warning: <file>:<line>: ...`` lines for keys that load but do nothing (deprecated)."""
+    quarantine: tuple[QuarantineEntry, ...] = ()
+    """The entries of quarantine.yaml beside the suite file (``config.quarantine``)."""
 
 
 def load_suite(
@@ -161,6 +164,7 @@ class _SuiteLoader:
         drafts = [self._load_case(file) for file in self._case_files(doc)]
         self._check_duplicate_ids(drafts)
         selected = self._select(drafts, case_ids)
+        quarantine = self._quarantine(drafts)
         if self._errors or config is None:
             raise self._collected()
         cases = [self._build_case(d, config, suite_assertions) for d in selected]
@@ -178,7 +182,25 @@ class _SuiteLoader:
                 f"warning: {doc.file}:{doc.line_of((spelling,))}: '{spelling}' is deprecated: {why}"
                 for spelling, why in deprecated_keys(SuiteConfig, doc.data)
             ),
+            quarantine=quarantine,
         )
+
+    def _quarantine(self, drafts: Sequence[_CaseDraft | None]) -> tuple[QuarantineEntry, ...]:
+        """quarantine.yaml's entries, checked against every case of the suite (not only the
+        ones ``--case`` selected)."""
+        from trialrun.config.quarantine import find_quarantine_file, load_quarantine
+
+        found = find_quarantine_file(self._paths.suite_dir)
+        if found is None:
+            return ()
+        ids = [d.config.id for d in drafts if d is not None and d.config is not None]
+        shown = self._display(found)
+        self._file_rank.setdefault(shown, len(self._file_rank))
+        try:
+            return load_quarantine(found, ids, display=shown)
+        except ConfigError as exc:
+            self._add(exc)
+            return ()
 
     # -- errors -------------------------------------------------------------------------------
 

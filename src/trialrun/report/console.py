@@ -138,8 +138,14 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
 def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, Any] | None) -> str:
     """The whole console report for a finished run (no trailing newline)."""
     lines = [f"trialrun results: {clean_name(run.suite_name)} ({run.mode}, run {run.run_id})"]
+    marks = quarantine_marks(summary)
     rows = [
-        [clean_name(case.case_id), case.status.upper(), str(case.run.wall_ms)] for case in run.cases
+        [
+            clean_name(case.case_id),
+            case.status.upper() + marks.get(case.case_id, ""),
+            str(case.run.wall_ms),
+        ]
+        for case in run.cases
     ]
     lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
     aggregates = summary.get("aggregates") or {}
@@ -152,6 +158,7 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     if run.interrupted:
         not_run = clean(run.not_run_text()) or "every case it was given had finished"
         lines.append(f"INTERRUPTED: {not_run}; the counts cover the finished cases only")
+    lines += [f"warning: {clean(str(w))}" for w in (summary.get("run") or {}).get("warnings") or []]
     unused = format_unused(run.cases)
     if unused:
         lines += ["", *unused]
@@ -164,6 +171,18 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     if failure_block:
         lines += ["", *failure_block]
     return "\n".join(lines)
+
+
+def quarantine_marks(summary: Mapping[str, Any]) -> dict[str, str]:
+    """Case id -> `` (quarantined)`` or `` (quarantine expired)`` for the cases quarantine.yaml
+    lists (from summary.json's per-case ``quarantine``)."""
+    marks: dict[str, str] = {}
+    for doc in summary.get("cases") or []:
+        block = doc.get("quarantine") if isinstance(doc, Mapping) else None
+        if isinstance(block, Mapping):
+            expired = block.get("expired")
+            marks[str(doc.get("id"))] = " (quarantine expired)" if expired else " (quarantined)"
+    return marks
 
 
 def format_kept(cases: Sequence[CaseResult]) -> list[str]:

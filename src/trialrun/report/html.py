@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     import jinja2
     import markupsafe
 
+    from trialrun.report.history_view import PastRun
+
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TEMPLATE_NAME = "report.html.j2"
 DIFF_TEMPLATE_NAME = "diff.html.j2"
@@ -86,8 +88,12 @@ def render_html(
     summary: dict[str, Any],
     case_views: Sequence[dict[str, Any]] | None = None,
     comparison: dict[str, Any] | None = None,
+    history: Sequence[PastRun] | None = None,
 ) -> str:
     """The report page for ``run``; ``summary`` supplies aggregates and the regression block.
+
+    ``history``: the suite's earlier runs, oldest first (``artifacts.history``), for each case's
+    strip of outcomes; None or empty: the page has no history column.
 
     ``case_views``: what ``case_view`` gave for each of ``run.cases``, when the caller prepared
     them as the cases finished (the run's tail then only assembles the page).
@@ -107,6 +113,7 @@ def render_html(
         ]
         comparison = {**comparison, "cases": listed}
         changes = {change["id"]: change for change in listed}
+    case_views = _with_history_and_marks(run, summary, case_views, history)
     template = load_template()
     digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode()
     page = template.render(
@@ -123,10 +130,38 @@ def render_html(
         comparison=comparison,
         changes=changes,
         cases=case_views,
+        history=bool(history),
+        warnings=[clean(str(w)) for w in (summary.get("run") or {}).get("warnings") or []],
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
     )
     return _LONE_SURROGATE.sub("\ufffd", page)
+
+
+def _with_history_and_marks(
+    run: RunResult,
+    summary: dict[str, Any],
+    views: Sequence[dict[str, Any]],
+    history: Sequence[PastRun] | None,
+) -> list[dict[str, Any]]:
+    """Each case view with its quarantine mark and, given earlier runs, its history strip."""
+    from trialrun.report.console import quarantine_marks
+    from trialrun.report.history_view import case_history
+
+    marks = quarantine_marks(summary)
+    when = str((summary.get("run") or {}).get("started_at") or "")
+    return [
+        {
+            **view,
+            "mark": marks.get(view["id"], ""),
+            "history": case_history(
+                view["id"], view["status"], history, run_id=run.run_id, when=when
+            )
+            if history
+            else None,
+        }
+        for view in views
+    ]
 
 
 def render_diff_html(comparison: dict[str, Any], *, title: str, notes: Sequence[str]) -> str:

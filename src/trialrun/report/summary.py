@@ -22,6 +22,9 @@ Every key RunLedger 0.2.3 writes is kept with the same nesting, so tools written
   model replay's drift) and
   ``tool_sequence`` (the tools called, in call order: a baseline promoted from this summary keeps
   it, so report.html can align the tool sequence of a later run against it).
+* A case quarantine.yaml lists has ``quarantine`` (``{reason, owner, expires, expired}``); while
+  its entry holds it does not count in ``run.exit_status``, and an expired entry is named in
+  ``run.warnings`` (docs/flaky.md).
 * Redaction is applied only to text the agent produced (failure messages, stderr) and to the
   agent command (``redact_command``: a key passed as an argument). The peer
   redacted the whole document, which turned data keyed by tool name into ``"[REDACTED]"``
@@ -44,6 +47,7 @@ from trialrun.base.linesredact import LineRedactor
 from trialrun.base.redact import redact, redact_command, redact_text
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
+from trialrun.config.quarantine import excused_ids, expired_warnings
 
 SCHEMA_VERSION = 1
 FORMAT_VERSION = "0.2.3"
@@ -69,6 +73,10 @@ def build_summary(
     """The summary.json document for ``run``; ``regression`` is compute_regression's block."""
     base = Path.cwd() if cwd is None else cwd
     case_docs = [_case_summary(case, base) for case in run.cases]
+    if run.quarantine:
+        for doc in case_docs:
+            if doc["id"] in run.quarantine:
+                doc["quarantine"] = run.quarantine[doc["id"]]
     return summary_from_case_docs(run, case_docs, regression=regression, cwd=base)
 
 
@@ -94,7 +102,7 @@ def summary_from_case_docs(
         "run": {
             "run_id": run.run_id,
             "mode": run.mode,
-            "exit_status": exit_status(run, regression),
+            "exit_status": exit_status(run, regression, excused=excused_ids(case_docs)),
             "git_sha": run.git_sha,
             "ci": None,
             "interrupted": run.interrupted,
@@ -123,12 +131,17 @@ def summary_from_case_docs(
         summary["policy_snapshot"] = snapshot
     if regression is not None:
         summary["regression"] = regression
+    warnings = expired_warnings(case_docs)
+    if warnings:
+        summary["run"]["warnings"] = warnings
     return summary
 
 
-def exit_status(run: RunResult, regression: dict[str, Any] | None) -> str:
-    """``error`` > ``failed`` > ``success``."""
-    statuses = {case.status for case in run.cases}
+def exit_status(
+    run: RunResult, regression: dict[str, Any] | None, *, excused: frozenset[str] = frozenset()
+) -> str:
+    """``error`` > ``failed`` > ``success``; ``excused`` cases (quarantined) do not count."""
+    statuses = {case.status for case in run.cases if case.case_id not in excused}
     if "error" in statuses or run.interrupted:
         return "error"
     if "fail" in statuses or (regression is not None and not regression.get("passed", True)):
