@@ -152,7 +152,7 @@ def _threshold_text(check_id: str, threshold: Any) -> str:
         return "not configured"
     if check_id == "min_pass_rate":
         return f"at least {limit:.1%}"
-    if check_id == "status_regressions":
+    if check_id in ("status_regressions", "pass_rate_regressions"):
         return f"at most {limit:g} cases"
     # RunLedger's wall gates compare a fraction: 0.2 allows 20% slower.
     return f"at most {limit:+.1%}"

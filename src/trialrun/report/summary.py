@@ -43,6 +43,7 @@ from trialrun.base.linesredact import LineRedactor
 from trialrun.base.redact import redact, redact_command, redact_text
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
+from trialrun.report.case_runs import runs_summary
 
 SCHEMA_VERSION = 1
 FORMAT_VERSION = "0.2.3"
@@ -130,7 +131,12 @@ def exit_status(run: RunResult, regression: dict[str, Any] | None) -> str:
     statuses = {case.status for case in run.cases}
     if "error" in statuses or run.interrupted:
         return "error"
-    if "fail" in statuses or (regression is not None and not regression.get("passed", True)):
+    blocked = any(case.status == "flaky" and not case.passed for case in run.cases)
+    if (
+        "fail" in statuses
+        or blocked
+        or (regression is not None and not regression.get("passed", True))
+    ):
         return "failed"
     return "success"
 
@@ -241,6 +247,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "unused_recordings": case.run.unused_recordings,
         "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
+        **({} if case.runs is None else runs_summary(case.runs, stderr_tail_of)),
     }
 
 
@@ -254,11 +261,13 @@ def aggregates_of(case_docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return sum(1 for doc in case_docs if doc["status"] == status)
 
     metrics: dict[str, Any] = {name: metric_stats(column(name)) for name in METRIC_NAMES}
+    flaky = {"cases_flaky": count("flaky")} if count("flaky") else {}
     return {
         "cases_total": len(case_docs),
         "cases_pass": count("pass"),
         "cases_fail": count("fail"),
         "cases_error": count("error"),
+        **flaky,
         "pass_rate": count("pass") / len(case_docs) if case_docs else 0.0,
         "metrics": metrics,
     }
