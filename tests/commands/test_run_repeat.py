@@ -341,3 +341,15 @@ def test_a_run_whose_flaky_cases_the_suite_tolerates_can_be_promoted(tmp_path: P
     target = tmp_path / "baseline.json"
     assert call_cli(["baseline", "promote", "--from", str(run_dir), "--to", str(target)]).code == 0
     assert json.loads(target.read_text())["run"]["exit_status"] == "success"
+
+
+def test_merging_shards_of_repeated_runs_is_refused_by_name(tmp_path: Path) -> None:
+    suite = flaky_suite(tmp_path, {"one": {}, "two": {}})
+    shards = []
+    for index in (1, 2):
+        out = f"shard{index}"
+        run(tmp_path, suite, "--repeat", "2", "--shard", f"{index}/2", out=out)
+        shards.append(str(only_run_dir(tmp_path / out)))
+    code, _, err = call_cli(["merge", *shards, "--out", str(tmp_path / "merged")])
+    assert code == EXIT_INVALID
+    assert "expected a shard run without --repeat or --retries" in err
