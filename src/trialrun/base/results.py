@@ -113,7 +113,8 @@ class Failure:
     ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
     ``tool_registry_error``, ``network_sealed`` (replay: a connection the seal refused, or an
     HTTP request to an address with no recording), ``assertion_failed``, ``budget_exceeded``,
-    ``interrupted``);
+    ``interrupted``, ``pass_rate_below_minimum`` (``--repeat``: too few of the case's runs
+    passed));
     the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
     behaviour (``fail``) or as a fault (``error``).
     """

@@ -35,7 +35,7 @@ PAIR_BAR_WIDTH = 520.0
 PAIR_ROW_HEIGHT = 40.0
 PAIR_BAR_HEIGHT = 12.0
 PAIR_BAR_GAP = 4.0
-_RANK = {"pass": 0, "skipped": 1, "fail": 2, "error": 3}
+_RANK = {"pass": 0, "skipped": 1, "flaky": 1.5, "fail": 2, "error": 3}
 # (key, label, unit): per-case metrics, in the order shown.
 CASE_METRICS = (
     ("wall_ms", "Wall", "ms"),

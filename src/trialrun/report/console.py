@@ -143,12 +143,13 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
 def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, Any] | None) -> str:
     """The whole console report for a finished run (no trailing newline)."""
     lines = [f"trialrun results: {clean_name(run.suite_name)} ({run.mode}, run {run.run_id})"]
-    rows = [
-        [clean_name(case.case_id), case.status.upper(), str(case.run.wall_ms)] for case in run.cases
-    ]
     if any(case.runs is not None for case in run.cases):
         lines += runs_table(run.cases)
     else:
+        rows = [
+            [clean_name(case.case_id), case.status.upper(), str(case.run.wall_ms)]
+            for case in run.cases
+        ]
         lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
     aggregates = summary.get("aggregates") or {}
     flaky = aggregates.get("cases_flaky", 0)
