@@ -100,7 +100,8 @@ TRAILING_COMMA = '{\n  "cases": [\n    {"id": "t1",}\n  ]\n}\n'
         (
             '{\n  "cases": [\n    {"id": "t1",\n     "status": "ok"}\n  ]\n}',
             3,
-            "cases[0] (t1): expected 'status' to be one of pass, fail, error, skipped, found 'ok'",
+            "cases[0] (t1): expected 'status' to be one of pass, fail, error, skipped, flaky, "
+            "found 'ok'",
         ),
         (
             '{"cases": [\n{"id": "a", "status": "pass"},\n{"id": "a", "status": "fail"}\n]}',

@@ -5,8 +5,10 @@ plus what a later identical run reproduces, so that promoting the same run twice
 byte-identical files, and a team can switch back to RunLedger with the baselines it has:
 
 * dropped: ``run.git_sha``, ``run.ci``, run timestamps, ``run.interrupted``,
-  ``trialrun_version``, the ``regression`` block and each case's ``stderr_tail`` and
-  ``startup_ms`` (how long its agent was started ahead: nothing gates it);
+  ``trialrun_version``, the ``regression`` block and each case's ``stderr_tail`` (its runs'
+  too) and ``startup_ms`` (how long its agent was started ahead: nothing gates it);
+* kept for a run with ``--repeat``: each case's ``runs``, ``passes``, ``pass_rate`` and interval,
+  which the ``pass_rate_regressions`` check (``rate_gate``) compares;
 * kept: everything deterministic, including ``cassette_sha256``; and the run's own
   ``generated_at``, ``run.run_id`` and wall times (``aggregates.metrics.wall_ms``, each case's
   ``wall_ms``), which RunLedger requires. Wall times are kept whether or not the policy has a
@@ -31,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from trialrun.artifacts.rate_gate import rate_check, rates_of
 from trialrun.base.fsutil import write_json
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.quoting import excerpt
@@ -39,7 +42,7 @@ from trialrun.config.models import Regression
 from trialrun.config.quarantine import excused_ids
 from trialrun.errors import ConfigError, TrialrunError
 
-CASE_STATUSES = ("pass", "fail", "error", "skipped")
+CASE_STATUSES = ("pass", "fail", "error", "skipped", "flaky")
 THRESHOLD_KEYS = ("min_pass_rate", "max_avg_wall_ms_delta_pct", "max_p95_wall_ms_delta_pct")
 _ALIASES = {
     "min_success_rate": "min_pass_rate",
@@ -83,6 +86,12 @@ def cases_exit_status(summary: dict[str, Any]) -> str:
     statuses = {case.get("status") for case in summary.get("cases", [])}
     if "error" in statuses or _section(summary, "run").get("interrupted"):
         return "error"
+    # A flaky case its suite tolerates (``blocking`` false) passed the run, as it does here.
+    statuses = {
+        "pass" if status == "flaky" and case.get("blocking") is False else status
+        for case in summary.get("cases", [])
+        for status in [case.get("status")]
+    }
     if not statuses or statuses - {"pass"}:
         return "failed"
     return "success"
@@ -167,6 +176,11 @@ def compute_regression(
         for case_id in sorted(before.keys() & after.keys())
         if before[case_id] != after[case_id]
     ]
+    # Cases run K times on both sides gate on their rates, not on one outcome (rate_gate).
+    before_rates, after_rates = rates_of(baseline), rates_of(summary)
+    for case_id in excused:
+        after_rates.pop(case_id, None)
+    rated = before_rates.keys() & after_rates.keys()
     base_rate, cur_rate = _pass_rate(baseline), _pass_rate(summary, excused)
     base_mean, cur_mean = _wall(baseline, "mean"), _wall(summary, "mean")
     base_p95, cur_p95 = _wall(baseline, "p95"), _wall(summary, "p95")
@@ -174,11 +188,16 @@ def compute_regression(
         _pass_rate_check(limits["min_pass_rate"], base_rate, cur_rate),
         _wall_check("max_avg_wall_ms_delta_pct", limits[THRESHOLD_KEYS[1]], base_mean, cur_mean),
         _wall_check("max_p95_wall_ms_delta_pct", limits[THRESHOLD_KEYS[2]], base_p95, cur_p95),
-        _status_check([c for c in status_changed if c["id"] not in excused]),
+        _status_check(
+            [c for c in status_changed if c["id"] not in excused and c["id"] not in rated]
+        ),
     ]
     if excused:
         checks[0]["note"] = _quarantine_note(checks[0].get("note"), excused)
         checks[3]["note"] = _quarantine_note(checks[3].get("note"), excused)
+    by_rate = rate_check(before_rates, after_rates)
+    if by_rate is not None:
+        checks.append(by_rate)
     mean_delta, p95_delta = checks[1]["delta_pct"], checks[2]["delta_pct"]
     return {
         "baseline_path": baseline_path_display,
@@ -294,6 +313,11 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
 
 def _baseline_case(case: Any, anchor: Path, cwd: Path) -> dict[str, Any]:
     doc = {key: value for key, value in case.items() if key not in {"stderr_tail", "startup_ms"}}
+    if isinstance(doc.get("runs"), list):  # --repeat: each run's stderr goes as the case's does
+        doc["runs"] = [
+            {k: v for k, v in run.items() if k != "stderr_tail"} if isinstance(run, dict) else run
+            for run in doc["runs"]
+        ]
     replay = doc.get("replay")
     if isinstance(replay, dict) and isinstance(replay.get("cassette_path"), str):
         doc["replay"] = {**replay, "cassette_path": _rebase(replay["cassette_path"], anchor, cwd)}

@@ -10,6 +10,7 @@ its receipt is left without ``run_end`` so that it reads as truncated.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib
 import os
 import threading
@@ -124,13 +125,21 @@ class RunRecorder:
         """
         from trialrun.report.html import case_view
 
-        def write_trace() -> str:
-            trace_sha256 = self._dir.write_case_events(result)
-            view = case_view(len(self._case_views) + 1, result)
-            self._case_views.append((result.case_id, view))
-            return trace_sha256
+        if result.runs is None:
 
-        self._receipt.record_case(result, write_trace=write_trace)
+            def write_trace() -> str:
+                trace_sha256 = self._dir.write_case_events(result)
+                view = case_view(len(self._case_views) + 1, result)
+                self._case_views.append((result.case_id, view))
+                return trace_sha256
+
+            self._receipt.record_case(result, write_trace=write_trace)
+            return
+        # Run more than once: each run's trace and verdict, numbered, then the case's view.
+        for number, attempt in enumerate(result.runs.runs, 1):
+            write_run = functools.partial(self._dir.write_case_events, attempt, run=number)
+            self._receipt.record_case(attempt, write_trace=write_run, attempt=number)
+        self._case_views.append((result.case_id, case_view(len(self._case_views) + 1, result)))
 
     def finish(
         self,

@@ -63,10 +63,16 @@ class RunDirectory:
         except OSError as exc:
             raise naming(exc, self._events_path) from None
 
-    def write_case_events(self, result: CaseResult) -> str:
-        """Append one finished case's events, then those of its verdict; SHA-256 of the lines."""
+    def write_case_events(self, result: CaseResult, *, run: int | None = None) -> str:
+        """Append one finished case's events, then those of its verdict; SHA-256 of the lines.
+
+        ``run``: which run of a case run more than once (``--repeat``, ``--retries``) this is;
+        each of its events then carries it as ``run``, so no run's trace hides another's.
+        """
         assert self._events is not None, "event log already closed"
         events = [*result.run.events, *(redact(event) for event in verdict_events(result))]
+        if run is not None:
+            events = [{**event, "run": run} for event in events]
         lines = _event_lines(events)
         try:
             write_all(self._events, lines)

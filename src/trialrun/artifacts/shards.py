@@ -210,6 +210,12 @@ def _event_log(
                 if not line.strip():
                     continue
                 event = _event(line, path, line_no)
+                if "run" in event:  # a run number: the case ran more than once
+                    raise MergeError(
+                        f"{path}:{line_no}: expected a shard run without --repeat or --retries, "
+                        "found the events of a case run more than once (merging such shards "
+                        "is not supported yet: run the suite whole, or shard without them)"
+                    )
                 case_id = event.get("case_id")
                 if case_id not in lines:
                     raise MergeError(

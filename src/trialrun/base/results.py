@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 from trialrun.base.words import counted
 
-Status = Literal["pass", "fail", "error"]
-"""``error`` means the harness or the agent process broke; ``fail`` means a check said no."""
+Status = Literal["pass", "fail", "error", "flaky"]
+"""``error`` means the harness or the agent process broke; ``fail`` means a check said no;
+``flaky``: a case run more than once (``--repeat``, ``--retries``) both passed and failed."""
 
 JsonObject = dict[str, Any]
 
@@ -97,6 +98,7 @@ FAILURE_KINDS = (
     "assertion_failed",
     "budget_exceeded",
     "interrupted",
+    "pass_rate_below_minimum",
 )
 """Every ``Failure.kind`` a run can end with (a verify plan's expectations are checked on it)."""
 
@@ -113,7 +115,8 @@ class Failure:
     ``tool_not_allowed``, ``tool_error``, ``cassette_error``, ``cassette_mismatch``,
     ``tool_registry_error``, ``network_sealed`` (replay: a connection the seal refused, or an
     HTTP request to an address with no recording), ``assertion_failed``, ``budget_exceeded``,
-    ``interrupted``);
+    ``interrupted``, ``pass_rate_below_minimum`` (``--repeat``: too few of the case's runs
+    passed));
     the first one to happen wins. ``status`` says whether it counts as a failure of the agent's
     behaviour (``fail``) or as a fault (``error``).
     """
@@ -197,9 +200,16 @@ class CaseResult:
     failure: Failure | None = None
     cassette_path: str | None = None
     cassette_sha256: str | None = None
+    runs: CaseRuns | None = None
+    """Every run of a case run more than once (``--repeat``, ``--retries``); None: it ran once.
+    The other fields then describe the case as a whole: its status, and the details (trace,
+    failure) of its first failing run, else of its first run."""
 
     @property
     def passed(self) -> bool:
+        """The case does not fail the run: it passed, or it is flaky and the suite lets that be."""
+        if self.status == "flaky":
+            return self.runs is not None and not self.runs.blocking
         return self.status == "pass"
 
     @property
@@ -222,6 +232,30 @@ class CaseResult:
             if not call.ok and not call.refused:
                 counts[call.name] = counts.get(call.name, 0) + 1
         return counts
+
+
+@dataclass(slots=True)
+class CaseRuns:
+    """The runs of one case run more than once, and what the gate made of them."""
+
+    runs: list[CaseResult]
+    """Each run's own result (its ``runs`` is None), in the order they ran."""
+    repeat: int
+    """``--repeat K``: how many runs were asked for (1 when the extra runs are retries)."""
+    retries: int = 0
+    """``--retries``: how many runs after the first were retries of a failure."""
+    min_pass_rate: float | None = None
+    """The ``min_case_pass_rate`` that gated the case, None when none applied."""
+    blocking: bool = False
+    """Whether the case fails the run (a flaky case: the suite's ``flaky`` policy or its rate)."""
+
+    @property
+    def passes(self) -> int:
+        return sum(1 for run in self.runs if run.status == "pass")
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / len(self.runs)
 
 
 @dataclass(slots=True)

@@ -52,6 +52,22 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Run the cases that failed or errored when they last ran first, then the others.",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="K",
+    help="Run every case K times; report each case's pass rate (docs/flaky-repeat.md).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Run a failed case again, up to N more times; passing on a retry makes it flaky.",
+)
 @shard_option("trialrun merge")
 @sign_key_option("the run's receipt")
 @quiet_option()
@@ -65,6 +81,8 @@ def run(
     case_ids: tuple[str, ...],
     last_failed: bool,
     failed_first: bool,
+    repeat: int,
+    retries: int,
     shard: str | None,
     sign_key: Path | None,
     quiet: bool,
@@ -77,11 +95,22 @@ def run(
 
     if baseline is not None and no_baseline:
         raise click.UsageError("--baseline and --no-baseline exclude each other.")
+    if repeat > 1 and retries > 0:
+        raise click.UsageError(
+            "--repeat and --retries exclude each other: --repeat measures each case's pass "
+            "rate over K runs, --retries gives a failed case more tries."
+        )
     prepared = prepare_run(
         suite, case_ids=case_ids, shard=shard, mode=mode, baseline=baseline,
         no_baseline=no_baseline, warn=lambda message: click.echo(message, err=True),
         last_failed=last_failed, failed_first=failed_first,
     )  # fmt: skip
+    if repeat > 1 or retries > 0:
+        import dataclasses
+
+        from trialrun.running.repeats import Repeats
+
+        prepared = dataclasses.replace(prepared, repeats=Repeats(repeat, retries))
     argv = click.get_current_context().find_root().obj["argv"]
     signer = load_signer(sign_key)
     with progress_display(quiet=quiet) as display:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from trialrun.receipt.signing import Ed25519Signer
     from trialrun.running.network import RunSeal
     from trialrun.running.preflight import Preflight
+    from trialrun.running.repeats import Repeats
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class PreparedRun:
     shard: dict[str, Any] | None  # the summary's shard block of a shard run
     seal: RunSeal | None = None
     """Replay's network seal, decided (and its warnings given) once for the run."""
+    repeats: Repeats | None = None
+    """``--repeat`` / ``--retries`` (``running.repeats``); None: every case runs once."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,8 @@ def execute_run(
     options = RunOptions(
         mode=prepared.mode, jobs=jobs, preflight=prepared.preflight, seal=prepared.seal
     )
+    if prepared.repeats is not None:
+        options = dataclasses.replace(options, repeats=prepared.repeats)
     interrupted = False
 
     def decided(_index: int, result: CaseResult) -> None:

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
+from trialrun.base.proportions import Interval
 from trialrun.base.redact import redact, redact_text
 from trialrun.compare.config import EvalAssets
 from trialrun.compare.outcome import CompareOutcome, comparison_name
 from trialrun.compare.records import TriggerOutcome
-from trialrun.compare.stats import ComparisonStats, Interval
+from trialrun.compare.stats import ComparisonStats
 from trialrun.home.digest import case_digest, content_digest, eval_assets_digest
 
 __all__ = [

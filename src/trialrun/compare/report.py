@@ -20,18 +20,13 @@ import json
 import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
+from trialrun.base.proportions import Interval, wilson_interval
 from trialrun.base.redact import redact_text
 from trialrun.base.visible import visible_name
 from trialrun.base.words import counted
 from trialrun.compare.outcome import ArmEfficiency, CompareOutcome, comparison_name
 from trialrun.compare.records import Hole, TriggerOutcome
-from trialrun.compare.stats import (
-    ComparisonStats,
-    Interval,
-    format_net_lift,
-    format_sign_p,
-    wilson_interval,
-)
+from trialrun.compare.stats import ComparisonStats, format_net_lift, format_sign_p
 
 __all__ = ["fixed", "format_report"]
 

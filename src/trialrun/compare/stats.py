@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from fractions import Fraction
-from statistics import NormalDist
 from typing import Literal
+
+from trialrun.base.proportions import Z_95, Interval, wilson_interval
 
 
 class Outcome(StrEnum):
@@ -40,7 +41,6 @@ _SIGNS = {Outcome.WIN: 1, Outcome.LOSS: -1, Outcome.TIE: 0}
 
 Verdict = Literal["PASS", "NEUTRAL", "FAIL"]
 
-Z_95 = NormalDist().inv_cdf(0.975)  # 1.959963984540054
 EXACT_CASE_LIMIT = 20  # up to this many non-zero cases, enumerate every sign assignment
 MONTE_CARLO_DRAWS = 20_000
 
@@ -87,15 +87,6 @@ class Record:
         return cls(wins=counts[Outcome.WIN], losses=counts[Outcome.LOSS], ties=counts[Outcome.TIE])
 
 
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-
 def net_lift(record: Record) -> float:
     """``(wins - losses) / (wins + losses + ties)``; ties dilute; 0.0 when nothing was scored."""
     return (record.wins - record.losses) / record.total if record.total else 0.0
@@ -129,23 +120,6 @@ def sign_test_p(wins: int, losses: int) -> float:
     decided = wins + losses  # with none decided, the doubled tail 2 * 1/1 caps at 1.0
     tail = sum(math.comb(decided, i) for i in range(min(wins, losses) + 1))
     return float(min(Fraction(1), Fraction(2 * tail, 2**decided)))
-
-
-def wilson_interval(successes: int, total: int, *, z: float = Z_95) -> Interval | None:
-    """Wilson score interval for the rate ``successes / total``; None when ``total`` is 0:
-    center = (p + z^2/2n) / (1 + z^2/n); half = z / (1 + z^2/n) * sqrt(p(1-p)/n + z^2/4n^2).
-    """
-    if total < 0 or not 0 <= successes <= total:
-        raise ValueError(f"expected 0 <= successes <= total, found {successes} of {total}")
-    if total == 0:
-        return None
-    rate = successes / total
-    z2 = z * z
-    scale = 1 + z2 / total
-    center = (rate + z2 / (2 * total)) / scale
-    half = z / scale * math.sqrt(rate * (1 - rate) / total + z2 / (4 * total * total))
-    # At 0/n and n/n the exact bound is the rate itself; floats can land a hair beyond it.
-    return Interval(max(0.0, min(rate, center - half)), min(1.0, max(rate, center + half)))
 
 
 def tango_interval(record: Record, *, z: float = Z_95) -> Interval:

@@ -28,6 +28,7 @@ from trialrun.config.spec import (
 )
 
 Mode = Literal["replay", "record", "live"]
+FlakyPolicy = Literal["fail", "warn"]
 AgentChannel = Literal["stdio", "fd"]
 # The model gateway's built-in providers (gateway/providers/), in its order.
 ModelProvider = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]
@@ -44,6 +45,8 @@ DEFAULT_KILL_GRACE_MS = 2_000
 
 _COUNT = Optional(Int(ge=0))
 _STRINGS = ListOf(Str())
+# A rate of 0 would let a case that never passed pass: the gate asks for more than nothing.
+_CASE_PASS_RATE = Optional(Float(gt=0, le=1))
 
 
 class Budgets(Record):
@@ -184,6 +187,10 @@ class SuiteConfig(Record):
     a string sets the variable, null leaves it as the environment has it."""
     network: Network = keyed(WordOrRecord(OneOf("sealed", "open"), NetworkAllow), default="sealed")
     """Replay only: ``sealed`` (only trialrun's services), ``open``, or ``{allow: [host:port]}``."""
+    min_case_pass_rate: float | None = keyed(_CASE_PASS_RATE, default=None)
+    """``--repeat K``: the share of its runs each case must pass (a case file may set its own)."""
+    flaky: FlakyPolicy = keyed(OneOf("fail", "warn"), default="fail")
+    """Whether a case that both passed and failed (``--repeat``, ``--retries``) fails the run."""
 
 
 class CaseConfig(Record):
@@ -198,3 +205,5 @@ class CaseConfig(Record):
     )
     budgets: Budgets | None = keyed(Optional(Nested(Budgets)), default=None)
     normalization: Normalization | None = keyed(Optional(Nested(Normalization)), default=None)
+    min_case_pass_rate: float | None = keyed(_CASE_PASS_RATE, default=None)
+    """``--repeat K``: the share of its runs this case must pass (over the suite's)."""

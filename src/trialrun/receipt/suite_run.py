@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from trialrun.receipt.writer import EncodedData, ReceiptWriter
 
 
-def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[EncodedData | dict[str, Any]]:
+def _tool_call_data(
+    case: str, calls: Iterable[ToolCall], attempt: int = 1
+) -> Iterator[EncodedData | dict[str, Any]]:
     """Each call's ``tool_call`` data, with its canonical JSON written here when its members are
     of the usual types: a case has thousands, and the writer's own encoding walks each again."""
     from trialrun.receipt.writer import EncodedData
@@ -37,7 +39,7 @@ def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[EncodedDat
         summary, redacted = summarize_args(call.args)
         name, ok, duration = call.name, call.ok, round(call.duration_ms, 3)
         data = {
-            "attempt": 1,
+            "attempt": attempt,
             "case": case,
             "name": name,
             "argsSummary": summary,
@@ -63,17 +65,25 @@ def _tool_call_data(case: str, calls: Iterable[ToolCall]) -> Iterator[EncodedDat
             else canonjson.dumps(duration)
         )
         yield EncodedData(
-            f'{{"argsSummary":{canonjson.dumps(summary)},"attempt":1,"case":{case_json},'
+            f'{{"argsSummary":{canonjson.dumps(summary)},"attempt":{attempt},"case":{case_json},'
             f'"durationMs":{duration_json},"name":{name_json},"ok":{"true" if ok else "false"},'
             f'"redacted":{"true" if redacted else "false"}}}',
             data,
         )
 
 
-def _emit_calls(writer: ReceiptWriter, case: str, calls: Sequence[ToolCall]) -> None:
-    """A case's first events: ``case_start``, then one ``tool_call`` per call."""
-    writer.emit("case_start", {"case": case})
-    writer.emit_each("tool_call", _tool_call_data(case, calls))
+def _emit_calls(
+    writer: ReceiptWriter, case: str, calls: Sequence[ToolCall], attempt: int | None = None
+) -> None:
+    """A case's first events: ``case_start``, then one ``tool_call`` per call. ``attempt``:
+    which run of a case run more than once (``--repeat``, ``--retries``) they belong to."""
+    writer.emit("case_start", {"case": case, **_attempt_of(attempt)})
+    writer.emit_each("tool_call", _tool_call_data(case, calls, attempt or 1))
+
+
+def _attempt_of(attempt: int | None) -> dict[str, Any]:
+    """``{"attempt": n}`` for a run of a case run more than once; nothing for a case run once."""
+    return {} if attempt is None else {"attempt": attempt}
 
 
 class SuiteReceipt:
@@ -118,9 +128,10 @@ class SuiteReceipt:
         model: str | None,
         *,
         source: str | None = None,
+        attempt: int = 1,
     ) -> None:
         data: dict[str, Any] = {
-            "attempt": 1,
+            "attempt": attempt,
             "case": case,
             "inputTokens": tokens_in,
             "outputTokens": tokens_out,
@@ -140,14 +151,17 @@ class SuiteReceipt:
         be written, so it reads as truncated."""
         self._writer.abandon()
 
-    def record_case(self, result: CaseResult, *, write_trace: Callable[[], str]) -> None:
+    def record_case(
+        self, result: CaseResult, *, write_trace: Callable[[], str], attempt: int | None = None
+    ) -> None:
         """Record a judged case. ``write_trace`` writes its lines to run.jsonl and returns their
-        SHA-256 (``RunDirectory.write_case_events``), which ``case_end`` carries."""
+        SHA-256 (``RunDirectory.write_case_events``), which ``case_end`` carries. A case run
+        more than once is recorded once per run, each with its ``attempt`` number."""
         with self._writer.batch():  # one write for the case's events, however many
-            _emit_calls(self._writer, result.case_id, result.run.tool_calls)
-            self._end_case(result, write_trace())
+            _emit_calls(self._writer, result.case_id, result.run.tool_calls, attempt)
+            self._end_case(result, write_trace(), attempt)
 
-    def _end_case(self, result: CaseResult, trace_sha256: str) -> None:
+    def _end_case(self, result: CaseResult, trace_sha256: str, attempt: int | None) -> None:
         """The case's events after its tool calls: usage, then ``case_end``."""
         run = result.run
         case = result.case_id
@@ -159,6 +173,7 @@ class SuiteReceipt:
                 model_call.cost_usd or 0.0,
                 model_call.model,
                 source="model_gateway",
+                attempt=attempt or 1,
             )
         usage = run.usage
         if (
@@ -171,11 +186,14 @@ class SuiteReceipt:
             tokens_out = (usage.tokens_out or 0) - sum(c.tokens_out or 0 for c in run.model_calls)
             cost = (usage.cost_usd or 0.0) - sum(c.cost_usd or 0.0 for c in run.model_calls)
             if not run.model_calls or tokens_in > 0 or tokens_out > 0 or cost > 1e-12:
-                self._emit_usage(case, tokens_in, tokens_out, max(cost, 0.0), usage.model)
+                self._emit_usage(
+                    case, tokens_in, tokens_out, max(cost, 0.0), usage.model, attempt=attempt or 1
+                )
         self._writer.emit(
             "case_end",
             {
                 "case": case,
+                **_attempt_of(attempt),
                 "status": result.status,
                 "failureKind": result.failure.kind if result.failure else None,
                 "wallMs": run.wall_ms,
@@ -187,14 +205,17 @@ class SuiteReceipt:
     def finish(self, results: Sequence[CaseResult], *, verified: bool) -> None:
         """Seal the receipt. An interrupted run never calls this: its receipt reads as
         truncated."""
-        tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in results)
-        cost = sum(r.run.usage.cost_usd or 0.0 for r in results)
+        # Every run of a case run more than once is in the receipt, and in its totals.
+        runs = [run for r in results for run in (r.runs.runs if r.runs is not None else [r])]
+        tokens = sum((r.run.usage.tokens_in or 0) + (r.run.usage.tokens_out or 0) for r in runs)
+        cost = sum(r.run.usage.cost_usd or 0.0 for r in runs)
+        flaky = sum(1 for r in results if r.status == "flaky")
         self._writer.close(
             {
                 "stopReason": "completed",
                 "verified": verified,
                 "totals": {
-                    "attempts": len(results),
+                    "attempts": len(runs),
                     "totalTokens": tokens,
                     "costUsd": cost,
                     "filesChanged": 0,
@@ -204,6 +225,7 @@ class SuiteReceipt:
                     "passed": sum(1 for r in results if r.status == "pass"),
                     "failed": sum(1 for r in results if r.status == "fail"),
                     "errors": sum(1 for r in results if r.status == "error"),
+                    **({"flaky": flaky} if flaky else {}),
                 },
             }
         )

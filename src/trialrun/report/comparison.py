@@ -35,7 +35,7 @@ PAIR_BAR_WIDTH = 520.0
 PAIR_ROW_HEIGHT = 40.0
 PAIR_BAR_HEIGHT = 12.0
 PAIR_BAR_GAP = 4.0
-_RANK = {"pass": 0, "skipped": 1, "fail": 2, "error": 3}
+_RANK = {"pass": 0, "skipped": 1, "flaky": 1.5, "fail": 2, "error": 3}
 # (key, label, unit): per-case metrics, in the order shown.
 CASE_METRICS = (
     ("wall_ms", "Wall", "ms"),
@@ -152,7 +152,7 @@ def _threshold_text(check_id: str, threshold: Any) -> str:
         return "not configured"
     if check_id == "min_pass_rate":
         return f"at least {limit:.1%}"
-    if check_id == "status_regressions":
+    if check_id in ("status_regressions", "pass_rate_regressions"):
         return f"at most {limit:g} cases"
     # RunLedger's wall gates compare a fraction: 0.2 allows 20% slower.
     return f"at most {limit:+.1%}"

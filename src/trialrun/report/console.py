@@ -23,6 +23,7 @@ from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible, visible_name
 from trialrun.base.words import counted
 from trialrun.config.paths import display_path
+from trialrun.report.case_runs import runs_text
 from trialrun.report.summary import stderr_tail_of
 
 _VALUE_COLUMN = 13
@@ -118,6 +119,10 @@ def gate_failures(regression: dict[str, Any] | None) -> list[tuple[str, str]]:
             )
             found.append((gate, message))
             continue
+        elif gate == "pass_rate_regressions":  # its note names each case with both rates
+            note = clean(str(check.get("note") or ""))
+            found.append((gate, f"Regression gate pass_rate_regressions failed: {note}"))
+            continue
         elif check.get("delta_pct") is not None:
             message = (
                 f"Regression gate {gate} failed: change "
@@ -139,21 +144,26 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     """The whole console report for a finished run (no trailing newline)."""
     lines = [f"trialrun results: {clean_name(run.suite_name)} ({run.mode}, run {run.run_id})"]
     marks = quarantine_marks(summary)
-    rows = [
-        [
-            clean_name(case.case_id),
-            case.status.upper() + marks.get(case.case_id, ""),
-            str(case.run.wall_ms),
+    if any(case.runs is not None for case in run.cases):
+        lines += runs_table(run.cases, marks)
+    else:
+        rows = [
+            [
+                clean_name(case.case_id),
+                case.status.upper() + marks.get(case.case_id, ""),
+                str(case.run.wall_ms),
+            ]
+            for case in run.cases
         ]
-        for case in run.cases
-    ]
-    lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
+        lines += table(["Case", "Status", "Wall ms"], rows, right_aligned={2})
     aggregates = summary.get("aggregates") or {}
+    flaky = aggregates.get("cases_flaky", 0)
     lines.append(
         f"{aggregates.get('cases_pass', run.cases_passed)} passed, "
         f"{aggregates.get('cases_fail', 0)} failed, "
-        f"{counted(aggregates.get('cases_error', 0), 'error')} "
-        f"(pass rate {run.pass_rate:.1%})"
+        f"{counted(aggregates.get('cases_error', 0), 'error')}"
+        + (f", {flaky} flaky" if flaky else "")
+        + f" (pass rate {run.pass_rate:.1%})"
     )
     if run.interrupted:
         not_run = clean(run.not_run_text()) or "every case it was given had finished"
@@ -167,6 +177,9 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         lines += ["", *kept]
     if regression is not None:
         lines += ["", *format_regression(regression)]
+    tolerated = format_tolerated(run.cases)
+    if tolerated:
+        lines += ["", *tolerated]
     failure_block = format_failures(run.cases, gate_failures(regression))
     if failure_block:
         lines += ["", *failure_block]
@@ -183,6 +196,35 @@ def quarantine_marks(summary: Mapping[str, Any]) -> dict[str, str]:
             expired = block.get("expired")
             marks[str(doc.get("id"))] = " (quarantine expired)" if expired else " (quarantined)"
     return marks
+
+
+def runs_table(cases: Sequence[CaseResult], marks: Mapping[str, str]) -> list[str]:
+    """The results table of a run whose cases ran more than once: a Runs column too."""
+    rows = [
+        [
+            clean_name(case.case_id),
+            case.status.upper() + marks.get(case.case_id, ""),
+            str(case.run.wall_ms),
+            runs_text(case),
+        ]
+        for case in cases
+    ]
+    return table(["Case", "Status", "Wall ms", "Runs"], rows, right_aligned={2})
+
+
+def format_tolerated(cases: Sequence[CaseResult]) -> list[str]:
+    """Flaky cases that do not fail the run (``flaky: warn``, or a met ``min_case_pass_rate``)."""
+    tolerated = [case for case in cases if case.status == "flaky" and case.passed]
+    if not tolerated:
+        return []
+    lines = [f"Flaky, not failing the run ({counted(len(tolerated), 'case')}):"]
+    for case in tolerated:
+        runs = case.runs
+        why = "the suite says flaky: warn"
+        if runs is not None and runs.min_pass_rate is not None:
+            why = f"at least min_case_pass_rate {runs.min_pass_rate:g}"
+        lines.append(f"  {clean_name(case.case_id)}: {runs_text(case)}; {why}")
+    return lines
 
 
 def format_kept(cases: Sequence[CaseResult]) -> list[str]:
@@ -262,6 +304,8 @@ def format_failures(cases: Sequence[CaseResult], gates: Sequence[tuple[str, str]
         lines.append(f"Failures ({counted(len(failing), 'case')}):")
         for case in failing:
             lines += ["", f"{case.status.upper()} {clean_name(case.case_id)}"]
+            if case.runs is not None:
+                lines.append(_field("runs", runs_text(case)))
             for detail in failure_details(case):
                 lines += detail_lines(detail)
             lines += _stderr_lines(case)
@@ -352,6 +396,8 @@ def clean_name(text: str) -> str:
 
 
 _CHECK_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
+CHECK_RATES = "pass_rate_regressions"
+"""The baseline gate of cases run with ``--repeat`` (``artifacts.rate_gate``)."""
 
 
 def gate_hint(check: dict[str, Any], baseline_path: object) -> str:
@@ -375,7 +421,8 @@ def _details(check: dict[str, Any]) -> str:
     parts = [
         f"{key}={gate_value(str(check['id']), key, check[key])}"
         for key in ("baseline", "current", "delta", "delta_pct", "threshold")
-        if key in check and not (key == "baseline" and check["id"] == "status_regressions")
+        if key in check
+        and not (key == "baseline" and check["id"] in ("status_regressions", CHECK_RATES))
     ]
     text = " ".join(parts)
     return f"{text} ({clean(str(check['note']))})" if check.get("note") else text

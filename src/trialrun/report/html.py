@@ -40,6 +40,7 @@ from trialrun.base.redact import redact_shared, redact_text
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible_value
 from trialrun.base.words import counted
+from trialrun.report.case_runs import runs_view
 from trialrun.report.console import (
     clean,
     failure_details,
@@ -289,6 +290,11 @@ def _kpis(summary: dict[str, Any]) -> list[dict[str, str]]:
         {"label": "Cases pass", "value": str(aggregates.get("cases_pass", 0))},
         {"label": "Cases fail", "value": str(aggregates.get("cases_fail", 0))},
         {"label": "Cases error", "value": str(aggregates.get("cases_error", 0))},
+        *(
+            [{"label": "Cases flaky", "value": str(aggregates["cases_flaky"])}]
+            if "cases_flaky" in aggregates
+            else []
+        ),
         {"label": "p95 wall", "value": stat("wall_ms", "p95", " ms")},
         {"label": "Avg wall", "value": stat("wall_ms", "mean", " ms")},
         {"label": "p95 tool calls", "value": stat("tool_calls", "p95")},
@@ -355,6 +361,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "failure_kind": case.failure.kind if case.failure else None,
         "warnings": [redact_text(warning) for warning in run.warnings],
         "failure_message": clean(case.failure.message) if case.failure else None,
+        "runs": runs_view(case),
         "details": [detail.cleaned() for detail in failure_details(case)],
         "stderr_tail": clean(stderr_tail_of(case)),
         "output": output_text,

@@ -10,7 +10,13 @@ seconds with three decimals, the suite time being the sum of the case times) wit
   ``<failure>``; the agent's stderr tail goes to ``<system-err>``;
 * agent text is redacted, and characters XML 1.0 cannot carry (control characters, lone
   surrogates, U+FFFE/U+FFFF) are removed first: ElementTree would write them and produce a file
-  parsers refuse.
+  parsers refuse;
+* a case run more than once (``--repeat``, ``--retries``) is marked as Maven Surefire marks a
+  rerun test, which Jenkins, GitLab and the JUnit readers of CI services understand: a flaky case
+  that does not fail the run passes, with a ``<flakyFailure>`` (``<flakyError>``) per failed run;
+  a failing case has its ``<failure>`` (``<error>``) and a ``<rerunFailure>`` (``<rerunError>``)
+  per other failed run; a flaky case that fails the run has a ``<failure type="flaky">`` and
+  its ``<flakyFailure>`` children.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import xml.etree.ElementTree as ET
 from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.results import CaseResult, RunResult
 from trialrun.base.visible import visible
-from trialrun.base.xmltext import xml_text
+from trialrun.base.xmltext import xml_name, xml_text
+from trialrun.report.case_runs import runs_text
 from trialrun.report.console import FailureDetail, clean, detail_lines, failure_details
 from trialrun.report.summary import stderr_tail_of
 
@@ -30,7 +37,7 @@ def build_junit(run: RunResult) -> str:
     suite = testsuite(
         run.suite_name,
         tests=len(run.cases),
-        failures=sum(1 for case in run.cases if case.status == "fail"),
+        failures=sum(1 for case in run.cases if not case.passed and case.status != "error"),
         errors=sum(1 for case in run.cases if case.status == "error"),
         seconds=sum(case.run.wall_ms for case in run.cases) / 1000,
     )
@@ -41,8 +48,15 @@ def build_junit(run: RunResult) -> str:
 
 def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
     element = testcase(None, case.case_id, suite_name, case.run.wall_ms / 1000)
+    if case.runs is not None:
+        return _rerun_testcase(element, case)
     if case.passed:
         return element
+    _add_failure(element, case)
+    return element
+
+
+def _add_failure(element: ET.Element, case: CaseResult) -> None:
     details = failure_details(case)
     kind = case.failure.kind if case.failure is not None else details[0].type
     tag = "error" if case.status == "error" else "failure"
@@ -50,6 +64,33 @@ def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
     stderr_tail = stderr_tail_of(case)
     if stderr_tail:
         ET.SubElement(element, "system-err").text = xml_text(clean(stderr_tail))
+
+
+def _rerun_testcase(element: ET.Element, case: CaseResult) -> ET.Element:
+    """Surefire's marks of a rerun test (module docstring); each run's reason in its own."""
+    assert case.runs is not None
+    flaky = case.status == "flaky"
+    if flaky and not case.passed:
+        reason = f"flaky: {runs_text(case)}; the suite's flaky policy is fail"
+        add_reason(element, "failure", "flaky", reason, [reason])
+    elif not case.passed:
+        _add_failure(element, case)
+    for run in case.runs.runs:
+        if run.status == "pass" or (
+            not flaky and run.run is case.run and case.failure is run.failure
+        ):
+            continue  # a pass, or the run whose reason the case's <failure> already gives
+        prefix = "flaky" if flaky else "rerun"
+        tag = prefix + ("Error" if run.status == "error" else "Failure")
+        details = failure_details(run)
+        kind = run.failure.kind if run.failure is not None else details[0].type
+        child = ET.SubElement(
+            element, tag, {"message": xml_text(_first_line(details)), "type": xml_name(kind)}
+        )
+        ET.SubElement(child, "stackTrace").text = xml_text(_full_text(details))
+        stderr_tail = stderr_tail_of(run)
+        if stderr_tail:
+            ET.SubElement(child, "system-err").text = xml_text(clean(stderr_tail))
     return element
 
 

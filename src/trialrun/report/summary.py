@@ -48,6 +48,7 @@ from trialrun.base.redact import redact, redact_command, redact_text
 from trialrun.base.results import CaseResult, CheckFailure, RunResult
 from trialrun.config.paths import display_path
 from trialrun.config.quarantine import excused_ids, expired_warnings
+from trialrun.report.case_runs import runs_summary
 
 SCHEMA_VERSION = 1
 FORMAT_VERSION = "0.2.3"
@@ -144,7 +145,15 @@ def exit_status(
     statuses = {case.status for case in run.cases if case.case_id not in excused}
     if "error" in statuses or run.interrupted:
         return "error"
-    if "fail" in statuses or (regression is not None and not regression.get("passed", True)):
+    blocked = any(
+        case.status == "flaky" and not case.passed and case.case_id not in excused
+        for case in run.cases
+    )
+    if (
+        "fail" in statuses
+        or blocked
+        or (regression is not None and not regression.get("passed", True))
+    ):
         return "failed"
     return "success"
 
@@ -256,6 +265,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
         "warnings": [_redacted_text(warning) or "" for warning in case.run.warnings],
+        **({} if case.runs is None else runs_summary(case.runs, stderr_tail_of)),
     }
 
 
@@ -269,11 +279,13 @@ def aggregates_of(case_docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return sum(1 for doc in case_docs if doc["status"] == status)
 
     metrics: dict[str, Any] = {name: metric_stats(column(name)) for name in METRIC_NAMES}
+    flaky = {"cases_flaky": count("flaky")} if count("flaky") else {}
     return {
         "cases_total": len(case_docs),
         "cases_pass": count("pass"),
         "cases_fail": count("fail"),
         "cases_error": count("error"),
+        **flaky,
         "pass_rate": count("pass") / len(case_docs) if case_docs else 0.0,
         "metrics": metrics,
     }

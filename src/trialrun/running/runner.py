@@ -35,6 +35,7 @@ from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.running.network import RunSeal, judge_seal, network_seal
+from trialrun.running.repeats import ONCE, Repeats, run_again
 from trialrun.running.replay_env import agent_env
 from trialrun.tools.base import ToolBackend
 
@@ -57,6 +58,8 @@ class RunOptions:
     """Start the next case's agent while the running cases run; None: as ``prestarts`` says."""
     seal: RunSeal | None = None
     """The run's network seal (``running.network``); None: decided from the suite and mode."""
+    repeats: Repeats = ONCE
+    """``--repeat`` / ``--retries``: how often each case runs (``running.repeats``)."""
 
 
 @dataclass
@@ -119,6 +122,14 @@ async def run_suite(
             try:
                 async with gate:
                     done[index] = await prepared.run(teardowns)
+                    if options.repeats != ONCE and prepared.setup_failure is None:
+                        done[index] = await run_again(
+                            done[index],
+                            lambda: _run_fresh(suite, case, options, tools, services, teardowns),
+                            options.repeats,
+                            suite,
+                            case,
+                        )
                 if on_case_decided is not None:
                     on_case_decided(index, done[index])
             finally:
@@ -192,6 +203,23 @@ async def run_case(
         return await _run_case_with_own_services(suite, case, options, tools, teardowns, own)
     options = dataclasses.replace(options, prestart=False)  # one case: nothing to overlap with
     tools = tools or _ToolModuleCache(suite, options.preflight)
+    prepared = await _prepare(suite, case, options, tools, services)
+    try:
+        return await prepared.run(teardowns)
+    finally:
+        await prepared.discard()
+
+
+async def _run_fresh(
+    suite: Suite,
+    case: Case,
+    options: RunOptions,
+    tools: _ToolModuleCache,
+    services: RunServices | None,
+    teardowns: Teardowns,
+) -> CaseResult:
+    """One more run of ``case`` (``--repeat``, ``--retries``), with a fresh agent and backend."""
+    options = dataclasses.replace(options, prestart=False)  # it runs now: nothing to overlap
     prepared = await _prepare(suite, case, options, tools, services)
     try:
         return await prepared.run(teardowns)
