@@ -80,6 +80,21 @@ document.querySelectorAll("[data-filter]").forEach(function (button) {
 """
 
 
+def _recordings_view(run: RunResult) -> dict[str, Any] | None:
+    """Record and update runs: per case what happened to its recordings, and the review's rows
+    (every recording that is not identical)."""
+    from trialrun.report.recordings import case_recordings, html_rows
+
+    cases = [
+        {"id": case.case_id, "counts": counts}
+        for case in run.cases
+        if (counts := case_recordings(case)) is not None
+    ]
+    if not cases:
+        return None
+    return {"cases": cases, "rows": html_rows(run.cases)}
+
+
 def render_html(
     run: RunResult,
     summary: dict[str, Any],
@@ -122,6 +137,7 @@ def render_html(
         comparison=comparison,
         changes=changes,
         cases=case_views,
+        recordings=_recordings_view(run),
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
     )
