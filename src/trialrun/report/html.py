@@ -83,6 +83,10 @@ document.querySelectorAll("[data-filter]").forEach(function (button) {
 def _recordings_view(run: RunResult) -> dict[str, Any] | None:
     """Record and update runs: per case what happened to its recordings, and the review's rows
     (every recording that is not identical)."""
+    if not any(
+        case.run.recording_review is not None or case.run.recording_kept for case in run.cases
+    ):
+        return None  # a replay run: the module is not even imported
     from trialrun.report.recordings import case_recordings, html_rows
 
     cases = [
