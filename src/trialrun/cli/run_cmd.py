@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from trialrun.commands.run import FinishedRun, PreparedRun
 
 
-@click.command(short_help="Run a suite: replay, record, update or live.")
+@click.command(short_help="Run a suite: replay, record or live.")
 @click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--mode",
