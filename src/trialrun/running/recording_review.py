@@ -20,13 +20,16 @@ Update mode's counts come from the same pairing: ``kept`` (an identical pair), `
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base import canonjson
+from trialrun.base.nesting import MAX_NESTING
 from trialrun.base.results import JsonObject
 
 if TYPE_CHECKING:
@@ -174,6 +177,7 @@ def _compared(old: _Recording, new: _Recording, volatile: _VolatileView) -> Json
 
 
 _MISSING = object()
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_$-]+")
 
 
 def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]:
@@ -184,7 +188,7 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
             if old.get(key, _MISSING) != new.get(key, _MISSING) or (key in old) != (key in new):
-                inner = f"{path}.{key}" if path else str(key)
+                inner = _key_path(path, key)
                 if key not in old or key not in new:
                     return inner, old.get(key), new.get(key)
                 return first_difference(old[key], new[key], inner)
@@ -202,6 +206,13 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
                 return first_difference(old[index], new[index], inner)
         return path, old, new
     return path, old, new
+
+
+def _key_path(path: str, key: str) -> str:
+    """``path.key``; a key that is not a plain name is quoted: ``path["a.b"]``."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _excerpt(value: Any) -> str:
@@ -222,15 +233,43 @@ def _recordings(data: bytes) -> list[_Recording]:
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            parsed: Any = json.loads(raw.decode("utf-8", "surrogateescape").lstrip("\ufeff"))
-        except ValueError:
-            parsed = raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", "replace").lstrip("\ufeff")
+        parsed: Any = text
+        # Too deep a line is compared as text: the parser would hit Python's recursion limit,
+        # and on some versions a RecursionError caught in C leaves the interpreter unwell.
+        if not _brackets_deeper_than(raw, MAX_NESTING):
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(text)
         if _is_header(parsed):
             continue
         identity, request = _identity(parsed)
         found.append(_Recording(line_no, identity, request, parsed))
     return found
+
+
+def _brackets_deeper_than(raw: bytes, limit: int) -> bool:
+    """Whether JSON text opens more than ``limit`` brackets inside one another (outside strings)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
 
 
 def _is_header(data: Any) -> bool:
