@@ -280,3 +280,18 @@ def test_a_replay_run_writes_no_review(tmp_path: Path, capsys: pytest.CaptureFix
     assert not (only_run_dir(tmp_path / "out") / "recordings-diff.json").exists()
     assert "recordings" not in summary_of(tmp_path / "out")["cases"][0]
     assert "recordings" not in summary_of(tmp_path / "out")["run"]
+
+
+def test_the_report_escapes_what_a_changed_recording_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path, ["apple"], cassette=None)
+    code, out, err = run(suite, "out1", capsys, "--mode", "record")
+    assert code == 0, out + err
+    set_prices(suite, {"apple": 10}, "<script>alert(1)</script>")
+    code, out, err = run(suite, "out2", capsys, "--mode", "record")
+    assert code == 0, out + err  # without --fail-on-change a changed answer does not fail
+    page = (only_run_dir(tmp_path / "out2") / "report.html").read_text("utf-8")
+    assert "<script>alert(1)" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "result.fetched_at" in page
