@@ -139,3 +139,18 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     crowded = json.dumps(tool("a", {"q": "[" * 500 + '\\"{' * 50}, 1)).encode() + b"\n"
     (only,) = review_file(crowded, crowded, PLAIN)
     assert (only["status"], only["recording"]) == ("identical", "tool a")
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 3)), max_size=20),
+    st.randoms(use_true_random=False),
+)
+def test_the_same_recordings_in_another_order_are_all_identical(
+    calls: list[tuple[str, int]], random: Any
+) -> None:
+    entries = [tool(name, {"q": q}, q) for name, q in calls]
+    shuffled = list(entries)
+    random.shuffle(shuffled)
+    review = review_file(lines(*entries), lines(*shuffled), PLAIN)
+    assert [r["status"] for r in review] == ["identical"] * len(entries)
+    assert sorted(r["old_line"] for r in review) == list(range(1, len(entries) + 1))

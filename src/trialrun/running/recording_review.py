@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,15 +101,21 @@ def review_file(old: bytes | None, new: bytes, volatile: _VolatileView) -> list[
     news = _recordings(new)
     partner: list[int | None] = [None] * len(news)
     taken = [False] * len(olds)
-    for same in (_same_request, _same_identity):
-        for at, recording in enumerate(news):
-            if partner[at] is not None:
-                continue
-            for index, candidate in enumerate(olds):
-                if not taken[index] and same(candidate, recording):
-                    partner[at] = index
-                    taken[index] = True
-                    break
+    # Queues of old recordings in file order, by request and by identity: each new recording
+    # takes the first one not yet taken, in one pass per rule (a big cassette is not scanned
+    # once per recording).
+    by_request: dict[tuple[str, str], deque[int]] = {}
+    by_identity: dict[str, deque[int]] = {}
+    for index, old_recording in enumerate(olds):
+        by_request.setdefault((old_recording.identity, old_recording.request), deque()).append(
+            index
+        )
+        by_identity.setdefault(old_recording.identity, deque()).append(index)
+    for at, recording in enumerate(news):
+        partner[at] = _first_free(by_request.get((recording.identity, recording.request)), taken)
+    for at, recording in enumerate(news):
+        if partner[at] is None:
+            partner[at] = _first_free(by_identity.get(recording.identity), taken)
     out: list[JsonObject] = []
     for at, recording in enumerate(news):
         paired = partner[at]
@@ -120,6 +127,16 @@ def review_file(old: bytes | None, new: bytes, volatile: _VolatileView) -> list[
         if not taken[at]:
             out.append(_entry("removed", recording.identity, recording.line, None))
     return out
+
+
+def _first_free(queue: deque[int] | None, taken: list[bool]) -> int | None:
+    """The first index of ``queue`` not taken yet, now taken; None when there is none."""
+    while queue:
+        index = queue.popleft()
+        if not taken[index]:
+            taken[index] = True
+            return index
+    return None
 
 
 def counts_of(recordings: Sequence[JsonObject]) -> dict[str, int]:
@@ -218,14 +235,6 @@ def _key_path(path: str, key: str) -> str:
 def _excerpt(value: Any) -> str:
     text = value if isinstance(value, str) else canonjson.dumps(value)
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
-
-
-def _same_request(old: _Recording, new: _Recording) -> bool:
-    return old.identity == new.identity and old.request == new.request
-
-
-def _same_identity(old: _Recording, new: _Recording) -> bool:
-    return old.identity == new.identity
 
 
 def _recordings(data: bytes) -> list[_Recording]:
