@@ -154,3 +154,13 @@ def test_the_same_recordings_in_another_order_are_all_identical(
     review = review_file(lines(*entries), lines(*shuffled), PLAIN)
     assert [r["status"] for r in review] == ["identical"] * len(entries)
     assert sorted(r["old_line"] for r in review) == list(range(1, len(entries) + 1))
+
+
+def test_a_long_texts_excerpt_shows_where_it_changed() -> None:
+    old = lines(tool("a", {}, "x" * 500 + "old" + "y" * 500))
+    new = lines(tool("a", {}, "x" * 500 + "new" + "y" * 500))
+    (only,) = review_file(old, new, PLAIN)
+    assert only["field"] == "result"
+    assert only["old"].startswith("...x") and only["old"].endswith("y...")
+    assert "xold" in only["old"] and "xnew" in only["new"]
+    assert len(only["old"]) <= 126

@@ -188,8 +188,9 @@ def _compared(old: _Recording, new: _Recording, volatile: _VolatileView) -> Json
     entry = _entry("changed", new.identity, old.line, new.line)
     where, before, after = first_difference(volatile(old.data), volatile(new.data))
     entry["field"] = where or "(whole recording)"
-    entry["old"] = _excerpt(before)
-    entry["new"] = _excerpt(after)
+    start = _first_unequal_char(before, after)
+    entry["old"] = _excerpt(before, start)
+    entry["new"] = _excerpt(after, start)
     return entry
 
 
@@ -232,9 +233,26 @@ def _key_path(path: str, key: str) -> str:
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
-def _excerpt(value: Any) -> str:
+def _first_unequal_char(old: Any, new: Any) -> int:
+    """Where two texts first differ (0 for anything else): their excerpts start near there."""
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return 0
+    for at, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a != b:
+            return at
+    return min(len(old), len(new))
+
+
+def _excerpt(value: Any, differs_at: int = 0) -> str:
+    """At most ``EXCERPT_CHARS`` of ``value`` as text, from a little before ``differs_at``."""
     text = value if isinstance(value, str) else canonjson.dumps(value)
-    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    start = max(0, min(differs_at - EXCERPT_CHARS // 3, len(text) - EXCERPT_CHARS))
+    head = "..." if start > 0 else ""
+    end = start + EXCERPT_CHARS
+    tail = "..." if end < len(text) else ""
+    return head + text[start:end] + tail
 
 
 def _recordings(data: bytes) -> list[_Recording]:
