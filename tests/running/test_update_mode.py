@@ -295,3 +295,17 @@ def test_the_report_escapes_what_a_changed_recording_holds(
     assert "<script>alert(1)" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "result.fetched_at" in page
+
+
+def test_update_leaves_a_cassette_it_cannot_read_alone_and_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = make_suite(tmp_path, ["apple"], cassette=[HAND_WRITTEN["apple"], "{not json"])
+    before = (suite / "cassettes" / "buy.jsonl").read_bytes()
+    code, _, _ = run(suite, "out", capsys, "--mode", "update")
+    assert code == 1
+    assert (suite / "cassettes" / "buy.jsonl").read_bytes() == before
+    assert list((suite / "cassettes").iterdir()) == [suite / "cassettes" / "buy.jsonl"]
+    case = summary_of(tmp_path / "out")["cases"][0]
+    assert case["failure_kind"] == "cassette_error"
+    assert "buy.jsonl:2:" in case["failure_reason"]
