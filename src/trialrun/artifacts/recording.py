@@ -205,6 +205,7 @@ class RunRecorder:
         history = past_runs(self._dir.path.parent, current=self._dir.path.name)
         page = render_html(result, summary, views, comparison, history)
         self._dir.finish(result, summary, build_junit(result), page)
+        _write_recordings_diff(self._dir.path, result)
         # Sealed last: when a file above cannot be written, ``abandon`` leaves the receipt
         # truncated instead of vouching for a run whose artifacts are missing.
         if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
@@ -224,6 +225,20 @@ class RunRecorder:
         and a receipt that reads as truncated."""
         self._dir.abandon()
         self._receipt.abandon()
+
+
+def _write_recordings_diff(run_dir: Path, result: RunResult) -> None:
+    """Record and update runs: ``recordings-diff.json``, the review of every re-recording."""
+    if not any(case.run.recording_review is not None for case in result.cases):
+        return
+    from trialrun.base.fsutil import write_json
+    from trialrun.base.redact import redact
+    from trialrun.report.recordings import recordings_diff
+
+    document = recordings_diff(result)
+    if document is not None:
+        # Recordings are redacted when written; the excerpts are redacted again all the same.
+        write_json(run_dir / "recordings-diff.json", redact(document))
 
 
 def _not_run(suite: Suite, cases: Sequence[CaseResult]) -> list[str]:
@@ -253,6 +268,9 @@ def agent_env_names(suite: Suite, mode: str) -> dict[str, list[str]]:
     the environment of this process is the one the runner lays it over."""
     from trialrun.running.replay_env import agent_env, placeholders
 
-    run_mode: Mode = "replay" if mode == "replay" else "record" if mode == "record" else "live"
+    # Update mode runs its agents as record mode does.
+    run_mode: Mode = (
+        "replay" if mode == "replay" else "record" if mode in ("record", "update") else "live"
+    )
     env = agent_env(run_mode, os.environ, suite.config.replay_env)
     return {"set": sorted(env), "placeholders": placeholders(env)}

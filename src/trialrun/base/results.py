@@ -176,6 +176,9 @@ class AgentRun:
     recording_kept: bool = False
     """Record mode: the case ended with a failure, so what it recorded was thrown away and its
     cassette (and MCP and model recordings) left as they were on disk."""
+    recording_review: list[JsonObject] | None = None
+    """Record and update modes, a case that ended cleanly: its old and new recording files
+    compared, one block per file (``running.recording_review``); None otherwise."""
 
     @property
     def tool_errors(self) -> int:

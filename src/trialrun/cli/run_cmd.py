@@ -24,8 +24,20 @@ if TYPE_CHECKING:
 @click.argument("suite", type=PathParam(path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["replay", "record", "live"]),
-    help="Override the suite's mode: replay cassettes, record them, or call tools live.",
+    type=click.Choice(["replay", "record", "update", "live"]),
+    help="Override the suite's mode: replay cassettes, record them, update them (replay what "
+    "still matches, record the rest), or call tools live.",
+)
+@click.option(
+    "--keep-unused",
+    is_flag=True,
+    help="Update mode: keep the recordings no call used (default: drop them).",
+)
+@click.option(
+    "--fail-on-change",
+    is_flag=True,
+    help="Record and update modes: exit 1 when a re-recorded answer changed (not only in "
+    "volatile parts); see recordings-diff.json.",
 )
 @click.option("--baseline", type=PathParam(path_type=Path), help="Compare with this baseline file.")
 @click.option("--no-baseline", is_flag=True, help="Skip the baseline comparison.")
@@ -86,6 +98,8 @@ def run(
     shard: str | None,
     sign_key: Path | None,
     quiet: bool,
+    keep_unused: bool = False,
+    fail_on_change: bool = False,
 ) -> int:
     """Run SUITE (a directory with suite.yaml, or the YAML file itself)."""
     # The console view is imported once the run is over: the first agent starts sooner.
@@ -100,11 +114,19 @@ def run(
             "--repeat and --retries exclude each other: --repeat measures each case's pass "
             "rate over K runs, --retries gives a failed case more tries."
         )
+    update = mode == "update"
+    if keep_unused and not update:
+        raise click.UsageError("--keep-unused needs --mode update.")
     prepared = prepare_run(
-        suite, case_ids=case_ids, shard=shard, mode=mode, baseline=baseline,
-        no_baseline=no_baseline, warn=lambda message: click.echo(message, err=True),
+        suite, case_ids=case_ids, shard=shard, mode="record" if update else mode,
+        baseline=baseline, no_baseline=no_baseline,
+        warn=lambda message: click.echo(message, err=True),
         last_failed=last_failed, failed_first=failed_first,
     )  # fmt: skip
+    if fail_on_change and prepared.mode != "record":
+        raise click.UsageError(
+            f"--fail-on-change needs --mode record or update; the run's mode is {prepared.mode}."
+        )
     if repeat > 1 or retries > 0:
         import dataclasses
 
@@ -121,6 +143,7 @@ def run(
             prepared, jobs=jobs, out=out, command_line=shlex.join(["trialrun", *argv]),
             signer=signer,
             on_case_decided=lambda result: tracker.case_done(result.case_id, result.status),
+            update=update, keep_unused=keep_unused,
         )  # fmt: skip
     from trialrun.commands.run import remember_failures
     from trialrun.config.paths import display_path
@@ -136,7 +159,25 @@ def run(
     if finished.interrupted:
         click.echo("Interrupted: the summary covers the cases that finished.", err=True)
         return EXIT_INTERRUPTED
+    if fail_on_change and _changed_recordings(finished):
+        return EXIT_FAILED
     return EXIT_OK if recorded.passed else EXIT_FAILED
+
+
+def _changed_recordings(finished: FinishedRun) -> bool:
+    """``--fail-on-change``: say which recordings changed; True when any did."""
+    from trialrun.report.console import clean
+    from trialrun.report.recordings import changed_lines
+
+    changed = changed_lines(finished.recorded.result.cases)
+    if changed:
+        click.echo(
+            f"error: {len(changed)} recording(s) changed (--fail-on-change): "
+            + "; ".join(clean(line) for line in changed[:5])
+            + ("; ..." if len(changed) > 5 else ""),
+            err=True,
+        )
+    return bool(changed)
 
 
 def _report_to_github(prepared: PreparedRun, finished: FinishedRun) -> None:

@@ -116,8 +116,13 @@ def execute_run(
     command_line: str,
     signer: Ed25519Signer | None,
     on_case_decided: Callable[[CaseResult], None] | None = None,
+    update: bool = False,
+    keep_unused: bool = False,
 ) -> FinishedRun:
     """Run the cases, recording each as it finishes; then write the run's summary and reports.
+
+    ``update`` (a run prepared in record mode): ``--mode update``, which replays the tool calls
+    that still have a recording (``keep_unused``: and keeps the recordings no call used).
 
     ``on_case_decided`` hears of each case as soon as its verdict is known, in the order the
     cases finish (the progress line); the artifacts record them in case order.
@@ -131,7 +136,7 @@ def execute_run(
 
         recorder = RunRecorder(
             prepared.suite,
-            mode=prepared.mode,
+            mode="update" if update else prepared.mode,
             command_line=command_line,
             out_dir=out,
             signer=signer,
@@ -139,7 +144,12 @@ def execute_run(
         )
     progress = RunProgress()
     options = RunOptions(
-        mode=prepared.mode, jobs=jobs, preflight=prepared.preflight, seal=prepared.seal
+        mode=prepared.mode,
+        jobs=jobs,
+        preflight=prepared.preflight,
+        seal=prepared.seal,
+        update=update,
+        keep_unused=keep_unused,
     )
     if prepared.repeats is not None:
         options = dataclasses.replace(options, repeats=prepared.repeats)

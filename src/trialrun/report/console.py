@@ -175,6 +175,9 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     kept = format_kept(run.cases)
     if kept:
         lines += ["", *kept]
+    recorded = format_recordings(run.cases)
+    if recorded:
+        lines += ["", *recorded]
     if regression is not None:
         lines += ["", *format_regression(regression)]
     tolerated = format_tolerated(run.cases)
@@ -224,6 +227,21 @@ def format_tolerated(cases: Sequence[CaseResult]) -> list[str]:
         if runs is not None and runs.min_pass_rate is not None:
             why = f"at least min_case_pass_rate {runs.min_pass_rate:g}"
         lines.append(f"  {clean_name(case.case_id)}: {runs_text(case)}; {why}")
+    return lines
+
+
+def format_recordings(cases: Sequence[CaseResult]) -> list[str]:
+    """Record and update runs: a line per case whose recordings changed, then each recording
+    whose answer changed (``report.recordings``)."""
+    if not any(case.run.recording_review for case in cases):
+        return []
+    from trialrun.report.recordings import changed_lines, console_lines
+
+    lines = [clean(line) for line in console_lines(cases)]
+    changed = changed_lines(cases)
+    if changed:
+        lines += ["Changed recordings (see recordings-diff.json):"]
+        lines += [f"  {clean(line)}" for line in changed]
     return lines
 
 

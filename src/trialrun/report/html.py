@@ -84,6 +84,25 @@ document.querySelectorAll("[data-filter]").forEach(function (button) {
 """
 
 
+def _recordings_view(run: RunResult) -> dict[str, Any] | None:
+    """Record and update runs: per case what happened to its recordings, and the review's rows
+    (every recording that is not identical)."""
+    if not any(
+        case.run.recording_review is not None or case.run.recording_kept for case in run.cases
+    ):
+        return None  # a replay run: the module is not even imported
+    from trialrun.report.recordings import case_recordings, html_rows
+
+    cases = [
+        {"id": case.case_id, "counts": counts}
+        for case in run.cases
+        if (counts := case_recordings(case)) is not None
+    ]
+    if not cases:
+        return None
+    return {"cases": cases, "rows": html_rows(run.cases)}
+
+
 def render_html(
     run: RunResult,
     summary: dict[str, Any],
@@ -133,6 +152,7 @@ def render_html(
         cases=case_views,
         history=bool(history),
         warnings=[clean(str(w)) for w in (summary.get("run") or {}).get("warnings") or []],
+        recordings=_recordings_view(run),
         script=Markup(FILTER_SCRIPT),
         script_hash=f"sha256-{digest}",
     )

@@ -127,6 +127,10 @@ def summary_from_case_docs(
     }
     if run.agent_env is not None:
         summary["run"]["agent_env"] = run.agent_env
+    if any(doc.get("recordings") is not None for doc in case_docs):
+        from trialrun.report.recordings import recordings_totals
+
+        summary["run"]["recordings"] = recordings_totals(case_docs)
     snapshot = policy_snapshot(run.regression_policy)
     if snapshot is not None:
         summary["policy_snapshot"] = snapshot
@@ -266,7 +270,17 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
         "warnings": [_redacted_text(warning) or "" for warning in case.run.warnings],
         **({} if case.runs is None else runs_summary(case.runs, stderr_tail_of)),
+        **_recordings_of(case),
     }
+
+
+def _recordings_of(case: CaseResult) -> dict[str, Any]:
+    """Record and update runs: ``{"recordings": {...}}`` (``report.recordings``), else nothing."""
+    if case.run.recording_review is None and not case.run.recording_kept:
+        return {}
+    from trialrun.report.recordings import case_recordings
+
+    return {"recordings": case_recordings(case)}
 
 
 def aggregates_of(case_docs: Sequence[dict[str, Any]]) -> dict[str, Any]:

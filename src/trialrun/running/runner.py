@@ -22,6 +22,7 @@ import os
 import shlex
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.redact import redact, redact_each
@@ -60,6 +61,10 @@ class RunOptions:
     """The run's network seal (``running.network``); None: decided from the suite and mode."""
     repeats: Repeats = ONCE
     """``--repeat`` / ``--retries``: how often each case runs (``running.repeats``)."""
+    update: bool = False
+    """Record mode as ``--mode update``: tool calls with a recording are replayed (``updater``)."""
+    keep_unused: bool = False
+    """Update mode: keep the recordings no call used (after the calls' recordings)."""
 
 
 @dataclass
@@ -245,6 +250,8 @@ class _PreparedCase:
     agent: StartedAgent | None = None
     setup_failure: CaseResult | None = None
     taken: bool = False
+    recordings_before: dict[Path, bytes | None] | None = None
+    """Record and update modes: the case's recording files before it ran (their review)."""
 
     async def run(self, teardowns: Teardowns | None) -> CaseResult:
         self.taken = True
@@ -281,6 +288,10 @@ async def _prepare(
 ) -> _PreparedCase:
     """Open the case's tool backend and services; start its agent too when pre-starting."""
     prepared = _PreparedCase(suite, case, options)
+    if options.mode == "record":
+        from trialrun.running.recording_review import case_recording_files, snapshot
+
+        prepared.recordings_before = snapshot(case_recording_files(suite, case))
     try:
         prepared.backend = _backend_for(case, options, tools)
     except CassetteError as exc:
@@ -397,6 +408,12 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
         backend.close(clean=clean)
+    if clean and prepared.recordings_before is not None:
+        from trialrun.running.recording_review import review_case
+
+        run.recording_review = review_case(
+            prepared.recordings_before, case.normalization, display_path
+        )
     return run
 
 
@@ -451,7 +468,21 @@ def _backend_for(case: Case, options: RunOptions, tools: _ToolModuleCache) -> To
         return live
     from trialrun.tools.recorder import RecordingBackend
 
-    return RecordingBackend(live, case.cassette_path)
+    recorder = RecordingBackend(live, case.cassette_path)
+    if not options.update:
+        return recorder
+    from trialrun.tools.cassette import Cassette
+    from trialrun.tools.updater import UpdateBackend
+
+    old: Cassette | None = None
+    try:
+        # The cassette is read here, not by preflight: update mode may create it.
+        if case.cassette_path.exists():
+            old = Cassette.load(case.cassette_path)
+    except BaseException:
+        recorder.close(clean=False)
+        raise
+    return UpdateBackend(old, recorder, case.normalization, keep_unused=options.keep_unused)
 
 
 def _note_unused(run: AgentRun, backend: ToolBackend) -> None:

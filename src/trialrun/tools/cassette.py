@@ -88,6 +88,8 @@ class Cassette:
         self._file = RecordingFile(recordings.path)
         self._consumed = bytearray(len(recordings))
         """1 at the index of each recording a call consumed."""
+        self.last_taken = -1
+        """The index of the recording ``take`` consumed last (-1: none yet)."""
 
     # The index is built for the case that replays it (``index``, or the first ``take``), not
     # at load: a suite's load reads every cassette, and each one's index serves one case.
@@ -176,7 +178,16 @@ class Cassette:
         entry = self._recordings.entry(at, self._file)
         alike[args_json] = index.next_alike[at]
         self._consumed[at] = 1
+        self.last_taken = at
         return entry
+
+    def raw_line(self, at: int) -> bytes:
+        """Recording ``at``'s line as it is in the file, without its newline."""
+        return self._recordings.raw(at, self._file)
+
+    def unused_indexes(self) -> list[int]:
+        """Where the recordings no call consumed are, in file order."""
+        return [at for at, used in enumerate(self._consumed) if not used]
 
     def _entry(self, at: int) -> CassetteEntry:
         return self._recordings.entry(at, self._file)

@@ -120,6 +120,14 @@ class Recordings:
         self.tools.append(names.setdefault(entry.tool, entry.tool))
         self.lines.append(entry.line)
 
+    def raw(self, at: int, file: RecordingFile) -> bytes:
+        """Recording ``at``'s line as bytes, without its newline: update mode copies a replayed
+        recording into the new cassette byte for byte."""
+        if self.texts is not None:
+            return self.texts[at].encode("utf-8", "surrogatepass")
+        self.entry(at, file)  # the bytes are checked against what loading saw
+        return file.read(self.offsets[at], self.sizes[at])
+
     def entry(self, at: int, file: RecordingFile) -> CassetteEntry:
         """Recording ``at`` parsed again from its line, which must be the one loading checked."""
         if self.texts is not None:

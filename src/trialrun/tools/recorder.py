@@ -122,6 +122,17 @@ class RecordingBackend:
             line = _entry_line(entry)
         except (ValueError, TypeError) as exc:
             raise CassetteError(f"cannot record call: {exc}", file=self.cassette_path) from None
+        self.copy_line(line)
+        return line
+
+    def copy_line(self, line: bytes) -> None:
+        """Append a line as it is (update mode: a replayed recording, byte for byte)."""
+        if self._fd is None:
+            raise CassetteError(
+                "expected an open recording, found it already closed", file=self.cassette_path
+            )
+        if not line.endswith(b"\n"):
+            line += b"\n"
         try:
             write_all(self._fd, line)
         except OSError as exc:
@@ -129,7 +140,6 @@ class RecordingBackend:
                 f"cannot write recording: {exc.strerror or exc}", file=self.cassette_path
             ) from None
         self.recorded += 1
-        return line
 
     def _release(self) -> None:
         with _recording_lock:
