@@ -182,6 +182,10 @@ class RunRecorder:
             comparison = baseline_comparison(baseline.document, summary, regression)
         page = render_html(result, summary, views, comparison)
         self._dir.finish(result, summary, build_junit(result), page)
+        if self.mode == "replay":
+            from trialrun.artifacts.unused import write_unused
+
+            write_unused(self._dir.path, suite, result.cases, interrupted=interrupted)
         # Sealed last: when a file above cannot be written, ``abandon`` leaves the receipt
         # truncated instead of vouching for a run whose artifacts are missing.
         if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete

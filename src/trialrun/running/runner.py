@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.redact import redact, redact_each
-from trialrun.base.results import AgentRun, CaseResult, Failure
+from trialrun.base.results import AgentRun, CaseResult, Failure, RecordingPlace
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
@@ -438,6 +438,10 @@ def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
         unused = backend.cassette.unused_tools()
         run.unused_recordings += len(unused)
         run.unused_recording_tools[:0] = unused
+        path = str(backend.cassette.path)
+        lines = backend.cassette.unused_lines()
+        places = [RecordingPlace("tool", path, n, t) for n, t in zip(lines, unused, strict=True)]
+        run.unused_places[:0] = places
     else:
         run.unused_recordings += backend.unused()
 

@@ -204,6 +204,11 @@ class Cassette:
         tools = self._recordings.tools
         return [tools[at] for at, used in enumerate(self._consumed) if not used]
 
+    def unused_lines(self) -> list[int]:
+        """The line of each recording no call consumed, in file order (nothing is read)."""
+        lines = self._recordings.lines
+        return [lines[at] for at, used in enumerate(self._consumed) if not used]
+
     def _nearest(self, tool: str, args_json: str) -> list[NearestRecording]:
         """The recordings most like a missed call, scored like RunLedger (difflib ratio)."""
         tools = self._recordings.tools
