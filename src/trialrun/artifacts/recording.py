@@ -207,6 +207,7 @@ def _not_run(suite: Suite, cases: Sequence[CaseResult]) -> list[str]:
 _TAIL_MODULES = (
     "trialrun.report.junit",
     "trialrun.artifacts.baseline",
+    "trialrun.artifacts.unused",
     "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
 )
 """Imported by ``finish``."""
