@@ -167,6 +167,9 @@ class AgentRun:
     tool name, in file order, then ``mcp:<server>/<tool>`` and ``model:<model>`` ones."""
     unused_places: list[RecordingPlace] = field(default_factory=list)
     """Replay: the file and line of each unused recording (``unused-recordings.json``)."""
+    stale_recordings: list[str] = field(default_factory=list)
+    """Replay: ``<file>:<line>: <why>`` of each recording older than the suite's
+    ``max_recording_age_days`` or of a model it no longer asks for (``running.staleness``)."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     http_exchanges: int = 0

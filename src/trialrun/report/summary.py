@@ -241,6 +241,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "unused_recordings": case.run.unused_recordings,
         "http_exchanges": case.run.http_exchanges,
         "unused_recordings_by_tool": case.unused_recordings_by_tool(),
+        "stale_recordings": list(case.run.stale_recordings),
     }
 
 

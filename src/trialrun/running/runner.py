@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import os
 import shlex
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -367,6 +368,8 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
         # Recordings are committed only when the case ended cleanly: say what was left alone.
         run.recording_kept = prepared.options.mode == "record" and not clean
         _note_unused(run, backend)
+        if prepared.options.mode == "replay":
+            _note_stale(run, suite, case)
     finally:
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
@@ -469,6 +472,14 @@ def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
         run.unused_places[:0] = places
     else:
         run.unused_recordings += backend.unused()
+
+
+def _note_stale(run: AgentRun, suite: Suite, case: Case) -> None:
+    """Name the case's stale recordings (they still replay; nothing fails for them)."""
+    from trialrun.running.staleness import stale_recordings
+
+    for stale in stale_recordings(suite, case, time.time()):
+        run.stale_recordings.append(stale.text(display_path(stale.path)))
 
 
 class _ToolModuleCache:
