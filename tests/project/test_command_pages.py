@@ -34,7 +34,7 @@ GIVEN: dict[str, dict[str, Path]] = {
 }
 """Files a page's example starts from that the page does not spell out."""
 
-PAGES = ["incident.md", "scenario.md", "team.md"]
+PAGES = ["incident.md", "recordings.md", "scenario.md", "team.md"]
 
 
 @dataclass(frozen=True)
