@@ -174,3 +174,32 @@ def test_a_model_recording_keeps_when_and_files_without_it_still_load(tmp_path: 
     recordings, problems = check_cassette_file(path)
     assert problems == []
     assert [r.recorded_at for r in recordings] == ["2026-12-01T10:00:00Z", None]
+
+
+def test_an_mcp_recording_says_when_and_old_ones_are_stale(tmp_path: Path) -> None:
+    from trialrun.mcp_proxy import load_cassette
+    from trialrun.mcp_proxy.cassette import CallRecord
+    from trialrun.mcp_proxy.cassette import write_cassette as write_mcp
+
+    suite = suite_with(
+        tmp_path,
+        "max_recording_age_days: 30\nmcp_servers:\n  docs:\n    command: [python3, server.py]\n",
+    )
+    (suite / "cassettes" / "t1.model.jsonl").unlink()
+    path = suite / "cassettes" / "t1.mcp-docs.jsonl"
+    old, fresh = recorded_at(NOW - 40 * DAY), recorded_at(NOW - DAY)
+    write_mcp(
+        path,
+        None,
+        [
+            CallRecord("search", {"q": "a"}, True, {"content": []}, None, recorded_at=old),
+            CallRecord("search", {"q": "b"}, True, {"content": []}, None, recorded_at=fresh),
+            CallRecord("search", {"q": "c"}, True, {"content": []}, None),
+        ],
+    )
+    assert [c.recorded_at for c in load_cassette(path).calls] == [old, fresh, None]
+    assert whys(suite)[-1] == (
+        "t1.mcp-docs.jsonl",
+        1,
+        f"tool mcp:docs/search: recorded {old}, 40 days ago (max_recording_age_days: 30)",
+    )
