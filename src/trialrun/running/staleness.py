@@ -21,7 +21,11 @@ from pathlib import Path
 from trialrun.base.recordtime import parse_recorded_at
 from trialrun.config import Case, Suite
 from trialrun.errors import CassetteError
-from trialrun.running.recording_paths import http_cassette_path, model_cassette_path
+from trialrun.running.recording_paths import (
+    http_cassette_path,
+    mcp_cassette_path,
+    model_cassette_path,
+)
 
 __all__ = ["StaleRecording", "stale_recordings"]
 
@@ -37,12 +41,13 @@ class StaleRecording:
     why: str
 
     def text(self, shown: str) -> str:
-        """``cassettes/t1.jsonl:3: recorded 2026-01-02T00:00:00Z, 337 days ago (limit 90)``"""
+        """``cassettes/t1.jsonl:3: tool search: recorded 2026-01-02T00:00:00Z, 337 days ago
+        (max_recording_age_days: 90)``"""
         return f"{shown}:{self.line}: {self.why}"
 
 
 def stale_recordings(suite: Suite, case: Case, now: float) -> list[StaleRecording]:
-    """The case's stale recordings (tool cassette, model and HTTP recordings), file by file.
+    """The case's stale recordings (tool cassette, MCP, model and HTTP recordings), file by file.
 
     A file that is missing or cannot be read is skipped: loading and replay report that.
     """
@@ -55,6 +60,9 @@ def stale_recordings(suite: Suite, case: Case, now: float) -> list[StaleRecordin
     moment = datetime.fromtimestamp(now, UTC)
     if limit is not None:
         found += _old_tool_recordings(case.cassette_path, moment, limit)
+        for server in suite.config.mcp_servers:
+            path = mcp_cassette_path(case, server)
+            found += _old_tool_recordings(path, moment, limit, f"mcp:{server}/")
         found += _old_http_recordings(http_cassette_path(case), moment, limit)
     found += _model_recordings(model_cassette_path(case), moment, limit, models)
     return found
@@ -72,7 +80,10 @@ def _age(value: object, moment: datetime, limit: int) -> str | None:
     return f"recorded {value}, {days} days ago (max_recording_age_days: {limit})"
 
 
-def _old_tool_recordings(path: Path, moment: datetime, limit: int) -> list[StaleRecording]:
+def _old_tool_recordings(
+    path: Path, moment: datetime, limit: int, prefix: str = ""
+) -> list[StaleRecording]:
+    """Tool cassette lines, and the tools/call lines of an MCP recording (same shape)."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -88,7 +99,8 @@ def _old_tool_recordings(path: Path, moment: datetime, limit: int) -> list[Stale
         if isinstance(line, dict):
             why = _age(line.get("recorded_at"), moment, limit)
             if why is not None:
-                found.append(StaleRecording(path, number, f"tool {line.get('tool')}: {why}"))
+                tool = f"{prefix}{line.get('tool')}"
+                found.append(StaleRecording(path, number, f"tool {tool}: {why}"))
     return found
 
 
