@@ -11,7 +11,7 @@ Three kinds of line, one JSON object each with its keys sorted (see docs/mcp.md)
 * a tool call in trialrun's tool-cassette shape: ``{"tool", "args", "ok", "result", "error"}``
   plus ``progress`` (the recorded progress notifications, token removed), ``rpc_error`` (when the
   call failed with a JSON-RPC error), ``duration_ms``, ``meta`` (the caller's ``_meta`` for
-  audit), ``input_responses`` (2026-07-28 input-required retries) and ``inside_tool`` (the
+  audit), ``input_responses`` (2026-07-28 input-required retries), ``inside_tool`` (the
   agent's tool whose body made the call while recording; absent otherwise) and ``recorded_at``
   (when it was recorded, ISO 8601 UTC; absent in older files).
 
