@@ -25,9 +25,8 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from trialrun.base.fsutil import write_json
+from trialrun.base.fsutil import atomic_write_text, dumps_json
 from trialrun.base.results import CaseResult
 from trialrun.config import Suite
 
@@ -39,46 +38,56 @@ def write_unused(
     run_dir: Path, suite: Suite, cases: Sequence[CaseResult], *, interrupted: bool
 ) -> None:
     """Write the run's ``unused-recordings.json`` (call for replay runs only)."""
-    write_json(run_dir / FILE_NAME, unused_document(suite, cases, interrupted=interrupted))
+    atomic_write_text(run_dir / FILE_NAME, unused_text(suite, cases, interrupted=interrupted))
 
 
-def unused_document(
-    suite: Suite, cases: Sequence[CaseResult], *, interrupted: bool
-) -> dict[str, Any]:
+def unused_text(suite: Suite, cases: Sequence[CaseResult], *, interrupted: bool) -> str:
+    """The document, one unused recording a line.
+
+    Written piece by piece, each piece by the C encoder: a cassette of thousands of recordings
+    the agent no longer asks for must not cost the run a parsed object, or an indented
+    encoder's fragments, per recording (tests/security/test_sec_memory.py measures it).
+    """
     root = suite.suite_dir.resolve()
     cassette_of = {case.config.id: case.cassette_path.resolve() for case in suite.cases}
-    documents: list[dict[str, Any]] = []
-    files: set[str] = set()
-    for case in cases:
-        cassette = cassette_of.get(case.case_id)
-        unused = []
-        for place in case.run.unused_places:
-            files.add(place.path)
-            unused.append(
-                {
-                    "kind": place.kind,
-                    "file": _shown(Path(place.path), root),
-                    "line": place.line,
-                    "name": place.name,
-                }
-            )
-        documents.append(
-            {
-                "case_id": case.case_id,
-                "cassette": None if cassette is None else _shown(cassette, root),
-                "ended_cleanly": case.run.failure is None,
-                "unused": unused,
-            }
-        )
-    return {
+    shown: dict[str, str] = {}
+
+    def show(path: str) -> str:
+        if path not in shown:
+            shown[path] = _shown(Path(path), root)
+        return shown[path]
+
+    head = {
         "schema_version": SCHEMA_VERSION,
         "mode": "replay",
         "interrupted": interrupted,
         "suite_file": str(suite.suite_file.resolve()),
         "suite_dir": str(root),
-        "cases": documents,
-        "files": {_shown(Path(path), root): file_sha256(Path(path)) for path in sorted(files)},
     }
+    parts = [dumps_json(head, indent=None)[:-1], ', "cases": [']
+    for number, case in enumerate(cases):
+        cassette = cassette_of.get(case.case_id)
+        about = {
+            "case_id": case.case_id,
+            "cassette": None if cassette is None else show(str(cassette)),
+            "ended_cleanly": case.run.failure is None,
+        }
+        parts.append(("," if number else "") + "\n  " + dumps_json(about, indent=None)[:-1])
+        parts.append(', "unused": [')
+        for at, place in enumerate(case.run.unused_places):
+            item = {
+                "kind": place.kind,
+                "file": show(place.path),
+                "line": place.line,
+                "name": place.name,
+            }
+            parts.append(("," if at else "") + "\n    " + dumps_json(item, indent=None))
+        parts.append("]}")
+    # Digests of the files prune would rewrite: those an unused recording lies in.
+    paths = {place.path for case in cases for place in case.run.unused_places}
+    digests = {show(path): file_sha256(Path(path)) for path in sorted(paths)}
+    parts.append('\n], "files": ' + dumps_json(digests, indent=None) + "}\n")
+    return "".join(parts)
 
 
 def file_sha256(path: Path) -> str | None:
