@@ -121,12 +121,16 @@ class CassetteMismatch(TrialrunError):
         args_json: str,
         nearest: Sequence[NearestRecording],
         exhausted: int = 0,
+        difference: str | None = None,
     ) -> None:
         self.tool = tool
         self.call_args = args
         self.args_json = args_json
         self.nearest = list(nearest)
         self.exhausted = exhausted
+        self.difference = difference
+        """``nearest recording: line 7; first difference at args.q: recorded ..., requested
+        ...``: the best match's line and the first place it differs (None: no recording)."""
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -146,6 +150,8 @@ class CassetteMismatch(TrialrunError):
             lines.extend(
                 f"- {n.tool} args={_preview(n.args_json)} score={n.score:.2f}" for n in self.nearest
             )
+            if self.difference is not None:
+                lines.append(self.difference[:1].upper() + self.difference[1:])
         else:
             lines.append("No cassette entries found.")
         return "\n".join(lines)

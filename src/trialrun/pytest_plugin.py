@@ -305,6 +305,7 @@ def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
         CheckFailure,
         Failure,
         ModelCall,
+        RecordingPlace,
         ToolCall,
         Usage,
     )
@@ -318,6 +319,7 @@ def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
             **run_doc,
             "tool_calls": [ToolCall(**call) for call in run_doc["tool_calls"]],
             "model_calls": [ModelCall(**call) for call in run_doc.get("model_calls", [])],
+            "unused_places": [RecordingPlace(**p) for p in run_doc.get("unused_places", [])],
             "usage": Usage(**run_doc["usage"]),
             "failure": failure(run_doc["failure"]),
         }

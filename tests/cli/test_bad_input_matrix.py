@@ -377,6 +377,32 @@ def _diff_entry() -> Entry:
     return Entry(inputs="RUN_A, RUN_B: run folders (their run.jsonl) or the files", cells=cells)
 
 
+def _prune_entry() -> Entry:
+    cells = _file_cells(
+        lambda a: a.run_dir() / "unused-recordings.json",
+        lambda a, p: ["prune", str(p.parent)],
+        misspell=('"schema_version"', '"schema_versoin"'),
+        wrong_type="[1, 2]\n",
+    )
+    # Without its list of unused recordings a folder is no replay run to prune: named as such.
+    cells["missing_file"] = Cell(
+        lambda a: Call(["prune", str(_gone(a.run_dir() / "unused-recordings.json"))], a.run_dir())
+    )
+    cells["nonexistent_path"] = Cell(
+        lambda a: Call(["prune", str(a.blocker() / "run")], a.blocker()),
+    )
+    cells["unreadable_dir"] = Cell(
+        lambda a: Call(["prune", str(a.run_dir())], a.run_dir(), lock=a.run_dir()),
+    )
+    return Entry(inputs="RUN_DIR: a replay run folder (its unused-recordings.json)", cells=cells)
+
+
+def _gone(path: Path) -> Path:
+    """The folder holding ``path``, once ``path`` is deleted."""
+    path.unlink()
+    return path.parent
+
+
 def _gateway_entry() -> Entry:
     def gw(a: Assets, *extra: str) -> list[str]:
         return ["gateway", "--cassette-dir", str(a.locked("cassettes")), "--mode", "record", *extra]
@@ -937,6 +963,7 @@ MATRIX: dict[str, Entry] = {
     "diff": _diff_entry(),
     "gateway": _gateway_entry(),
     "doctor": _doctor_entry(),
+    "prune": _prune_entry(),
     "publish": _publish_entry(),
     "scenario init": _scenario_init_entry(),
     "scenario verify": _scenario_verify_entry(),

@@ -37,6 +37,7 @@ GIVEN: dict[str, dict[str, Path]] = {
 PAGES = [
     "flaky.md",
     "incident.md",
+    "recordings.md",
     "scenario.md",
     "team.md",
     "init.md",

@@ -28,7 +28,14 @@ pytest_plugins = ["pytester"]
 # import's curve objects fail its isinstance checks ("curve must be an EllipticCurve instance")
 # when the HTTP recorder makes the run's certificate authority.
 
-ARTIFACTS = {"summary.json", "junit.xml", "report.html", "run.jsonl", "receipt.jsonl"}
+ARTIFACTS = {
+    "summary.json",
+    "junit.xml",
+    "report.html",
+    "run.jsonl",
+    "receipt.jsonl",
+    "unused-recordings.json",
+}
 
 
 def plugin_args() -> list[str]:

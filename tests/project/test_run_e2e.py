@@ -74,6 +74,7 @@ def test_every_artifact_is_written(misbehaving_runs: dict[int, Path]) -> None:
         "report.html",
         "run.jsonl",
         "summary.json",
+        "unused-recordings.json",
     ]
     events = [
         json.loads(line)
@@ -299,7 +300,14 @@ def test_a_signal_while_the_last_artifacts_are_written_waits_for_them(
     written = sorted(path.name for path in only_run_dir(tmp_path / "out").iterdir())
     if signals == 1:  # every case was over: the run finishes as it would have
         assert proc.returncode == 0, out + err
-        assert written == ["junit.xml", "receipt.jsonl", "report.html", "run.jsonl", "summary.json"]
+        assert written == [
+            "junit.xml",
+            "receipt.jsonl",
+            "report.html",
+            "run.jsonl",
+            "summary.json",
+            "unused-recordings.json",
+        ]
     else:  # a second signal insists
         assert proc.returncode == 130, out + err
         assert "summary.json" not in written

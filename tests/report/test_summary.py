@@ -36,6 +36,7 @@ OUR_RUN_KEYS = {"interrupted", "started_at", "finished_at"}
 OUR_CASE_KEYS = {
     "failure_kind",
     "http_exchanges",
+    "stale_recordings",
     "stderr_tail",
     "startup_ms",
     "tool_sequence",

@@ -49,6 +49,14 @@ def test_a_new_recording_pairs_with_the_same_request_first_then_the_same_tool_in
     assert counts_of(review) == {"kept": 1, "replaced": 1, "added": 1, "dropped": 1}
 
 
+def test_a_recording_made_again_unchanged_is_identical_whenever_it_was_made() -> None:
+    old = lines({**tool("a", {}, 1), "recorded_at": "2026-01-02T03:04:05Z"})
+    again = lines({**tool("a", {}, 1), "recorded_at": "2026-12-05T05:00:00Z"})
+    assert statuses(review_file(old, again, PLAIN)) == [("identical", 1, 1)]
+    other = lines({**tool("a", {}, 2), "recorded_at": "2026-12-05T05:00:00Z"})
+    assert statuses(review_file(old, other, PLAIN)) == [("changed", 1, 1)]
+
+
 def test_without_an_old_file_every_recording_is_added() -> None:
     review = review_file(None, lines(tool("a", {}, 1)), PLAIN)
     assert statuses(review) == [("added", None, 1)]

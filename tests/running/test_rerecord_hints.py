@@ -1,7 +1,7 @@
 """What a run says when a case's recording is missing, stale or was not saved (issue 31, 15).
 
-A mismatch and a missing cassette name the command that records just that case again; record
-mode lists the cases whose failure left their cassette as it was.
+A mismatch names the command that updates just that case (issue 32, 5), a missing cassette the
+one that records it; record mode lists the cases whose failure left their cassette as it was.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def test_a_mismatch_and_a_missing_cassette_name_the_command_that_records_the_cas
     reasons = failure_reasons(tmp_path / "out")
     assert reasons["stale"].startswith("Cassette mismatch.\n")
     assert reasons["stale"].endswith(
-        "\nTo record this case again: trialrun run 'my evals' --mode record --case stale"
+        "\nTo update just this case: trialrun run 'my evals' --mode update --case stale"
     )
     assert reasons["absent"].endswith(
         "\nTo record this case: trialrun run 'my evals' --mode record --case absent"
     )
     assert reasons["fine"] is None
-    assert "trialrun run 'my evals' --mode record --case stale" in outcome.out
+    assert "trialrun run 'my evals' --mode update --case stale" in outcome.out
 
 
 def test_record_mode_lists_the_cassettes_it_kept_because_their_case_failed(

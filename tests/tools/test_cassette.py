@@ -369,6 +369,7 @@ def test_two_different_recorded_secrets_never_collide(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "alpha" not in message and "beta" not in message and "gamma" not in message
     assert 'Requested args: {"password":"[REDACTED]"}' in message
+    assert "first difference at args.password (a redacted value)" in message
 
 
 def test_a_mismatch_quotes_at_most_2000_characters_of_the_call(tmp_path: Path) -> None:
@@ -400,7 +401,13 @@ def test_mismatch_message_is_the_peers_byte_for_byte(peer_fixtures: Path) -> Non
     with pytest.raises(CassetteMismatch) as caught:
         cassette.take("search_docs", {"q": "reset pasword", "limit": 5})
     summary = json.loads((probe / "summary.json").read_text(encoding="utf-8"))
-    assert str(caught.value) == summary["cases"][0]["failure_reason"]
+    # The peer's text, then the line that says where the nearest recording differs.
+    peer = summary["cases"][0]["failure_reason"]
+    assert str(caught.value) == (
+        peer
+        + '\nNearest recording: line 1; first difference at args.q: recorded "reset password", '
+        'requested "reset pasword"'
+    )
     assert [round(n.score, 2) for n in caught.value.nearest] == [0.98, 0.35]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,11 @@ def test_a_clean_case_writes_the_peers_recorder_layout(tmp_path: Path) -> None:
     outcomes = record(recorder, [("search_docs", {"q": "reset"}), ("flaky", {})])
     assert not path.exists()
     recorder.close(clean=True)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # The peer's layout plus ``recorded_at``, a key RunLedger 0.2.3 ignores when it reads.
+    stamped = path.read_text(encoding="utf-8").splitlines()
+    stamp = re.compile(r', "recorded_at": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"')
+    assert all(len(stamp.findall(line)) == 1 for line in stamped)
+    lines = [stamp.sub("", line) for line in stamped]
     assert lines[0].startswith('{"args": {"q": "reset"}, "ok": true, "result": {"hits": [')
     assert lines[1] == (
         '{"args": {}, "error": "tool \'flaky\' raised RuntimeError: upstream timed out after 5s", '

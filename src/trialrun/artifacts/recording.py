@@ -206,6 +206,10 @@ class RunRecorder:
         page = render_html(result, summary, views, comparison, history)
         self._dir.finish(result, summary, build_junit(result), page)
         _write_recordings_diff(self._dir.path, result)
+        if self.mode == "replay":
+            from trialrun.artifacts.unused import write_unused
+
+            write_unused(self._dir.path, suite, result.cases, interrupted=interrupted)
         # Sealed last: when a file above cannot be written, ``abandon`` leaves the receipt
         # truncated instead of vouching for a run whose artifacts are missing.
         if not interrupted:  # an interrupted run's receipt stays truncated: it reads as incomplete
@@ -250,6 +254,7 @@ _TAIL_MODULES = (
     "trialrun.report.junit",
     "trialrun.artifacts.baseline",
     "trialrun.artifacts.history",
+    "trialrun.artifacts.unused",
     "encodings.utf_16_be",  # the codec canonical JSON sorts keys with, first used by run_end
 )
 """Imported by ``finish``."""

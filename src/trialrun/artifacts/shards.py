@@ -143,6 +143,7 @@ def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseR
         events=trace,
         unused_recordings=int(doc.get("unused_recordings") or 0),
         unused_recording_tools=_unused_tools(doc.get("unused_recordings_by_tool")),
+        stale_recordings=[str(line) for line in doc.get("stale_recordings") or []],
     )
     replay = doc.get("replay") or {}
     return CaseResult(

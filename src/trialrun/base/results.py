@@ -24,6 +24,18 @@ HANDOFF_PREFIX = "handoff:"
 """The name of a handoff in the trace: ``handoff:<agent>`` (a tool-like event, never a call)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RecordingPlace:
+    """Where one recording lies: its kind (``tool``, ``mcp``, ``model``, ``http``), the
+    absolute path of its cassette, its 1-based line there (what ``trialrun prune`` removes) and
+    what it was for (as in ``unused_recording_tools``)."""
+
+    kind: str
+    path: str
+    line: int
+    name: str
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call the agent made and the answer it got."""
@@ -164,6 +176,11 @@ class AgentRun:
     unused_recording_tools: list[str] = field(default_factory=list)
     """What each unused recording was for (replay; empty when unknown): the tool cassette's by
     tool name, in file order, then ``mcp:<server>/<tool>`` and ``model:<model>`` ones."""
+    unused_places: list[RecordingPlace] = field(default_factory=list)
+    """Replay: the file and line of each unused recording (``unused-recordings.json``)."""
+    stale_recordings: list[str] = field(default_factory=list)
+    """Replay: ``<file>:<line>: <why>`` of each recording older than the suite's
+    ``max_recording_age_days`` or of a model it no longer asks for (``running.staleness``)."""
     model_calls: list[ModelCall] = field(default_factory=list)
     """Calls seen by the model gateway (their tokens are in ``usage`` too)."""
     http_exchanges: int = 0

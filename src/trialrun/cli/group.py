@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Serve the model gateway: record and replay OpenAI and Anthropic calls.",
     ),
     "doctor": ("trialrun.cli.doctor_cmd", "doctor", "Check a suite's setup."),
+    "prune": (
+        "trialrun.cli.prune_cmd",
+        "prune",
+        "Remove the recordings a replay run did not use.",
+    ),
     "publish": (
         "trialrun.cli.publish_cmd",
         "publish",

@@ -10,6 +10,7 @@ import asyncio
 import os
 import platform
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -52,8 +53,10 @@ def failed(checks: list[Check]) -> bool:
     return any(check.level == "fail" for check in checks)
 
 
-def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
+def diagnose(path: Path, now: float | None = None) -> tuple[Suite | None, list[Check]]:
     """Every static check of the suite at ``path``; the suite is None when it did not load.
+
+    ``now`` (epoch seconds; default: the clock) is when recordings' ages are measured from.
 
     Raises ``ConfigError`` when ``path`` is not a suite at all (no suite file there).
     """
@@ -78,6 +81,7 @@ def diagnose(path: Path) -> tuple[Suite | None, list[Check]]:
     checks.extend(_cassettes(suite, cassettes))
     checks.extend(_secrets(cassettes))
     checks.extend(_service_recordings(suite))
+    checks.extend(_stale(suite, time.time() if now is None else now))
     checks.extend(_prices(suite))
     checks.extend(_baseline(suite))
     checks.append(_ci_workflow(suite))
@@ -226,6 +230,32 @@ def _service_recordings(suite: Suite) -> Iterator[Check]:
             )
     if not problems:
         yield Check("ok", "recordings", f"{checked} MCP/model recording(s) exist and parse")
+
+
+def _stale(suite: Suite, now: float) -> Iterator[Check]:
+    """Recordings older than ``max_recording_age_days`` or of a model the suite no longer asks
+    for (``model_gateway.models``): a warning each, with the command that records its case."""
+    config = suite.config
+    gateway = config.model_gateway
+    if config.max_recording_age_days is None and (gateway is None or not gateway.models):
+        return
+    from trialrun.running.runner import rerecord_command
+    from trialrun.running.staleness import stale_recordings
+
+    seen: set[tuple[Path, int]] = set()
+    for case in suite.cases:
+        for stale in stale_recordings(suite, case, now):
+            if (stale.path, stale.line) in seen:  # a cassette several cases share
+                continue
+            seen.add((stale.path, stale.line))
+            yield Check(
+                "warn",
+                "stale",
+                stale.text(display_path(stale.path)),
+                f"record it again: {rerecord_command(suite, case)}",
+            )
+    if not seen:
+        yield Check("ok", "stale", "no recording is stale")
 
 
 def _prices(suite: Suite) -> Iterator[Check]:

@@ -134,6 +134,9 @@ class ModelGateway(Record):
     """A JSON or YAML file ``{model: {input_per_mtok, output_per_mtok}}`` for ``cost_usd``."""
     lenient: bool = keyed(Bool(), default=False)
     """On a miss, serve the next recording of the same endpoint and warn instead of failing."""
+    models: list[str] = keyed(_STRINGS, default_factory=list)
+    """The models the suite's agent asks for: a model recording of any other model is named
+    stale by ``doctor`` and the run report (empty: not checked)."""
 
 
 class NetworkAllow(Record):
@@ -191,6 +194,9 @@ class SuiteConfig(Record):
     """``--repeat K``: the share of its runs each case must pass (a case file may set its own)."""
     flaky: FlakyPolicy = keyed(OneOf("fail", "warn"), default="fail")
     """Whether a case that both passed and failed (``--repeat``, ``--retries``) fails the run."""
+    max_recording_age_days: int | None = keyed(Optional(Int(gt=0)), default=None)
+    """Recordings older than this many days (by their ``recorded_at``) are named stale by
+    ``doctor`` and the run report; they still replay (unset: no limit)."""
 
 
 class CaseConfig(Record):

@@ -101,7 +101,8 @@ async def run_agent(
     ``teardowns``: where a successful agent finishes exiting (None: before returning).
     ``prestarted``: the agent ``start_agent`` already started for this case (then ``argv``
     only names it); the session owns it from now on.
-    ``rerecord``: the command that records this case again, named by a cassette mismatch.
+    ``rerecord``: the command that updates this case (``--mode update``), named by a cassette
+    mismatch.
     """
     spawn = argv if isinstance(argv, Spawn) else Spawn(argv, cwd, env)
     if prestarted is None:
@@ -308,7 +309,7 @@ class _Session:
         if isinstance(exc, CassetteMismatch):
             message = str(exc)
             if self._rerecord is not None:
-                message += f"\nTo record this case again: {self._rerecord}"
+                message += f"\nTo update just this case: {self._rerecord}"
             self._refuse(call, "cassette_mismatch", message, "fail", start_ms)
         if isinstance(exc, MissingToolError):
             self._refuse(call, "tool_registry_error", str(exc), "error", start_ms)

@@ -70,6 +70,8 @@ class Recording:
     """The tool whose real body made this call while recording (its arrival fell inside that
     tool's run): replay answers the tool from its cassette and never runs the body, so this
     recording is expected to stay unused there."""
+    recorded_at: str | None = None
+    """When the call was recorded (ISO 8601, UTC); None in files written before it was kept."""
 
     @property
     def model(self) -> str | None:
@@ -106,6 +108,8 @@ class Recording:
         }
         if self.inside_tool is not None:  # absent otherwise: older files stay byte for byte
             data["inside_tool"] = self.inside_tool
+        if self.recorded_at is not None:
+            data["recorded_at"] = self.recorded_at
         return data
 
 
@@ -231,7 +235,16 @@ def check_cassette(text: str, path: Path) -> tuple[list[Recording], list[Cassett
 
 
 _REQUIRED = ("provider", "method", "path", "request", "status", "content_type", "body")
-_OPTIONAL = ("query", "headers", "key", "occurrence", "elapsed_ms", "usage", "inside_tool")
+_OPTIONAL = (
+    "query",
+    "headers",
+    "key",
+    "occurrence",
+    "elapsed_ms",
+    "usage",
+    "inside_tool",
+    "recorded_at",
+)
 
 
 def _parse_recording(data: Any, fail: Fail) -> Recording:
@@ -246,7 +259,16 @@ def _parse_recording(data: Any, fail: Fail) -> Recording:
         raise fail(
             f"field 'provider' must be one of {', '.join(provider_names())}; found {kind(provider)}"
         )
-    for name in ("method", "path", "content_type", "body", "query", "key", "inside_tool"):
+    for name in (
+        "method",
+        "path",
+        "content_type",
+        "body",
+        "query",
+        "key",
+        "inside_tool",
+        "recorded_at",
+    ):
         if name in data and not isinstance(data[name], str):
             raise fail(f"field {name!r} must be a string; found {kind(data[name])}")
     if not data["path"].startswith("/"):
@@ -286,4 +308,5 @@ def _parse_recording(data: Any, fail: Fail) -> Recording:
         usage=Usage.from_json(usage) if usage is not None else None,
         line=fail.line,
         inside_tool=data.get("inside_tool"),
+        recorded_at=data.get("recorded_at"),
     )

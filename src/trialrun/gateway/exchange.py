@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trialrun.base.recordtime import recorded_at
 from trialrun.base.redact import redact, redact_text
 from trialrun.errors import ConfigError
 from trialrun.gateway.cassette import Recording
@@ -158,6 +159,7 @@ def forward(
             occurrence=occurrence,
             elapsed_ms=(time.monotonic() - exchange.started) * 1000,
             usage=usage,
+            recorded_at=recorded_at(),
         )
         state.arrivals.fill(index, recording)
     return Outcome(

@@ -44,6 +44,7 @@ _FIELDS = (
     "response_body_base64",
     "elapsed_ms",
     "inside_tool",
+    "recorded_at",
 )
 
 
@@ -63,6 +64,8 @@ def exchange_json(exchange: Exchange) -> dict[str, Any]:
             data[f"{side}_body_base64"] = base64.b64encode(body).decode("ascii")
     if exchange.inside_tool is not None:  # absent otherwise: older files stay byte for byte
         data["inside_tool"] = exchange.inside_tool
+    if exchange.recorded_at is not None:
+        data["recorded_at"] = exchange.recorded_at
     return data
 
 
@@ -101,6 +104,9 @@ def _parse_exchange(data: Any, fail: Fail) -> Exchange:
     status = jsonl.status_of(data, fail)
     elapsed = jsonl.elapsed_of(data, fail)
     inside_tool = data.get("inside_tool")
+    when = data.get("recorded_at")
+    if when is not None and not isinstance(when, str):
+        raise fail(f"field 'recorded_at' must be an ISO 8601 time (a string); found {kind(when)}")
     if "inside_tool" in data and not isinstance(inside_tool, str):
         raise fail(f"field 'inside_tool' must be a tool name (a string); found {kind(inside_tool)}")
     request_headers = data.get("request_headers", {})
@@ -125,6 +131,7 @@ def _parse_exchange(data: Any, fail: Fail) -> Exchange:
         elapsed_ms=elapsed,
         line=fail.line,
         inside_tool=inside_tool,
+        recorded_at=when,
     )
 
 

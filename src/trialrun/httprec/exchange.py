@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
+from trialrun.base.recordtime import recorded_at
 from trialrun.base.redact import REDACTED, is_sensitive_key, redact_text
 
 HOP_BY_HOP = frozenset(
@@ -96,6 +97,8 @@ class Exchange:
     inside_tool: str | None = None
     """The agent's tool whose real body sent this request while recording (it arrived while
     that tool ran): replay answers the tool from its cassette and never runs the body."""
+    recorded_at: str | None = None
+    """When it was recorded (ISO 8601, UTC); None in files written before it was kept."""
 
     @property
     def address(self) -> str:
@@ -144,6 +147,7 @@ def recorded(request: Request, response: Response, elapsed_ms: float) -> Exchang
         request_headers=kept,
         response_headers=redact_headers(response.headers),
         elapsed_ms=elapsed_ms,
+        recorded_at=recorded_at(),
     )
 
 

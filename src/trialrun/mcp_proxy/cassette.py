@@ -11,8 +11,9 @@ Three kinds of line, one JSON object each with its keys sorted (see docs/mcp.md)
 * a tool call in trialrun's tool-cassette shape: ``{"tool", "args", "ok", "result", "error"}``
   plus ``progress`` (the recorded progress notifications, token removed), ``rpc_error`` (when the
   call failed with a JSON-RPC error), ``duration_ms``, ``meta`` (the caller's ``_meta`` for
-  audit), ``input_responses`` (2026-07-28 input-required retries) and ``inside_tool`` (the
-  agent's tool whose body made the call while recording; absent otherwise).
+  audit), ``input_responses`` (2026-07-28 input-required retries), ``inside_tool`` (the
+  agent's tool whose body made the call while recording; absent otherwise) and ``recorded_at``
+  (when it was recorded, ISO 8601 UTC; absent in older files).
 
 ``P`` holds only what the answer depends on: nothing for ``initialize``/``server/discover``/
 ``ping``, the ``cursor`` for list pages (pages are keyed by cursor and the recorded cursor strings
@@ -101,6 +102,8 @@ class CallRecord:
     """The agent's tool whose real body made this call while recording (the call arrived while
     that tool ran): replay answers the tool from its cassette and never runs the body, so this
     recording is expected to stay unused there."""
+    recorded_at: str | None = None
+    """When the call was recorded (ISO 8601, UTC); None in files written before it was kept."""
 
     @property
     def key(self) -> str:
@@ -121,6 +124,7 @@ class CallRecord:
             "duration_ms": self.duration_ms,
             "meta": self.meta or None,
             "inside_tool": self.inside_tool,  # absent when None: older files stay byte for byte
+            "recorded_at": self.recorded_at,
         }
         line.update((k, v) for k, v in optional.items() if v is not None)
         return line
@@ -361,6 +365,7 @@ def _parse_record(raw: JsonObject, file: Path, line_no: int) -> Record:
             meta=expect("meta", dict, "an object", required=False),
             line=line_no,
             inside_tool=expect("inside_tool", str, "a string (a tool's name)", required=False),
+            recorded_at=expect("recorded_at", str, "an ISO 8601 time (a string)", required=False),
         )
     if "method" in raw:
         method = expect("method", str, "a string", required=True)

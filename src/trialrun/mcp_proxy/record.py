@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.recordtime import recorded_at
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import (
     CONSUMED_METHODS,
@@ -168,6 +169,7 @@ class Recorder:
             input_responses=pending.params.get("inputResponses"),
             duration_ms=duration_ms,
             meta=audit or None,
+            recorded_at=recorded_at(),
         )
 
     def _note_era(self, pending: _Pending, result: Any) -> None:

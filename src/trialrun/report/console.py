@@ -172,6 +172,9 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
     unused = format_unused(run.cases)
     if unused:
         lines += ["", *unused]
+    stale = format_stale(run.cases)
+    if stale:
+        lines += ["", *stale]
     kept = format_kept(run.cases)
     if kept:
         lines += ["", *kept]
@@ -272,6 +275,17 @@ def format_unused(cases: Sequence[CaseResult]) -> list[str]:
         if case.run.unused_recordings
     ]
     return ["Unused recordings (they do not fail a case):", *lines] if lines else []
+
+
+def format_stale(cases: Sequence[CaseResult]) -> list[str]:
+    """Per case, its recordings older than ``max_recording_age_days`` or of a model the suite
+    no longer asks for: a warning, since they still replay."""
+    lines = [
+        f"  {clean_name(case.case_id)}: {clean_name(stale)}"
+        for case in cases
+        for stale in case.run.stale_recordings
+    ]
+    return ["warning: stale recordings (they still replay):", *lines] if lines else []
 
 
 def unused_tools_text(case: CaseResult) -> str:

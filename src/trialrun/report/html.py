@@ -378,6 +378,7 @@ def case_view(index: int, case: CaseResult) -> dict[str, Any]:
         "cost_usd": _number(run.usage.cost_usd),
         "unused_recordings": run.unused_recordings,
         "unused_tools": unused_tools_text(case),
+        "stale_recordings": list(run.stale_recordings),
         "failure_kind": case.failure.kind if case.failure else None,
         "warnings": [redact_text(warning) for warning in run.warnings],
         "failure_message": clean(case.failure.message) if case.failure else None,

@@ -271,6 +271,7 @@ def _case_summary(case: CaseResult, cwd: Path) -> dict[str, Any]:
         "warnings": [_redacted_text(warning) or "" for warning in case.run.warnings],
         **({} if case.runs is None else runs_summary(case.runs, stderr_tail_of)),
         **_recordings_of(case),
+        "stale_recordings": list(case.run.stale_recordings),
     }
 
 

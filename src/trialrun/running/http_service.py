@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import new_key
 from trialrun.base.fsutil import atomic_write_bytes
-from trialrun.base.results import AgentRun
+from trialrun.base.results import AgentRun, RecordingPlace
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.running.recording_paths import http_cassette_path
@@ -203,6 +203,12 @@ class CaseHttp:
             return []
         assert traffic.replay is not None
         unused = bodies.unused("http", traffic.replay.unused(), _exchange_inside)
+        path = str(traffic.cassette.resolve())
+        run.unused_places += [
+            RecordingPlace("http", path, e.line, f"http:{e.method} {e.url}")
+            for e in unused
+            if e.line
+        ]
         return [f"http:{e.method} {e.url}" for e in unused]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base.accesskey import new_key, with_key
 from trialrun.base.fsutil import atomic_write_bytes, atomic_write_text
-from trialrun.base.results import AgentRun, ToolCall, case_start_timestamp
+from trialrun.base.results import AgentRun, RecordingPlace, ToolCall, case_start_timestamp
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.errors import CassetteError
@@ -214,7 +214,7 @@ class CaseMcp:
             events = _read_server_events(server)
             _merge_mcp_calls(run, server, events)
             if self._mode == "replay":
-                unused += self._unused_mcp(server, events, bodies)
+                unused += self._unused_mcp(run, server, events, bodies)
             elif inside is not None:
                 bodies.made("mcp", [inside(float(e["timestamp"])) for e in _timed(events)])
         await self._commit_mcp(run, clean=clean and run.failure is None, inside=inside)
@@ -224,7 +224,11 @@ class CaseMcp:
             remove_tree(self._workdir)
 
     def _unused_mcp(
-        self, server: _McpServerRun, events: list[dict[str, Any]], bodies: ToolBodies
+        self,
+        run: AgentRun,
+        server: _McpServerRun,
+        events: list[dict[str, Any]],
+        bodies: ToolBodies,
     ) -> list[str]:
         """``mcp:<server>/<tool>`` for each recorded tools/call no event says it answered;
         ``bodies`` counts instead those made inside a tool the case called."""
@@ -237,6 +241,11 @@ class CaseMcp:
         unused = bodies.unused(
             "mcp", [call for call in calls if call[0] not in used], lambda call: call[2]
         )
+        path = str(Path(server.cassette).resolve())
+        run.unused_places += [
+            RecordingPlace("mcp", path, line, f"mcp:{server.name}/{tool}")
+            for line, tool, _inside in unused
+        ]
         return [f"mcp:{server.name}/{tool}" for _line, tool, _inside in unused]
 
     async def _commit_mcp(

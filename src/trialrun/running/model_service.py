@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import new_key
-from trialrun.base.results import AgentRun, ModelCall
+from trialrun.base.results import AgentRun, ModelCall, RecordingPlace
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode, ModelGateway
 from trialrun.running.recording_paths import model_cassette_path
@@ -124,6 +124,10 @@ class CaseModel:
         _merge_model_calls(run, calls)
         left = bodies.unused("model", scope.unused_recordings(), _recording_inside)
         unused += [_model_recording_name(r) for r in left]
+        path = str(model_cassette_path(self._case).resolve())
+        run.unused_places += [
+            RecordingPlace("model", path, r.line, _model_recording_name(r)) for r in left if r.line
+        ]
         if self._mode == "replay" and not calls and left and run.failure is None:
             fail(run, NO_MODEL_CALL, _no_model_call(len(left)), "fail")
 

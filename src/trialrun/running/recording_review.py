@@ -181,7 +181,8 @@ def _entry(status: str, identity: str, old_line: int | None, new_line: int | Non
 
 
 def _compared(old: _Recording, new: _Recording, volatile: _VolatileView) -> JsonObject:
-    if old.data == new.data:
+    # When it was recorded is not what was recorded: a recording made again unchanged is identical.
+    if _without_stamp(old.data) == _without_stamp(new.data):
         return _entry("identical", new.identity, old.line, new.line)
     if volatile(old.data) == volatile(new.data):
         return _entry("volatile-only", new.identity, old.line, new.line)
@@ -231,6 +232,12 @@ def _key_path(path: str, key: str) -> str:
     if _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}" if path else key
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _without_stamp(data: Any) -> Any:
+    if isinstance(data, dict) and "recorded_at" in data:
+        return {key: value for key, value in data.items() if key != "recorded_at"}
+    return data
 
 
 def _first_unequal_char(old: Any, new: Any) -> int:

@@ -20,13 +20,14 @@ import dataclasses
 import hashlib
 import os
 import shlex
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun.base.redact import redact, redact_each
-from trialrun.base.results import AgentRun, CaseResult, Failure
+from trialrun.base.results import AgentRun, CaseResult, Failure, RecordingPlace
 from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
@@ -394,16 +395,20 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
             limits=_limits(suite, case),
             teardowns=teardowns,
             prestarted=prepared.agent,
-            rerecord=rerecord_command(suite, case) if prepared.options.mode == "replay" else None,
+            rerecord=update_command(suite, case) if prepared.options.mode == "replay" else None,
         )
         judge_seal(run, prepared.seal)
         if case_services is not None:
             services_of_case, case_services = case_services, None
             await _close_services(services_of_case, run)
+            if prepared.options.mode == "replay":
+                _name_update_command(run, update_command(suite, case))
         clean = run.failure is None
         # Recordings are committed only when the case ended cleanly: say what was left alone.
         run.recording_kept = prepared.options.mode == "record" and not clean
         _note_unused(run, backend)
+        if prepared.options.mode == "replay":
+            _note_stale(run, suite, case)
     finally:
         if case_services is not None:  # interrupted: drop what the services recorded
             case_services.discard()
@@ -421,6 +426,29 @@ def rerecord_command(suite: Suite, case: Case) -> str:
     """The command that records just ``case`` again, as a person would type it here."""
     argv = ["trialrun", "run", display_path(suite.suite_dir), "--mode", "record"]
     return shlex.join([*argv, "--case", case.config.id])
+
+
+def update_command(suite: Suite, case: Case) -> str:
+    """The command that replays ``case`` and records again only the calls that miss."""
+    argv = ["trialrun", "run", display_path(suite.suite_dir), "--mode", "update"]
+    return shlex.join([*argv, "--case", case.config.id])
+
+
+UPDATE_HINT = "\nTo update just this case: "
+"""How a replay miss names the command that updates its case (the tool call's miss says it
+itself; an MCP, model or HTTP miss gets it here)."""
+
+
+def _name_update_command(run: AgentRun, command: str) -> None:
+    failure = run.failure
+    if failure is None or failure.kind != "cassette_mismatch" or UPDATE_HINT in failure.message:
+        return
+    said = failure.message
+    failure.message = said + UPDATE_HINT + command
+    for event in reversed(run.events):  # run.jsonl says what the summary says
+        if event.get("type") == "agent_error" and event.get("message") == said:
+            event["message"] = failure.message
+            break
 
 
 def _limits(suite: Suite, case: Case) -> Limits:
@@ -497,8 +525,20 @@ def _note_unused(run: AgentRun, backend: ToolBackend) -> None:
         unused = backend.cassette.unused_tools()
         run.unused_recordings += len(unused)
         run.unused_recording_tools[:0] = unused
+        path = str(backend.cassette.path)
+        lines = backend.cassette.unused_lines()
+        places = [RecordingPlace("tool", path, n, t) for n, t in zip(lines, unused, strict=True)]
+        run.unused_places[:0] = places
     else:
         run.unused_recordings += backend.unused()
+
+
+def _note_stale(run: AgentRun, suite: Suite, case: Case) -> None:
+    """Name the case's stale recordings (they still replay; nothing fails for them)."""
+    from trialrun.running.staleness import stale_recordings
+
+    for stale in stale_recordings(suite, case, time.time()):
+        run.stale_recordings.append(stale.text(display_path(stale.path)))
 
 
 class _ToolModuleCache:

@@ -32,6 +32,7 @@ __all__ = ["MAX_NEAREST", "Cassette", "CassetteEntry", "ReplayBackend"]
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
+    from trialrun.httprec.difference import Difference
 
 MAX_NEAREST = 5
 # Scoring every recording of a huge cassette with difflib would make one miss take minutes; past
@@ -157,13 +158,15 @@ class Cassette:
             entry = self._consume(tool, redacted_json)
             if entry is not None:
                 return entry
+        nearest = self._nearest(tool, args_json)
         raise CassetteMismatch(
             tool=tool,
             args=args,
             # The message ends up in reports and junit.xml: never show a secret the agent sent.
             args_json=redacted_json,
-            nearest=self._nearest(tool, args_json),
+            nearest=[recording for recording, _at in nearest],
             exhausted=self._consumed_alike(tool, keys),
+            difference=self._difference(nearest[0][1], tool, args) if nearest else None,
         )
 
     def _consume(self, tool: str, args_json: str) -> CassetteEntry | None:
@@ -215,8 +218,34 @@ class Cassette:
         tools = self._recordings.tools
         return [tools[at] for at, used in enumerate(self._consumed) if not used]
 
-    def _nearest(self, tool: str, args_json: str) -> list[NearestRecording]:
-        """The recordings most like a missed call, scored like RunLedger (difflib ratio)."""
+    def unused_lines(self) -> list[int]:
+        """The line of each recording no call consumed, in file order (nothing is read)."""
+        lines = self._recordings.lines
+        return [lines[at] for at, used in enumerate(self._consumed) if not used]
+
+    def _difference(self, at: int, tool: str, args: JsonObject) -> str:
+        """The nearest recording's line and the first field where the call differs from it,
+        both sides shown around that difference (redacted)."""
+        from trialrun.httprec.difference import describe, first_difference
+
+        entry = self._entry(at)
+        used = bool(self._consumed[at])
+        if entry.tool != tool:
+            return describe(entry.line, ("tool", entry.tool, tool), used=used)
+        found = first_difference(entry.args, args, "args")
+        # Shown from the redacted sides: a secret differing is named by its place, never shown.
+        shown: Difference | None = first_difference(redact(entry.args), redact(args), "args")
+        if found is not None and (shown is None or shown[0] != found[0]):
+            state = " (already used)" if used else ""
+            return (
+                f"nearest recording: line {entry.line}{state}; first difference at {found[0]} "
+                "(a redacted value)"
+            )
+        return describe(entry.line, shown, used=used)
+
+    def _nearest(self, tool: str, args_json: str) -> list[tuple[NearestRecording, int]]:
+        """The recordings most like a missed call, scored like RunLedger (difflib ratio), each
+        with its index."""
         tools = self._recordings.tools
         keys = self._recordings.keys
         same_tool = [i for i, name in enumerate(tools) if name == tool]
@@ -226,10 +255,13 @@ class Cassette:
             # Identical recordings (page 1, page 1 again) would only repeat one line.
             first_index.setdefault((tools[i], keys[i]), i)
         return [
-            NearestRecording(
-                tool=key[0],
-                args_json=canonjson.dumps(redact(self._entry(first_index[key]).args)),
-                score=score,
+            (
+                NearestRecording(
+                    tool=key[0],
+                    args_json=canonjson.dumps(redact(self._entry(first_index[key]).args)),
+                    score=score,
+                ),
+                first_index[key],
             )
             for key, score in _best_matches(args_json, list(first_index))
         ]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.fsutil import fsync_directory, temporary_beside, write_all
+from trialrun.base.recordtime import recorded_at
 from trialrun.base.redact import redact
 from trialrun.base.results import JsonObject
 from trialrun.errors import CassetteError
@@ -74,6 +75,8 @@ class RecordingBackend:
         # RunLedger wrote ``error`` only when there was one; cassettes stay byte-compatible.
         if outcome.error is not None:
             entry["error"] = outcome.error
+        # Optional for every reader, RunLedger 0.2.3 included: it ignores keys it does not know.
+        entry["recorded_at"] = recorded_at()
         line = self._append(redact(entry))
         if local is None:
             return outcome
