@@ -92,6 +92,43 @@ def test_every_command_is_in_the_readme_command_list_with_a_page() -> None:
         assert f"trialrun {command}" in text, f"{page} never shows `trialrun {command}`"
 
 
+def command_pages() -> dict[str, str]:
+    """README's command table: command -> its page."""
+    section = readme_section("Command line")
+    rows = re.findall(r"^\| `trialrun ([\w-]+)` \| .*?\]\(([\w/.-]*)(#[\w-]+)?\)", section, re.M)
+    return {command: page for command, page, _anchor in rows}
+
+
+def help_options(argv: list[str]) -> tuple[set[str], list[str]]:
+    """The long options ``trialrun ARGV --help`` lists, and its subcommands."""
+    outcome = call_cli([*argv, "--help"])
+    assert outcome.code == 0, outcome.err
+    listed = outcome.out.split("\nOptions:\n", 1)[1]
+    options = set(re.findall(r"^\s+(?:-\w, )?(--[a-z][\w-]*)", listed, re.M)) - {"--help"}
+    subcommands: list[str] = []
+    if "\nCommands:\n" in outcome.out:
+        commands = outcome.out.split("\nCommands:\n", 1)[1]
+        subcommands = re.findall(r"^  ([a-z][\w-]*)\s", commands, re.M)
+    return options, subcommands
+
+
+def test_every_option_of_every_command_is_on_its_page() -> None:
+    pages = command_pages()
+    assert set(help_commands()) <= set(pages)
+    unnamed: list[str] = []
+    for command, page in pages.items():
+        text = (REPO_ROOT / page).read_text(encoding="utf-8")
+        pending = [[command]]
+        while pending:
+            argv = pending.pop()
+            options, subcommands = help_options(argv)
+            unnamed += [f"{page}: trialrun {' '.join(argv)} {o}" for o in options if o not in text]
+            pending += [[*argv, sub] for sub in subcommands]
+    assert not unnamed, "options --help lists that their page never names:\n" + "\n".join(
+        sorted(unnamed)
+    )
+
+
 def test_the_help_parser_finds_what_the_table_must_list() -> None:
     # The check above is only as good as this list: it must be the whole of --help's commands.
     outcome = call_cli(["--help"])

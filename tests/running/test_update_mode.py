@@ -16,6 +16,7 @@ import pytest
 
 from builders import call_cli, only_run_dir, write_suite
 from paths import AGENTS_DIR
+from trialrun.base.recordtime import parse_recorded_at
 
 SCRIPTED = [sys.executable, AGENTS_DIR / "scripted.py"]
 
@@ -122,7 +123,9 @@ def test_update_records_only_the_call_that_changed_and_keeps_the_others_byte_for
     lines = cassette_lines(suite)
     # Replayed: the old bytes, and the old prices (the tool now answers 10 and 30).
     assert lines[0] == old[0].encode() and lines[2] == old[2].encode()
-    assert json.loads(lines[1]) == {
+    recorded = json.loads(lines[1])
+    assert parse_recorded_at(recorded.pop("recorded_at")) is not None  # the new one says when
+    assert recorded == {
         "tool": "price",
         "args": {"item": "fig"},
         "ok": True,
