@@ -22,6 +22,7 @@ import pytest
 
 from paths import BEHAVING_AGENT
 from trialrun.cli import run_cli
+from trialrun.gateway.cassette import Recording
 from trialrun.running.sharding import ShardSpec, shard_case_ids, shard_info
 
 HANG_GUARD_S = 120.0
@@ -392,4 +393,28 @@ def make_compare_subject(root: Path) -> Path:
             "evals/incumbent/SKILL.md": "incumbent skill\n",
             "evals/agent.py": COMPARE_AGENT,
         },
+    )
+
+
+RESET_CHAT = [{"role": "user", "content": "reset password"}]
+"""The messages of the recorded chat calls that ``chat_recording`` builds."""
+
+
+def chat_recording(model: str, content: str) -> Recording:
+    """A recorded OpenAI chat completion of ``RESET_CHAT`` by ``model`` answering ``content``."""
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+    return Recording(
+        provider="openai",
+        method="POST",
+        path="/v1/chat/completions",
+        request={"model": model, "messages": RESET_CHAT},
+        status=200,
+        content_type="application/json",
+        body=json.dumps(body),
     )

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from builders import only_run_dir, run_trialrun, write_suite
+from builders import RESET_CHAT, chat_recording, only_run_dir, run_trialrun, write_suite
 from paths import AGENTS_DIR
-from trialrun.gateway.cassette import Recording, write_cassette
+from trialrun.gateway.cassette import write_cassette
 
 SCRIPTED = AGENTS_DIR / "scripted_tools.py"
-CHAT = [{"role": "user", "content": "reset password"}]
+CHAT = RESET_CHAT
 
 # One tool call, then one chat completion through the model gateway.
 MODEL_AGENT = r"""
@@ -47,25 +47,6 @@ send({"type": "final_output", "output": {"lookup": looked_up, "reply": answer}})
 def lookup(n: int) -> str:
     entry = {"tool": "lookup", "args": {"id": n}, "ok": True, "result": {"n": n}, "error": None}
     return json.dumps(entry) + "\n"
-
-
-def chat_recording(model: str, content: str) -> Recording:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-    return Recording(
-        provider="openai",
-        method="POST",
-        path="/v1/chat/completions",
-        request={"model": model, "messages": CHAT},
-        status=200,
-        content_type="application/json",
-        body=json.dumps(body),
-    )
 
 
 def calls(*numbers: int) -> dict[str, Any]:

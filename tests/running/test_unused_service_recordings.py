@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from builders import run_trialrun
-from trialrun.gateway.cassette import Recording, write_cassette
+from builders import RESET_CHAT, chat_recording, run_trialrun
+from trialrun.gateway.cassette import write_cassette
 from trialrun.mcp_proxy.cassette import CallRecord, ExchangeRecord
 from trialrun.mcp_proxy.cassette import write_cassette as write_mcp_cassette
 
 XSS_TOOL = "fetch<script>alert(1)</script>"
-CHAT = [{"role": "user", "content": "reset password"}]
+CHAT = RESET_CHAT
 
 AGENT = r"""
 import json, os, subprocess, sys, urllib.request
@@ -58,25 +58,6 @@ with urllib.request.urlopen(http, timeout=120) as response:
     answer = json.loads(response.read())["choices"][0]["message"]["content"]
 send({"type": "final_output", "output": {"lookup": looked_up, "docs": found, "reply": answer}})
 """.replace("CHAT", json.dumps(CHAT))
-
-
-def chat_recording(model: str, content: str) -> Recording:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-    return Recording(
-        provider="openai",
-        method="POST",
-        path="/v1/chat/completions",
-        request={"model": model, "messages": CHAT},
-        status=200,
-        content_type="application/json",
-        body=json.dumps(body),
-    )
 
 
 def mcp_call(tool: str, q: str) -> CallRecord:
