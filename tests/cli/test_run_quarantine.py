@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def case_doc(summary: dict[str, Any], case_id: str) -> dict[str, Any]:
     return found
 
 
+def junit_of(run_dir: Path) -> tuple[ET.Element, dict[str, ET.Element]]:
+    root = ET.fromstring((run_dir / "junit.xml").read_text(encoding="utf-8"))
+    return root, {case.get("name", ""): case for case in root.iter("testcase")}
+
+
 def test_a_failing_case_does_not_gate_until_its_entry_expires_then_it_is_named(
     suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -69,6 +75,15 @@ def test_a_failing_case_does_not_gate_until_its_entry_expires_then_it_is_named(
         assert "quarantine" not in case_doc(summary, "case_000")
         page = (last_run(out) / "report.html").read_text(encoding="utf-8")
         assert "fail (quarantined)" in page
+        suite_element, cases = junit_of(last_run(out))
+        # CI reads junit.xml too: a quarantined failure is skipped there, not a failure.
+        assert (suite_element.get("failures"), suite_element.get("skipped")) == ("0", "1")
+        skipped = cases["case_002"].find("skipped")
+        assert skipped is not None and cases["case_002"].find("failure") is None
+        assert skipped.get("message", "").startswith(
+            "quarantined until 2026-12-31 (owner ana): upstream flakes. Status fail: "
+        )
+        assert "required_fields" in (cases["case_002"].findtext("system-out") or "")
     on_day(monkeypatch, dt.date(2027, 1, 1))
     code, stdout, stderr = call_cli(argv, capsys)
     assert code == 1, stdout + stderr
@@ -84,6 +99,9 @@ def test_a_failing_case_does_not_gate_until_its_entry_expires_then_it_is_named(
     assert case_doc(summary, "case_002")["quarantine"]["expired"] is True
     page = (last_run(out) / "report.html").read_text(encoding="utf-8")
     assert "Warning: quarantine of case &#39;case_002&#39; expired on 2026-12-31" in page
+    suite_element, cases = junit_of(last_run(out))
+    assert (suite_element.get("failures"), suite_element.get("skipped")) == ("1", None)
+    assert cases["case_002"].find("failure") is not None
 
 
 def test_a_quarantined_case_is_left_out_of_the_regression_gate(

@@ -131,6 +131,20 @@ def test_one_annotation_per_failing_case_at_its_file_and_line() -> None:
     ]
 
 
+def test_a_quarantined_failure_is_a_warning_and_an_expired_one_an_error_again() -> None:
+    run = run_of(
+        case("t1", failure=Failure("assertion_failed", "x"), checks=(CALL_ORDER,)),
+        case("t2", failure=Failure("assertion_failed", "x"), checks=(CALL_ORDER,)),
+    )
+    entry = {"reason": "flakes", "owner": "ana", "expires": "2026-12-31"}
+    run.quarantine = {"t1": {**entry, "expired": False}, "t2": {**entry, "expired": True}}
+    lines = github_annotations(run, None, case_locations={})
+    assert [line.split("::")[1] for line in lines] == [
+        "error title=trialrun: t2",
+        "warning title=trialrun: t1 (quarantined)",
+    ]
+
+
 def test_every_reason_of_a_case_is_in_its_one_annotation() -> None:
     checks = (CALL_ORDER, CheckFailure("required_fields", "Missing required fields: x"))
     failing = case("t1", failure=Failure("assertion_failed", "joined"), checks=checks)

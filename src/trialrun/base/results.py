@@ -307,6 +307,14 @@ class RunResult:
     """Case id -> its quarantine.yaml entry as judged on the run's day: ``{reason, owner,
     expires, expired}`` (summary.json's per-case ``quarantine``); None: no quarantine file."""
 
+    def excused(self, case: CaseResult) -> JsonObject | None:
+        """The quarantine entry that keeps ``case``'s failure from gating, or None: a case that
+        passed, is not listed, or whose entry expired gates as any other."""
+        entry = (self.quarantine or {}).get(case.case_id)
+        if case.passed or not isinstance(entry, dict) or entry.get("expired"):
+            return None
+        return entry
+
     @property
     def cases_passed(self) -> int:
         return sum(1 for case in self.cases if case.status == "pass")

@@ -50,7 +50,7 @@ def github_annotations(
         f"::error title=trialrun: gate {escape_property(gate)}::{escape_data(message)}"
         for gate, message in gate_failures(regression)
     ]
-    failing = [case for case in run.cases if not case.passed]
+    failing = [case for case in run.cases if not case.passed and run.excused(case) is None]
     room = max(MAX_ERRORS_PER_STEP - len(gates), 0)
     commands = [_case_annotation(case, case_locations.get(case.case_id)) for case in failing[:room]]
     left_out = len(failing) - len(commands)
@@ -61,7 +61,13 @@ def github_annotations(
             f"(GitHub shows at most {MAX_ERRORS_PER_STEP} errors per step); "
             "see the step summary or the run artifacts"
         )
-    return commands + gates
+    # A quarantined failure does not gate: a warning, which GitHub shows without failing anything.
+    excused = [
+        _case_annotation(case, case_locations.get(case.case_id), level="warning")
+        for case in run.cases
+        if run.excused(case) is not None
+    ]
+    return commands + gates + excused
 
 
 def case_locations(suite: Suite, *, workspace: Path | None = None) -> dict[str, tuple[str, int]]:
@@ -89,13 +95,16 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def _case_annotation(case: CaseResult, location: tuple[str, int] | None) -> str:
+def _case_annotation(
+    case: CaseResult, location: tuple[str, int] | None, *, level: str = "error"
+) -> str:
     properties = []
     if location is not None:
         file, line = location
         properties += [f"file={escape_property(file)}", f"line={int(line)}"]
-    properties.append(f"title=trialrun: {escape_property(redact_text(case.case_id))}")
-    return f"::error {','.join(properties)}::{escape_data(case_message(case))}"
+    title = redact_text(case.case_id) + (" (quarantined)" if level == "warning" else "")
+    properties.append(f"title=trialrun: {escape_property(title)}")
+    return f"::{level} {','.join(properties)}::{escape_data(case_message(case))}"
 
 
 def case_message(case: CaseResult) -> str:

@@ -16,12 +16,16 @@ seconds with three decimals, the suite time being the sum of the case times) wit
   that does not fail the run passes, with a ``<flakyFailure>`` (``<flakyError>``) per failed run;
   a failing case has its ``<failure>`` (``<error>``) and a ``<rerunFailure>`` (``<rerunError>``)
   per other failed run; a flaky case that fails the run has a ``<failure type="flaky">`` and
-  its ``<flakyFailure>`` children.
+  its ``<flakyFailure>`` children;
+* a failing case that quarantine.yaml excuses does not gate, so CI must not read it as a failure:
+  it is ``<skipped>`` with the entry (owner, expiry, reason) as its message and the failure's full
+  text in ``<system-out>``, and the suite counts it in ``skipped``.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from trialrun.base.junitxml import add_reason, junit_document, testcase, testsuite
 from trialrun.base.results import CaseResult, RunResult
@@ -34,16 +38,37 @@ from trialrun.report.summary import stderr_tail_of
 
 def build_junit(run: RunResult) -> str:
     """The junit.xml text for ``run`` (with a trailing newline)."""
+    gating = [case for case in run.cases if run.excused(case) is None]
     suite = testsuite(
         run.suite_name,
         tests=len(run.cases),
-        failures=sum(1 for case in run.cases if not case.passed and case.status != "error"),
-        errors=sum(1 for case in run.cases if case.status == "error"),
+        failures=sum(1 for case in gating if not case.passed and case.status != "error"),
+        errors=sum(1 for case in gating if case.status == "error"),
         seconds=sum(case.run.wall_ms for case in run.cases) / 1000,
     )
+    if len(gating) < len(run.cases):
+        suite.set("skipped", str(len(run.cases) - len(gating)))
     for case in run.cases:
-        suite.append(_testcase(case, run.suite_name))
+        entry = run.excused(case)
+        if entry is None:
+            suite.append(_testcase(case, run.suite_name))
+        else:
+            suite.append(_quarantined_testcase(case, run.suite_name, entry))
     return junit_document(suite)
+
+
+def _quarantined_testcase(case: CaseResult, suite_name: str, entry: dict[str, Any]) -> ET.Element:
+    element = testcase(None, case.case_id, suite_name, case.run.wall_ms / 1000)
+    message = (
+        f"quarantined until {entry.get('expires')} (owner {entry.get('owner')}): "
+        f"{entry.get('reason')}. Status {case.status}: {_first_line(failure_details(case))}"
+    )
+    ET.SubElement(element, "skipped", {"message": xml_text(message)})
+    ET.SubElement(element, "system-out").text = xml_text(_full_text(failure_details(case)))
+    stderr_tail = stderr_tail_of(case)
+    if stderr_tail:
+        ET.SubElement(element, "system-err").text = xml_text(clean(stderr_tail))
+    return element
 
 
 def _testcase(case: CaseResult, suite_name: str) -> ET.Element:
