@@ -424,7 +424,7 @@ def test_probe_reports_unused_recordings(
     lines = out.splitlines()
     assert code == 0
     unused = lines_of(lines, "probe")[1]
-    assert unused.startswith("warn probe: 2 recording(s) of suites/demo/cassettes/t.jsonl")
+    assert unused.startswith("warn probe: 2 recordings of suites/demo/cassettes/t.jsonl")
 
 
 def test_probe_of_a_failing_case_fails(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,7 +97,7 @@ def test_a_removed_call_is_reported_and_pruned_and_nothing_else_changes(tmp_path
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         "would remove cassettes/t1.jsonl:2: tool lookup",
-        "1 unused recording(s) would be removed from 1 file(s)",
+        "1 unused recording would be removed from 1 file",
     ]
     assert path.read_bytes() == original.encode()
 
@@ -141,7 +141,7 @@ def test_tool_and_model_recordings_are_pruned_by_line(tmp_path: Path) -> None:
     assert out.splitlines() == [
         "removed cassettes/t1.jsonl:1: tool lookup",
         "removed cassettes/t1.model.jsonl:2: model model:gpt-4o",
-        "2 unused recording(s) removed from 2 file(s)",
+        "2 unused recordings removed from 2 files",
     ]
     assert (suite / "cassettes" / "t1.jsonl").read_text(encoding="utf-8") == lookup(1)
     assert model.read_bytes() == model_before[0] + model_before[2]
@@ -168,7 +168,7 @@ def test_a_shared_cassette_loses_only_what_every_case_left_unused(tmp_path: Path
     assert code == 0
     assert out.splitlines() == [
         "removed cassettes/shared.jsonl:3: tool lookup",
-        "1 unused recording(s) removed from 1 file(s)",
+        "1 unused recording removed from 1 file",
     ]
     assert path.read_text(encoding="utf-8") == lookup(1) + lookup(2)
 
@@ -186,7 +186,7 @@ def test_a_run_of_some_cases_keeps_a_cassette_other_cases_share(tmp_path: Path) 
     assert code == 0
     assert out.splitlines() == [
         "kept cassettes/shared.jsonl: a case this run did not run shares it",
-        "0 unused recording(s) removed from 0 file(s)",
+        "0 unused recordings removed from 0 files",
     ]
     assert (tmp_path / "suite/cassettes/shared.jsonl").read_text() == lookup(1) + lookup(2)
 

@@ -129,7 +129,7 @@ def test_a_missing_mcp_recording_fails_the_case_before_the_agent_starts(project:
 def test_doctor_checks_the_mcp_recordings_a_replay_needs(project: Path) -> None:
     done = trialrun(project, "doctor", "evals/mcp")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok recordings: 1 MCP/model recording(s) exist and parse" in done.stdout
+    assert "ok recordings: 1 MCP/model recording exists and parses" in done.stdout
     cassette = project / "evals" / "mcp" / "cassettes" / "t1.mcp-docs.jsonl"
     saved = cassette.read_bytes()
     cassette.write_text('{"kind": "header"}\nnot json\n')

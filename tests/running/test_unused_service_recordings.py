@@ -167,9 +167,9 @@ def test_doctor_probe_names_the_file_of_each_unused_recording(project: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     probe = [line for line in done.stdout.splitlines() if line.startswith("warn probe:")]
     assert [line.split(" (re-record")[0] for line in probe] == [
-        "warn probe: 1 recording(s) of evals/unused/cassettes/t1.jsonl were not used (lookup)",
-        "warn probe: 1 recording(s) of evals/unused/cassettes/t1.mcp-docs.jsonl were not used "
+        "warn probe: 1 recording of evals/unused/cassettes/t1.jsonl was not used (lookup)",
+        "warn probe: 1 recording of evals/unused/cassettes/t1.mcp-docs.jsonl was not used "
         f"(mcp:docs/{XSS_TOOL})",
-        "warn probe: 1 recording(s) of evals/unused/cassettes/t1.model.jsonl were not used "
+        "warn probe: 1 recording of evals/unused/cassettes/t1.model.jsonl was not used "
         "(model:gpt-4o)",
     ]

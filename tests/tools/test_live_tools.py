@@ -223,9 +223,9 @@ def test_a_tool_without_a_signature_loads_and_runs(tmp_path: Path) -> None:
     name = write_module(tmp_path, "TOOLS = {'biggest': max}\n")
     backend = LiveBackend(load_tool_module(name, tmp_path), timeout_s=5)
     assert call(backend, "biggest", {"a": 1, "b": 2}).result == "b"
-    assert call(backend, "biggest", {}).error == (
-        "tool 'biggest' raised ValueError: max() arg is an empty sequence"
-    )
+    with pytest.raises(ValueError) as raised:  # its words differ between Python versions
+        max({})
+    assert call(backend, "biggest", {}).error == f"tool 'biggest' raised ValueError: {raised.value}"
 
 
 def test_a_tools_own_timeout_error_is_not_taken_for_the_deadline() -> None:

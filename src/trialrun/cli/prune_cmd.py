@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from trialrun.base.words import counted
 from trialrun.cli import EXIT_OK
 from trialrun.cli.pathparam import PathParam
 
@@ -39,5 +40,5 @@ def prune(run_dir: Path, dry_run: bool) -> int:
         pruning.apply(planned)
     files = len({f.shown for f in planned.files if f.loses_recordings()})
     done = "would be removed" if dry_run else "removed"
-    click.echo(f"{planned.count} unused recording(s) {done} from {files} file(s)")
+    click.echo(f"{counted(planned.count, 'unused recording')} {done} from {counted(files, 'file')}")
     return EXIT_OK

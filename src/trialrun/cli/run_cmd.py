@@ -166,13 +166,14 @@ def run(
 
 def _changed_recordings(finished: FinishedRun) -> bool:
     """``--fail-on-change``: say which recordings changed; True when any did."""
+    from trialrun.base.words import counted
     from trialrun.report.console import clean
     from trialrun.report.recordings import changed_lines
 
     changed = changed_lines(finished.recorded.result.cases)
     if changed:
         click.echo(
-            f"error: {len(changed)} recording(s) changed (--fail-on-change): "
+            f"error: {counted(len(changed), 'recording')} changed (--fail-on-change): "
             + "; ".join(clean(line) for line in changed[:5])
             + ("; ..." if len(changed) > 5 else ""),
             err=True,

@@ -193,7 +193,12 @@ def _cassettes(suite: Suite, loaded: dict[Path, Cassette | list[CassetteError]])
                 "add the tool to tool_registry or delete the line",
             )
         if not outside:
-            yield Check("ok", "cassette", f"{shown}: {cassette.count} recording(s) parse")
+            yield Check(
+                "ok",
+                "cassette",
+                f"{shown}: {counted(cassette.count, 'recording')} "
+                + ("parses" if cassette.count == 1 else "parse"),
+            )
 
 
 def _tools(suite: Suite) -> Check:
@@ -229,7 +234,12 @@ def _service_recordings(suite: Suite) -> Iterator[Check]:
                 "fail", "recordings", str(error), "record it with `trialrun run --mode record`"
             )
     if not problems:
-        yield Check("ok", "recordings", f"{checked} MCP/model recording(s) exist and parse")
+        yield Check(
+            "ok",
+            "recordings",
+            f"{counted(checked, 'MCP/model recording')} "
+            + ("exists and parses" if checked == 1 else "exist and parse"),
+        )
 
 
 def _stale(suite: Suite, now: float) -> Iterator[Check]:
@@ -443,7 +453,9 @@ def probe(suite: Suite) -> list[Check]:
         Check(
             "warn",
             "probe",
-            f"{len(names)} recording(s) of {display_path(path)} were not used"
+            f"{counted(len(names), 'recording')} of {display_path(path)} "
+            + ("was" if len(names) == 1 else "were")
+            + " not used"
             + (f" ({counted_text(count_names(names))})" if any(names) else ""),
             "re-record the cassette or delete the stale lines",
         )

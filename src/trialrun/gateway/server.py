@@ -234,7 +234,8 @@ class Gateway:
                 ) from None
         unused = state.unused_recordings()
         if unused:
-            LOG.info("run %s: %d recording(s) were never asked for", run_id, len(unused))
+            never = "1 recording was" if len(unused) == 1 else f"{len(unused)} recordings were"
+            LOG.info("run %s: %s never asked for", run_id, never)
         return state.calls()
 
     def close_all(self, clean: bool) -> dict[str, list[ModelCall]]:
