@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING
 from trialrun.base.accesskey import REFUSED, key_matches, split_key, with_key
 from trialrun.errors import CassetteError, ConfigError
 from trialrun.gateway.cassette import ModelCassette, write_cassette
-from trialrun.gateway.exchange import Exchange, Outcome, forward, replay
+from trialrun.gateway.exchange import Exchange, Outcome, answer_kept, forward, replay
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import provider, provider_names
 from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
 from trialrun.gateway.usage import Price, cost_usd, load_prices
 from trialrun.gateway.wire import Handler, guarded, read_body, send_error
+from trialrun.httprec.jsonl import raw_lines
 from trialrun.httprec.upstream import DEFAULT_TIMEOUT_S, SharedTls, Upstream
 
 if TYPE_CHECKING:
@@ -176,8 +177,15 @@ class Gateway:
         *,
         workdir: str | Path | None = None,
         key: str | None = None,
+        update: bool = False,
+        keep_unused: bool = False,
     ) -> RunScope:
         """Start serving ``run_id``; in replay the cassette is loaded now (``CassetteError``).
+
+        ``update`` (record mode, ``--mode update``): a request that matches an unused recording
+        of the cassette (loaded now, when there is one) is answered from it and its line kept
+        as it was; only the others are forwarded and recorded. The recordings no request used
+        are dropped, or kept after the others with ``keep_unused``.
 
         ``workdir``, the agent's working directory, becomes ``<workdir>`` in message text.
         ``key``: the run's requests must present it (the scope's URLs carry it); a request
@@ -196,6 +204,10 @@ class Gateway:
         state = RunState(
             mode, cassette_path, run_id=run_id, normalizer=normalizer, replay=cassette, key=key
         )
+        if update and mode == "record" and cassette_path.exists():
+            state.update = ModelCassette.load(cassette_path, normalizer)
+            state.old_lines = raw_lines(cassette_path)
+            state.keep_unused = keep_unused
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"run {run_id!r} is already open")
@@ -227,7 +239,9 @@ class Gateway:
                         dataclasses.replace(r, inside_tool=inside_tool(arrived))
                         for arrived, r in state.recordings_arrived()
                     ]
-                write_cassette(state.cassette_path, recordings)
+                if state.keep_unused and state.update is not None:
+                    recordings += state.update.unused()
+                write_cassette(state.cassette_path, recordings, state.old_lines)
             except OSError as exc:
                 raise CassetteError(
                     f"cannot write the cassette: {exc.strerror or exc}", file=state.cassette_path
@@ -347,7 +361,10 @@ class Gateway:
                 started=started,
                 timestamp=timestamp,
             )
-            if state.mode == "replay":
+            kept = None if state.update is None else answer_kept(handler, exchange)
+            if kept is not None:
+                outcome = kept
+            elif state.mode == "replay":
                 outcome = replay(handler, exchange, lenient=self.lenient)
             else:
                 upstream = self._upstream(route.provider)

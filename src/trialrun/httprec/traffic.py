@@ -99,6 +99,10 @@ class CaseTraffic(Traffic[Exchange]):
     normalizer: RequestNormalizer
     upstream_tls: ssl.SSLContext | None = None
     replay: Replay | None = None
+    """Replay: the recordings that answer. Record mode as ``--mode update``: the old ones, which
+    answer the requests they match (the others are recorded)."""
+    old_lines: list[str] = field(default_factory=list)
+    """Update mode: the old file's lines, which the exchanges answered from are written as."""
     tls: bool = True
     """Whether the agent was given the run's authority. Without it (a replay whose recording
     holds no https exchange) every CONNECT is refused before any TLS."""
@@ -109,7 +113,11 @@ class CaseTraffic(Traffic[Exchange]):
         self.begin()
         try:
             if self.mode == "record":
-                self._record(request, handler)
+                kept = None if self.replay is None else self._take_kept(request)
+                if kept is None:
+                    self._record(request, handler)
+                else:
+                    send(handler, kept.response(), head=request.method == "HEAD")
             else:
                 send(handler, self._replay(request), head=request.method == "HEAD")
         finally:
@@ -140,6 +148,19 @@ class CaseTraffic(Traffic[Exchange]):
         with self.lock:
             self.misses.append(miss)
         return refusal(502, miss.kind, miss.message)
+
+    def _take_kept(self, request: Request) -> Exchange | None:
+        """Update mode (record mode with the old recordings as ``replay``): the unused old
+        recording of this request (the match replay makes), which takes the request's place
+        in the new cassette as it was; None: the request is forwarded and recorded."""
+        assert self.replay is not None
+        normalized = self.normalizer.normalized(request.method, request.url, request.body)
+        found = self.replay.take(normalized)
+        if found is not None:
+            self.arrivals.fill(self.arrivals.reserve(), found)
+            with self.lock:
+                self.served += 1
+        return found
 
     def _record(self, request: Request, handler: LocalHandler) -> None:
         slot = self.arrivals.reserve()
