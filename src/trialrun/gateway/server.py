@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import REFUSED, key_matches, split_key, with_key
 from trialrun.errors import CassetteError, ConfigError
-from trialrun.gateway.cassette import ModelCassette, write_cassette
+from trialrun.gateway.cassette import ModelCassette, Recording, write_cassette
 from trialrun.gateway.exchange import Exchange, Outcome, answer_kept, forward, replay
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import provider, provider_names
@@ -216,13 +216,20 @@ class Gateway:
         return RunScope(state, with_key(url, key))
 
     def close_run(
-        self, run_id: str, clean: bool, inside_tool: Callable[[float], str | None] | None = None
+        self,
+        run_id: str,
+        clean: bool,
+        inside_tool: Callable[[float], str | None] | None = None,
+        *,
+        keep: Callable[[Recording], bool] | None = None,
     ) -> list[ModelCall]:
         """Stop serving ``run_id`` (after its requests in flight) and return its model calls.
 
         In record mode a clean close writes the cassette atomically; ``clean=False`` discards it.
         ``inside_tool``: the tool whose body was running when a request arrived (given its
-        arrival time), written into its recording (``Recording.inside_tool``).
+        arrival time), written into its recording (``Recording.inside_tool``). ``keep``: in
+        update mode, which old recordings no request used stay in the new file anyway (all of
+        them when the run was opened with ``keep_unused``).
         """
         with self._lock:
             state = self._runs.pop(run_id, None)
@@ -239,8 +246,12 @@ class Gateway:
                         dataclasses.replace(r, inside_tool=inside_tool(arrived))
                         for arrived, r in state.recordings_arrived()
                     ]
-                if state.keep_unused and state.update is not None:
-                    recordings += state.update.unused()
+                if state.update is not None:
+                    recordings += [
+                        r
+                        for r in state.update.unused()
+                        if state.keep_unused or (keep is not None and keep(r))
+                    ]
                 write_cassette(state.cassette_path, recordings, state.old_lines)
             except OSError as exc:
                 raise CassetteError(

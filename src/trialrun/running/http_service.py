@@ -209,8 +209,12 @@ class CaseHttp:
             fail_mismatch(run, message, kind=first.kind)
         if self._mode == "record":
             exchanges = _marked_exchanges(traffic, bodies)
-            if clean and self._keep_unused and traffic.replay is not None:
-                exchanges += traffic.replay.unused()
+            if clean and traffic.replay is not None:
+                exchanges += [
+                    e
+                    for e in traffic.replay.unused()
+                    if self._keep_unused or bodies.kept_by_update(e)
+                ]
             if clean:
                 if exchanges:
                     from trialrun.httprec.cassette import write_cassette

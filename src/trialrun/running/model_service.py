@@ -137,7 +137,10 @@ class CaseModel:
             return
         inside = bodies.inside
         calls = self._gateway.close_run(
-            self._run_id, clean=clean and run.failure is None, inside_tool=inside
+            self._run_id,
+            clean=clean and run.failure is None,
+            inside_tool=inside,
+            keep=bodies.kept_by_update if self._update else None,
         )
         if inside is not None:
             bodies.made("model", [inside(call.timestamp) for call in calls])
