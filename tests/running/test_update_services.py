@@ -202,3 +202,20 @@ def test_update_sends_only_the_changed_http_request_upstream(
     assert api.requests == [("GET", "/items?page=9")]
     assert lines_of(path) == [old[0], old[1]]
     assert counts(dropped) == (1, 0, 0, 2)
+
+
+def test_update_leaves_a_model_recording_it_cannot_read_alone_and_names_the_line(
+    tmp_path: Path, upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite, path, old = recorded_model(tmp_path, upstream, capsys, ["one"])
+    broken = b"\n".join([old[0], b'{"provider": "openai"']) + b"\n"
+    path.write_bytes(broken)
+
+    code, stdout, stderr = call_cli(
+        ["run", str(suite), "--out", "out-bad", "--no-baseline", "--mode", "update"], capsys
+    )
+
+    assert code != 0
+    assert "t1.model.jsonl:2" in stdout + stderr
+    assert sent_texts(upstream) == []
+    assert path.read_bytes() == broken
