@@ -5,7 +5,8 @@ request belongs to (``routes``). Per run, the mode decides what happens to a req
 
 * ``record``: forward it to the provider, pass the answer back chunk by chunk as it arrives (a
   stream is never buffered before the agent sees it), and keep the response for the cassette,
-  which is written atomically when the run is closed cleanly;
+  which is written atomically when the run is closed cleanly (opened with ``update``, a
+  request that matches an unused recording of the old cassette is answered from it instead);
 * ``replay``: answer from the run's cassette, without network. A miss is an HTTP 400 in the
   provider's error shape whose message starts with ``cassette mismatch`` and names the nearest
   recording; with ``lenient`` the next unused recording of the endpoint is served instead, with a
