@@ -142,3 +142,24 @@ def test_without_the_mark_the_same_recording_reads_as_unused(
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert case_of(replay_dir)["unused_recordings_by_tool"] == {"model:gpt-4o-mini": 1}
     assert notes(replay_dir) == []
+
+
+def test_update_keeps_the_recording_of_a_tool_body_it_did_not_run(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Update answers the tool from its cassette, so its body's model call is never made: its
+    recording is kept as it was, not dropped as unused, and nothing reaches the upstream."""
+    suite = make_suite(tmp_path, upstream.url, plan=True)
+    recorded, _ = run(tmp_path, suite, "record")
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    path = suite / "cassettes" / "t1.model.jsonl"
+    before = path.read_bytes()
+    upstream.received.clear()
+
+    updated, update_dir = run(tmp_path, suite, "update")
+
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert upstream.received == []
+    assert path.read_bytes() == before
+    recordings = case_of(update_dir)["recordings"]
+    assert (recordings["kept"], recordings["dropped"]) == (3, 0)  # tool, plan, summary

@@ -118,9 +118,14 @@ def dump_cassette(recordings: Sequence[Recording]) -> bytes:
     return CASSETTE.dump(r.to_json() for r in recordings)
 
 
-def write_cassette(path: Path, recordings: Sequence[Recording]) -> None:
-    """Replace ``path`` atomically (a temporary file renamed over it)."""
-    CASSETTE.write(path, (r.to_json() for r in recordings))
+def write_cassette(
+    path: Path, recordings: Sequence[Recording], old_lines: Sequence[str] = ()
+) -> None:
+    """Replace ``path`` atomically (a temporary file renamed over it). A recording loaded from
+    the file whose lines are ``old_lines`` (update mode) is written as its line was."""
+    CASSETTE.write(
+        path, (old_lines[r.line - 1] if r.line and old_lines else r.to_json() for r in recordings)
+    )
 
 
 class ModelCassette(Recordings[Recording]):

@@ -91,6 +91,27 @@ def replay(handler: Handler, exchange: Exchange, *, lenient: bool) -> Outcome:
         return Outcome(400, Usage(), replayed=True, error=miss)
     if warning is not None:
         LOG.warning("run %s: %s", state.run_id, warning)
+    return _answer(handler, exchange, recording, warning)
+
+
+def answer_kept(handler: Handler, exchange: Exchange) -> Outcome | None:
+    """Update mode: answer from an unused old recording of the same request (the match replay
+    makes), which takes the request's place in the new cassette as it was; None: no such
+    recording, the request is forwarded and recorded."""
+    state = exchange.state
+    assert state.update is not None
+    recording = state.update.take(exchange.key)
+    if recording is None:
+        return None
+    index, _ = state.reserve(exchange.key)
+    state.arrivals.fill(index, recording)
+    return _answer(handler, exchange, recording, None)
+
+
+def _answer(
+    handler: Handler, exchange: Exchange, recording: Recording, warning: str | None
+) -> Outcome:
+    route = exchange.route
     body = recording.body_bytes()
     send_whole(handler, recording.status, recording.content_type, recording.headers, body)
     usage = recording.usage or exchange.provider.usage(

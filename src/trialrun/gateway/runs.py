@@ -172,6 +172,13 @@ class RunState(Traffic[Recording]):
     normalizer: RequestNormalizer = field(kw_only=True)
     replay: ModelCassette | None = field(default=None, kw_only=True)
     key: str | None = field(default=None, kw_only=True)
+    update: ModelCassette | None = field(default=None, kw_only=True)
+    """Record mode as ``--mode update``: the recordings before the run; a request that matches
+    an unused one is answered from it (``exchange.answer_kept``), the others are recorded."""
+    old_lines: list[str] = field(default_factory=list, kw_only=True)
+    """Update mode: the old file's lines, which the recordings answered from are written as."""
+    keep_unused: bool = field(default=False, kw_only=True)
+    """Update mode: the old recordings no request used stay in the new file, after the others."""
     _calls: list[ModelCall] = field(default_factory=list, kw_only=True)
     _occurrences: Counter[str] = field(default_factory=Counter, kw_only=True)
 

@@ -5,7 +5,8 @@ request belongs to (``routes``). Per run, the mode decides what happens to a req
 
 * ``record``: forward it to the provider, pass the answer back chunk by chunk as it arrives (a
   stream is never buffered before the agent sees it), and keep the response for the cassette,
-  which is written atomically when the run is closed cleanly;
+  which is written atomically when the run is closed cleanly (opened with ``update``, a
+  request that matches an unused recording of the old cassette is answered from it instead);
 * ``replay``: answer from the run's cassette, without network. A miss is an HTTP 400 in the
   provider's error shape whose message starts with ``cassette mismatch`` and names the nearest
   recording; with ``lenient`` the next unused recording of the endpoint is served instead, with a
@@ -35,14 +36,15 @@ from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import REFUSED, key_matches, split_key, with_key
 from trialrun.errors import CassetteError, ConfigError
-from trialrun.gateway.cassette import ModelCassette, write_cassette
-from trialrun.gateway.exchange import Exchange, Outcome, forward, replay
+from trialrun.gateway.cassette import ModelCassette, Recording, write_cassette
+from trialrun.gateway.exchange import Exchange, Outcome, answer_kept, forward, replay
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import provider, provider_names
 from trialrun.gateway.routes import RUN_ID_RULE, RouteError, is_valid_run_id, parse_route
 from trialrun.gateway.runs import MODES, Mode, ModelCall, RunScope, RunState
 from trialrun.gateway.usage import Price, cost_usd, load_prices
 from trialrun.gateway.wire import Handler, guarded, read_body, send_error
+from trialrun.httprec.jsonl import raw_lines
 from trialrun.httprec.upstream import DEFAULT_TIMEOUT_S, SharedTls, Upstream
 
 if TYPE_CHECKING:
@@ -176,8 +178,15 @@ class Gateway:
         *,
         workdir: str | Path | None = None,
         key: str | None = None,
+        update: bool = False,
+        keep_unused: bool = False,
     ) -> RunScope:
         """Start serving ``run_id``; in replay the cassette is loaded now (``CassetteError``).
+
+        ``update`` (record mode, ``--mode update``): a request that matches an unused recording
+        of the cassette (loaded now, when there is one) is answered from it and its line kept
+        as it was; only the others are forwarded and recorded. The recordings no request used
+        are dropped, or kept after the others with ``keep_unused``.
 
         ``workdir``, the agent's working directory, becomes ``<workdir>`` in message text.
         ``key``: the run's requests must present it (the scope's URLs carry it); a request
@@ -196,6 +205,10 @@ class Gateway:
         state = RunState(
             mode, cassette_path, run_id=run_id, normalizer=normalizer, replay=cassette, key=key
         )
+        if update and mode == "record" and cassette_path.exists():
+            state.update = ModelCassette.load(cassette_path, normalizer)
+            state.old_lines = raw_lines(cassette_path)
+            state.keep_unused = keep_unused
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"run {run_id!r} is already open")
@@ -204,13 +217,20 @@ class Gateway:
         return RunScope(state, with_key(url, key))
 
     def close_run(
-        self, run_id: str, clean: bool, inside_tool: Callable[[float], str | None] | None = None
+        self,
+        run_id: str,
+        clean: bool,
+        inside_tool: Callable[[float], str | None] | None = None,
+        *,
+        keep: Callable[[Recording], bool] | None = None,
     ) -> list[ModelCall]:
         """Stop serving ``run_id`` (after its requests in flight) and return its model calls.
 
         In record mode a clean close writes the cassette atomically; ``clean=False`` discards it.
         ``inside_tool``: the tool whose body was running when a request arrived (given its
-        arrival time), written into its recording (``Recording.inside_tool``).
+        arrival time), written into its recording (``Recording.inside_tool``). ``keep``: in
+        update mode, which old recordings no request used stay in the new file anyway (all of
+        them when the run was opened with ``keep_unused``).
         """
         with self._lock:
             state = self._runs.pop(run_id, None)
@@ -227,7 +247,13 @@ class Gateway:
                         dataclasses.replace(r, inside_tool=inside_tool(arrived))
                         for arrived, r in state.recordings_arrived()
                     ]
-                write_cassette(state.cassette_path, recordings)
+                if state.update is not None:
+                    recordings += [
+                        r
+                        for r in state.update.unused()
+                        if state.keep_unused or (keep is not None and keep(r))
+                    ]
+                write_cassette(state.cassette_path, recordings, state.old_lines)
             except OSError as exc:
                 raise CassetteError(
                     f"cannot write the cassette: {exc.strerror or exc}", file=state.cassette_path
@@ -348,7 +374,10 @@ class Gateway:
                 started=started,
                 timestamp=timestamp,
             )
-            if state.mode == "replay":
+            kept = None if state.update is None else answer_kept(handler, exchange)
+            if kept is not None:
+                outcome = kept
+            elif state.mode == "replay":
                 outcome = replay(handler, exchange, lenient=self.lenient)
             else:
                 upstream = self._upstream(route.provider)

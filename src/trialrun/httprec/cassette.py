@@ -74,9 +74,15 @@ def dump_cassette(exchanges: Iterable[Exchange]) -> bytes:
     return CASSETTE.dump(exchange_json(e) for e in exchanges)
 
 
-def write_cassette(path: Path, exchanges: Sequence[Exchange]) -> None:
-    """Replace ``path`` atomically (a temporary file renamed over it)."""
-    CASSETTE.write(path, (exchange_json(e) for e in exchanges))
+def write_cassette(
+    path: Path, exchanges: Sequence[Exchange], old_lines: Sequence[str] = ()
+) -> None:
+    """Replace ``path`` atomically (a temporary file renamed over it). An exchange loaded from
+    the file whose lines are ``old_lines`` (update mode) is written as its line was."""
+    CASSETTE.write(
+        path,
+        (old_lines[e.line - 1] if e.line and old_lines else exchange_json(e) for e in exchanges),
+    )
 
 
 def load_cassette(path: Path) -> list[Exchange]:

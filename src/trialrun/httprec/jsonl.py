@@ -48,13 +48,14 @@ class Format:
         self.header: dict[str, Any] = {"format": name, "schema_version": version}
         self.record = record
 
-    def dump(self, records: Iterable[dict[str, Any]]) -> bytes:
-        """The file's bytes: the header line, then one sorted-key line per record."""
+    def dump(self, records: Iterable[dict[str, Any] | str]) -> bytes:
+        """The file's bytes: the header line, then one sorted-key line per record (a record
+        given as a string is a line kept from an older file, copied as it is)."""
         lines = [dumps_json(self.header, indent=None)]
-        lines.extend(dumps_json(r, indent=None) for r in records)
+        lines.extend(r if isinstance(r, str) else dumps_json(r, indent=None) for r in records)
         return ("\n".join(lines) + "\n").encode("utf-8")
 
-    def write(self, path: Path, records: Iterable[dict[str, Any]]) -> None:
+    def write(self, path: Path, records: Iterable[dict[str, Any] | str]) -> None:
         """Replace ``path`` atomically (a temporary file renamed over it)."""
         atomic_write_bytes(path, self.dump(records))
 
@@ -131,6 +132,16 @@ class Format:
         elif isinstance(data, dict) and "tool" in data:
             hint = " (this looks like a tool cassette)"
         raise CassetteError(f"expected the header line {expected}{hint}", file=path, line=1)
+
+
+def raw_lines(path: Path) -> list[str]:
+    """The lines of a cassette as they are in the file (line ``n`` at index ``n - 1``), for
+    copying a recording into a new file byte for byte; empty when there is no file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return data.decode("utf-8").split("\n")
 
 
 def first(result: tuple[list[T], list[CassetteError]]) -> list[T]:

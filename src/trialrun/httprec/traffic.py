@@ -3,9 +3,10 @@
 ``CaseTraffic.serve`` is called from the proxy's connection threads, any number at once. In
 record mode it forwards the request upstream (``upstream.open_upstream``), passes the real
 answer on to the agent as it arrives (``relay``: a stream of server-sent events event by event)
-and keeps the redacted exchange, in the order the requests arrived. In replay it answers from the
-recording or refuses: a 502 whose JSON body names the miss, and the miss is kept for the case's
-verdict. A host and port with no recording at all is refused as the network seal refuses it
+and keeps the redacted exchange, in the order the requests arrived (in update mode a request that
+matches an unused old recording is answered from it instead, which keeps its place). In replay
+it answers from the recording or refuses: a 502 whose JSON body names the miss, and the miss is
+kept for the case's verdict. A host and port with no recording at all is refused as the network seal refuses it
 (``network: sealed: agent tried HOST:PORT``) and is never contacted.
 """
 
@@ -99,6 +100,10 @@ class CaseTraffic(Traffic[Exchange]):
     normalizer: RequestNormalizer
     upstream_tls: ssl.SSLContext | None = None
     replay: Replay | None = None
+    """Replay: the recordings that answer. Record mode as ``--mode update``: the old ones, which
+    answer the requests they match (the others are recorded)."""
+    old_lines: list[str] = field(default_factory=list)
+    """Update mode: the old file's lines, which the exchanges answered from are written as."""
     tls: bool = True
     """Whether the agent was given the run's authority. Without it (a replay whose recording
     holds no https exchange) every CONNECT is refused before any TLS."""
@@ -109,7 +114,11 @@ class CaseTraffic(Traffic[Exchange]):
         self.begin()
         try:
             if self.mode == "record":
-                self._record(request, handler)
+                kept = None if self.replay is None else self._take_kept(request)
+                if kept is None:
+                    self._record(request, handler)
+                else:
+                    send(handler, kept.response(), head=request.method == "HEAD")
             else:
                 send(handler, self._replay(request), head=request.method == "HEAD")
         finally:
@@ -140,6 +149,19 @@ class CaseTraffic(Traffic[Exchange]):
         with self.lock:
             self.misses.append(miss)
         return refusal(502, miss.kind, miss.message)
+
+    def _take_kept(self, request: Request) -> Exchange | None:
+        """Update mode (record mode with the old recordings as ``replay``): the unused old
+        recording of this request (the match replay makes), which takes the request's place
+        in the new cassette as it was; None: the request is forwarded and recorded."""
+        assert self.replay is not None
+        normalized = self.normalizer.normalized(request.method, request.url, request.body)
+        found = self.replay.take(normalized)
+        if found is not None:
+            self.arrivals.fill(self.arrivals.reserve(), found)
+            with self.lock:
+                self.served += 1
+        return found
 
     def _record(self, request: Request, handler: LocalHandler) -> None:
         slot = self.arrivals.reserve()

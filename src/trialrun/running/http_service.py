@@ -117,8 +117,20 @@ class CaseHttp:
     what went through."""
 
     def __init__(
-        self, suite: Suite, case: Case, mode: Mode, run_http: RunHttp, run_id: str
+        self,
+        suite: Suite,
+        case: Case,
+        mode: Mode,
+        run_http: RunHttp,
+        run_id: str,
+        *,
+        update: bool = False,
+        keep_unused: bool = False,
     ) -> None:
+        """``update`` (record mode, ``--mode update``): requests that match an unused old
+        exchange are answered from it, its line kept; ``keep_unused`` keeps the unused ones."""
+        self._update = update and mode == "record"
+        self._keep_unused = keep_unused
         self._suite = suite
         self._case = case
         self._mode = mode
@@ -155,6 +167,11 @@ class CaseHttp:
             exchanges = load_cassette(path)
             traffic.replay = Replay(exchanges, normalizer)
             traffic.tls = any(e.url.lower().startswith("https:") for e in exchanges)
+        elif self._update and path.exists():
+            from trialrun.httprec.jsonl import raw_lines
+
+            traffic.replay = Replay(load_cassette(path), normalizer)
+            traffic.old_lines = raw_lines(path)
         return traffic
 
     def _refusing_traffic(self) -> CaseTraffic:
@@ -192,11 +209,17 @@ class CaseHttp:
             fail_mismatch(run, message, kind=first.kind)
         if self._mode == "record":
             exchanges = _marked_exchanges(traffic, bodies)
+            if clean and traffic.replay is not None:
+                exchanges += [
+                    e
+                    for e in traffic.replay.unused()
+                    if self._keep_unused or bodies.kept_by_update(e)
+                ]
             if clean:
                 if exchanges:
                     from trialrun.httprec.cassette import write_cassette
 
-                    write_cassette(traffic.cassette, exchanges)
+                    write_cassette(traffic.cassette, exchanges, traffic.old_lines)
                 else:  # the case no longer calls any HTTP API: no stale recording stays
                     with contextlib.suppress(FileNotFoundError):
                         traffic.cassette.unlink()

@@ -71,7 +71,20 @@ def load_suite_prices(settings: ModelGateway, suite_dir: Path) -> dict[str, Pric
 class CaseModel:
     """One case's run on the gateway: its base URLs for the agent, then the calls it saw."""
 
-    def __init__(self, suite: Suite, case: Case, mode: Mode, gateway: Gateway, run_id: str) -> None:
+    def __init__(
+        self,
+        suite: Suite,
+        case: Case,
+        mode: Mode,
+        gateway: Gateway,
+        run_id: str,
+        *,
+        update: bool = False,
+        keep_unused: bool = False,
+    ) -> None:
+        """``update``, ``keep_unused``: record mode as ``--mode update`` (``Gateway.open_run``)."""
+        self._update = update
+        self._keep_unused = keep_unused
         self._suite = suite
         self._case = case
         self._mode = mode
@@ -81,7 +94,14 @@ class CaseModel:
 
     def open(self, agent_env: Mapping[str, str] | None) -> dict[str, str]:
         path = model_cassette_path(self._case)
-        scope = self._gateway.open_run(self._run_id, path, self._mode, key=new_key())
+        scope = self._gateway.open_run(
+            self._run_id,
+            path,
+            self._mode,
+            key=new_key(),
+            update=self._update,
+            keep_unused=self._keep_unused,
+        )
         self._scope = scope
         # No agent_env: the credentials are the replay environment's (running.replay_env).
         env = dict(scope.env())
@@ -117,7 +137,10 @@ class CaseModel:
             return
         inside = bodies.inside
         calls = self._gateway.close_run(
-            self._run_id, clean=clean and run.failure is None, inside_tool=inside
+            self._run_id,
+            clean=clean and run.failure is None,
+            inside_tool=inside,
+            keep=bodies.kept_by_update if self._update else None,
         )
         if inside is not None:
             bodies.made("model", [inside(call.timestamp) for call in calls])

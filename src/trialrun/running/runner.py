@@ -569,9 +569,14 @@ def _services_for(suite: Suite, options: RunOptions) -> RunServices | None:
     from trialrun.running.services import RunServices
 
     checked = options.preflight
-    if checked is None:
-        return RunServices(suite, options.mode)
-    return RunServices(suite, options.mode, checked.prices, checked.mcp_calls)
+    return RunServices(
+        suite,
+        options.mode,
+        None if checked is None else checked.prices,
+        None if checked is None else checked.mcp_calls,
+        update=options.update,
+        keep_unused=options.keep_unused,
+    )
 
 
 def _setup_failure(case: Case, kind: str, message: str) -> CaseResult:

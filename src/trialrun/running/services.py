@@ -67,10 +67,16 @@ class RunServices:
         mode: Mode,
         prices: dict[str, Price] | None = None,
         mcp_calls: Mapping[Path, RecordedCalls] | None = None,
+        *,
+        update: bool = False,
+        keep_unused: bool = False,
     ) -> None:
         """``prices``: the gateway's price table as loaded before the run (else read at start);
         ``mcp_calls``: the recorded calls of the MCP recordings, as read before the run (else
-        read after each case)."""
+        read after each case); ``update``, ``keep_unused``: record mode as ``--mode update``
+        (the gateway and the HTTP recorder answer what still matches from the recordings)."""
+        self.update = update
+        self.keep_unused = keep_unused
         self._suite = suite
         self._mode = mode
         self._prices = prices
@@ -159,13 +165,27 @@ class CaseServices:
         self._http = http_proxies
         self._run_id = f"{_safe(case.config.id)}-{os.urandom(4).hex()}"
         self._mcp = CaseMcp(suite, case, mode, http_proxies, mcp_calls or {}, self._run_id)
+        update = run_services is not None and run_services.update
+        keep_unused = run_services is not None and run_services.keep_unused
         self._model = (
-            None if gateway is None else CaseModel(suite, case, mode, gateway, self._run_id)
+            None
+            if gateway is None
+            else CaseModel(
+                suite, case, mode, gateway, self._run_id, update=update, keep_unused=keep_unused
+            )
         )
         self._http_case = (
             None
             if run_services is None
-            else CaseHttp(suite, case, mode, run_services.run_http, self._run_id)
+            else CaseHttp(
+                suite,
+                case,
+                mode,
+                run_services.run_http,
+                self._run_id,
+                update=update,
+                keep_unused=keep_unused,
+            )
         )
 
     @property

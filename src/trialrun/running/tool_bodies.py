@@ -14,12 +14,20 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from trialrun.base.results import AgentRun
 from trialrun.config.models import Mode
 
 T = TypeVar("T")
+
+
+class Recorded(Protocol):
+    """A recording that may have been made inside a tool's body."""
+
+    @property
+    def inside_tool(self) -> str | None: ...
+
 
 KINDS = {
     "model": ("model call", "model calls"),
@@ -102,6 +110,14 @@ class ToolBodies:
             else:
                 left.append(item)
         return left
+
+    def kept_by_update(self, item: Recorded) -> bool:
+        """Update mode: whether an old recording no request used stays all the same: it was
+        made inside the body of a tool the case called, which update may have answered from
+        the tool cassette without running the body (replay never asks for it either)."""
+        if self._answered is None:
+            self._answered = answered_tools(self._run)
+        return item.inside_tool is not None and item.inside_tool in self._answered
 
     def note(self) -> None:
         """Append the case's one log line about them (nothing when there were none)."""
