@@ -6,8 +6,8 @@ answer on to the agent as it arrives (``relay``: a stream of server-sent events 
 and keeps the redacted exchange, in the order the requests arrived (in update mode a request that
 matches an unused old recording is answered from it instead, which keeps its place). In replay
 it answers from the recording or refuses: a 502 whose JSON body names the miss, and the miss is
-kept for the case's verdict. A host and port with no recording at all is refused as the network seal refuses it
-(``network: sealed: agent tried HOST:PORT``) and is never contacted.
+kept for the case's verdict. A host and port with no recording at all is refused as the network
+seal refuses it (``network: sealed: agent tried HOST:PORT``) and is never contacted.
 """
 
 from __future__ import annotations
