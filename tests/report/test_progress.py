@@ -317,6 +317,10 @@ def test_run_tracker_counts_and_estimates_the_rest_at_the_pace_so_far() -> None:
     assert display.lines[-1] == (
         "[3/4] fail  c · 1 passed, 1 failed, 1 error · 0:20 elapsed · ETA 0:07"
     )
+    tracker.case_done("d", "flaky")  # counted apart, neither passed nor failed
+    assert display.lines[-1] == (
+        "[4/4] flaky d · 1 passed, 1 failed, 1 error, 1 flaky · 0:20 elapsed"
+    )
 
 
 def test_compare_tracker_reports_a_unit_once_all_its_arms_ended() -> None:

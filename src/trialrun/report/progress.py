@@ -75,21 +75,25 @@ class RunTracker:
         self._passed = 0
         self._failed = 0
         self._errors = 0
+        self._flaky = 0
 
     def start(self) -> None:
         """Show the line before the first case ends (cases can take minutes)."""
         self._display.changed()
 
     def case_done(self, case_id: str, status: str) -> None:
-        """A case's verdict: ``pass``, ``fail`` or ``error`` (a crash, counted apart from fails)."""
+        """A case's verdict: ``pass``, ``fail``, ``error`` (a crash) or ``flaky`` (``--repeat``,
+        ``--retries``: it both passed and failed); each counted apart."""
         with self._lock:
             if status == "pass":
                 self._passed += 1
             elif status == "error":
                 self._errors += 1
+            elif status == "flaky":
+                self._flaky += 1
             else:
                 self._failed += 1
-            done = self._passed + self._failed + self._errors
+            done = self._passed + self._failed + self._errors + self._flaky
             line = (
                 f"[{done}/{self._total}] {status:<5} {visible_name(case_id)} · {self._counts(done)}"
             )
@@ -98,13 +102,14 @@ class RunTracker:
 
     def status_line(self) -> str:
         with self._lock:
-            done = self._passed + self._failed + self._errors
+            done = self._passed + self._failed + self._errors + self._flaky
             return f"run: {done}/{self._total} cases · {self._counts(done)}"
 
     def _counts(self, done: int) -> str:
         timing = _timing(self._started, self._clock(), done, self._total)
         errors = counted(self._errors, "error")
-        return f"{self._passed} passed, {self._failed} failed, {errors} · {timing}"
+        flaky = f", {self._flaky} flaky" if self._flaky else ""
+        return f"{self._passed} passed, {self._failed} failed, {errors}{flaky} · {timing}"
 
 
 class CompareTracker:
