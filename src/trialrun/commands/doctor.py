@@ -249,7 +249,7 @@ def _stale(suite: Suite, now: float) -> Iterator[Check]:
     gateway = config.model_gateway
     if config.max_recording_age_days is None and (gateway is None or not gateway.models):
         return
-    from trialrun.running.runner import rerecord_command
+    from trialrun.running.case_commands import rerecord_command
     from trialrun.running.staleness import stale_recordings
 
     seen: set[tuple[Path, int]] = set()

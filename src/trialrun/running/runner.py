@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-import shlex
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from trialrun.conversation.session import Limits, run_agent
 from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
+from trialrun.running.case_commands import name_update_command, rerecord_command, update_command
 from trialrun.running.network import RunSeal, judge_seal, network_seal
 from trialrun.running.repeats import ONCE, Repeats, run_again
 from trialrun.running.replay_env import agent_env
@@ -402,7 +402,7 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
             services_of_case, case_services = case_services, None
             await _close_services(services_of_case, run)
             if prepared.options.mode == "replay":
-                _name_update_command(run, update_command(suite, case))
+                name_update_command(run, update_command(suite, case))
         clean = run.failure is None
         # Recordings are committed only when the case ended cleanly: say what was left alone.
         run.recording_kept = prepared.options.mode == "record" and not clean
@@ -420,35 +420,6 @@ async def _converse(prepared: _PreparedCase, teardowns: Teardowns | None) -> Age
             prepared.recordings_before, case.normalization, display_path
         )
     return run
-
-
-def rerecord_command(suite: Suite, case: Case) -> str:
-    """The command that records just ``case`` again, as a person would type it here."""
-    argv = ["trialrun", "run", display_path(suite.suite_dir), "--mode", "record"]
-    return shlex.join([*argv, "--case", case.config.id])
-
-
-def update_command(suite: Suite, case: Case) -> str:
-    """The command that replays ``case`` and records again only the calls that miss."""
-    argv = ["trialrun", "run", display_path(suite.suite_dir), "--mode", "update"]
-    return shlex.join([*argv, "--case", case.config.id])
-
-
-UPDATE_HINT = "\nTo update just this case: "
-"""How a replay miss names the command that updates its case (the tool call's miss says it
-itself; an MCP, model or HTTP miss gets it here)."""
-
-
-def _name_update_command(run: AgentRun, command: str) -> None:
-    failure = run.failure
-    if failure is None or failure.kind != "cassette_mismatch" or UPDATE_HINT in failure.message:
-        return
-    said = failure.message
-    failure.message = said + UPDATE_HINT + command
-    for event in reversed(run.events):  # run.jsonl says what the summary says
-        if event.get("type") == "agent_error" and event.get("message") == said:
-            event["message"] = failure.message
-            break
 
 
 def _limits(suite: Suite, case: Case) -> Limits:
