@@ -64,14 +64,27 @@ if __name__ == '__main__':
 # spawned (its command runs start.sh): a count the machine's load does not blur.
 RUN_PROBE = """\
 import runpy, subprocess, sys
-spawn = subprocess.Popen.__init__
-def counting(self, args, *rest, **options):
-    if "start.sh" in str(args) and not hasattr(counting, "done"):
-        counting.done = True
+def note_first_agent():
+    if not hasattr(note_first_agent, "done"):
+        note_first_agent.done = True
         with open({count!r}, "w") as out:
             out.write(str(len(sys.modules)))
+spawn = subprocess.Popen.__init__
+def counting(self, args, *rest, **options):
+    if "start.sh" in str(args):
+        note_first_agent()
     spawn(self, args, *rest, **options)
 subprocess.Popen.__init__ = counting
+try:  # a sealed agent is started by the run's spawner process, not by Popen here
+    from trialrun.conversation.spawner import SealSpawner
+except ImportError:
+    pass
+else:
+    sealed_spawn = SealSpawner.spawn
+    def counting_sealed(self, *args, **options):
+        note_first_agent()
+        return sealed_spawn(self, *args, **options)
+    SealSpawner.spawn = counting_sealed
 sys.argv[0] = "trialrun"
 runpy.run_module("trialrun", run_name="__main__", alter_sys=True)
 """
