@@ -24,6 +24,10 @@ import json, os, subprocess, sys, urllib.request
 
 task = json.loads(sys.stdin.readline())
 queries = task["input"]["queries"]
+if task["input"].get("lookup"):  # a tool of the agent's own, answered from its cassette
+    call = {"type": "tool_call", "name": "lookup", "call_id": "c1", "args": {"id": 1}}
+    print(json.dumps(call), flush=True)
+    sys.stdin.readline()
 server = json.loads(os.environ["TRIALRUN_MCP_SERVERS"])["mcpServers"]["docs"]
 messages = [
     {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -89,8 +93,8 @@ def make_suite(root: Path, transport: str) -> Path:
     return suite
 
 
-def set_input(suite: Path, queries: list[str], *, fail: bool = False) -> None:
-    value: dict[str, Any] = {"queries": queries, "fail": fail}
+def set_input(suite: Path, queries: list[str], *, fail: bool = False, lookup: bool = False) -> None:
+    value: dict[str, Any] = {"queries": queries, "fail": fail, "lookup": lookup}
     case = {"id": "t1", "input": value, "cassette": "cassettes/t1.jsonl"}
     (suite / "cases" / "t1.yaml").write_text(json.dumps(case), encoding="utf-8")
 
@@ -99,7 +103,7 @@ def run(
     suite: Path, out: str, capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0
 ) -> dict[str, Any]:
     done = call_cli(["run", str(suite), "--out", out, "--no-baseline", *extra], capsys)
-    assert done.code == code, done.stdout + done.stderr
+    assert done.code == code, done.out + done.err
     summary: dict[str, Any] = json.loads((only_run_dir(Path(out)) / "summary.json").read_text())
     return summary
 
@@ -245,3 +249,36 @@ def test_an_mcp_miss_names_the_nearest_line_the_first_difference_and_the_update_
         'requested "betb".'
     ) in reason
     assert reason.endswith("\nTo update just this case: trialrun run suite --mode update --case t1")
+
+
+@pytest.mark.parametrize("calls_the_tool", [True, False])
+def test_a_recording_made_inside_a_tool_the_case_called_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], calls_the_tool: bool
+) -> None:
+    suite = make_suite(tmp_path, "stdio")
+    recorded(tmp_path, suite, capsys, "stdio")
+    # The tool's body made an MCP call while recording; update answers the tool from its
+    # cassette without running the body, so nothing asks for that recording again.
+    inner = call_lines(cassette(suite))["beta"].replace(b'"beta"', b'"inner"')
+    inner = inner.replace(b'"tool": "search"', b'"inside_tool": "lookup", "tool": "search"')
+    with cassette(suite).open("ab") as handle:
+        handle.write(inner)
+    lookup = {"tool": "lookup", "args": {"id": 1}, "ok": True, "result": 7, "error": None}
+    (suite / "cassettes" / "t1.jsonl").write_text(json.dumps(lookup) + "\n", encoding="utf-8")
+    module = f"lookup_{abs(hash(str(tmp_path))) % 10**8}"  # each test imports its own module
+    (suite / f"{module}.py").write_text("TOOLS = {'lookup': lambda args: 7}\n", encoding="utf-8")
+    config = (suite / "suite.yaml").read_text(encoding="utf-8")
+    registry = f"tool_registry: [lookup]\ntool_module: {module}"
+    (suite / "suite.yaml").write_text(
+        config.replace("tool_registry: []", registry), encoding="utf-8"
+    )
+
+    set_input(suite, ["alpha", "beta", "gamma"], lookup=calls_the_tool)
+    run(suite, "upd", capsys, "--mode", "update")
+    assert server_calls(tmp_path) == []
+    kept = call_lines(cassette(suite))
+    if calls_the_tool:
+        assert list(kept) == ["alpha", "beta", "gamma", "inner"]
+        assert kept["inner"] == inner
+    else:  # a tool the case no longer calls: its body's recording goes like any other
+        assert list(kept) == ["alpha", "beta", "gamma"]
