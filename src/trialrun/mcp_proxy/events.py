@@ -9,9 +9,9 @@ ignores a last line that was cut short. Line layout::
 
 ``timestamp`` is when the call arrived (epoch seconds), so ``timestamp + duration_ms`` is when
 it was answered; lines are in the order calls completed. ``recording`` is the cassette line of
-the recording that answered the call (replay; null for a miss and in record mode): the runner
-tells the recordings no call used from it without reading the cassette again. Everything is
-redacted.
+the recording that answered the call (replay, and update for a call it replayed; null for a miss
+and for a call the server answered): the runner tells the recordings no call used from it
+without reading the cassette again. Everything is redacted.
 """
 
 from __future__ import annotations

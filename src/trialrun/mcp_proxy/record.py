@@ -4,7 +4,9 @@ The recorder never changes a message; the transport forwards them and shows each
 ``from_client`` / ``from_server`` (both may be called from different threads). Requests are
 paired with their responses by id, and progress notifications with their request by progress
 token; neither id nor token is kept. ``records()`` lists what was answered, in the order the
-requests arrived, each idempotent answer once (the first one stands).
+requests arrived, each idempotent answer once (the first one stands). In update mode a call
+answered from the old cassette takes its place in that order through ``copy_line``, and is
+written as its old line.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ One ``ReplaySession`` is one replay scope (a stdio connection, or one run's URL 
   answered from their recording every time they are asked;
 * ``tools/call`` consumes the first unused recording of the same tool and arguments (repeated
   identical calls get their recordings in order), ``resources/read`` and ``prompts/get`` the
-  same by their params; a miss is a JSON-RPC error whose message starts ``cassette mismatch``
-  and names the nearest recordings; the session stays up;
+  same by their params; a miss is a JSON-RPC error whose message starts ``cassette mismatch``,
+  names the nearest recordings and ends with the nearest one's line and the first field where
+  the call differs from it (``httprec.difference``, as model and HTTP misses); the session
+  stays up. Update mode asks ``take_call`` for a ``tools/call`` and sends a miss to the server;
 * replies carry the incoming request id; recorded progress is re-emitted, before the response,
   with the incoming progress token, and only when the request carried one.
 
