@@ -238,3 +238,52 @@ def test_recorder_keeps_the_first_idempotent_answer_and_notes_the_era() -> None:
     ]
     assert recorder.header()["era"] == "2025-11-25"
     assert recorder.answered
+
+
+def test_a_miss_names_the_nearest_line_and_the_first_difference() -> None:
+    replay = session(
+        CallRecord("search", {"q": "reset password", "limit": 3}, True, {"n": 1}, None, line=2),
+        CallRecord("stamp", {}, True, {"n": 2}, None, line=3),
+    )
+    [miss] = replay.handle(tool_call(1, "search", {"q": "reset passwd", "limit": 3}))
+    message = miss["error"]["message"]
+    # The first sentence is what it was; the explanation is the last one.
+    assert message.startswith(
+        'cassette mismatch: no unused recording of tools/call search {"limit"'
+    )
+    assert message.endswith(
+        '. Nearest recording: line 2; first difference at args.q: recorded "reset password", '
+        'requested "reset passwd".'
+    )
+    assert miss["error"]["data"]["difference"].startswith("nearest recording: line 2;")
+    # Another tool than any recorded: the tool is the difference.
+    [other] = replay.handle(tool_call(2, "fetch", {}))
+    assert other["error"]["message"].endswith(
+        'line 3; first difference at tool: recorded "stamp", requested "fetch".'
+    )
+    # A used-up recording says so.
+    assert replay.handle(tool_call(3, "stamp", {}))[0]["result"] == {"n": 2}
+    [again] = replay.handle(tool_call(4, "stamp", {"x": 1}))
+    assert (
+        "Nearest recording: line 3 (already used); first difference at args.x: recorded "
+        "(absent), requested 1." in again["error"]["message"]
+    )
+
+
+def test_a_differing_secret_is_named_by_its_place_only() -> None:
+    replay = session(CallRecord("login", {"password": "hunter2-old"}, True, {}, None, line=1))
+    [miss] = replay.handle(tool_call(1, "login", {"password": "hunter2-new"}))
+    message = miss["error"]["message"]
+    assert "first difference at args.password (a redacted value)." in message
+    assert "hunter2" not in message
+
+
+def test_input_responses_are_compared_when_the_arguments_agree() -> None:
+    record = CallRecord("ask", {"q": 1}, True, {}, None, input_responses={"a": "yes"}, line=4)
+    replay = session(record)
+    call = tool_call(1, "ask", {"q": 1})
+    call["params"]["inputResponses"] = {"a": "no"}
+    [miss] = replay.handle(call)
+    assert miss["error"]["message"].endswith(
+        'line 4; first difference at input_responses.a: recorded "yes", requested "no".'
+    )

@@ -1,11 +1,12 @@
 """``trialrun mcp-proxy``: record or replay an MCP server, over stdio or streamable HTTP.
 
-stdio: ``trialrun mcp-proxy --cassette FILE --mode record|replay [--name N] [--events FILE]
--- SERVER CMD...``; the proxy is itself a stdio MCP server (stdout carries protocol only).
-HTTP: ``trialrun mcp-proxy --http HOST:PORT --cassette-dir DIR --mode record|replay
-[--events-dir DIR] [--token TEXT] -- SERVER CMD...``; the base URL is the first line on stdout
-(with ``--token`` or ``TRIALRUN_MCP_PROXY_TOKEN``, clients use ``<url>/key/<token>/run/<id>/mcp``;
-the printed URL never holds the token).
+stdio: ``trialrun mcp-proxy --cassette FILE --mode record|replay|update [--name N]
+[--events FILE] [--update-from FILE] [--keep-unused] -- SERVER CMD...``; the proxy is itself a
+stdio MCP server (stdout carries protocol only). HTTP: ``trialrun mcp-proxy --http HOST:PORT
+--cassette-dir DIR --mode record|replay|update [--events-dir DIR] [--token TEXT] [--keep-unused]
+-- SERVER CMD...``; the base URL is the first line on stdout (with ``--token`` or
+``TRIALRUN_MCP_PROXY_TOKEN``, clients use ``<url>/key/<token>/run/<id>/mcp``; the printed URL
+never holds the token).
 
 Exit codes: 0 the session ended (EOF, SIGTERM, SIGINT), 1 the recorded server died mid-session
 or a request went unanswered (stdio: the cassette is then not written), 2 invalid input (a
@@ -43,8 +44,10 @@ def _finite(value: float | None) -> float | None:
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @mode_option(
-    ("record", "replay"),
-    "record: forward to the live server and write the cassette; replay: answer from it.",
+    ("record", "replay", "update"),
+    "record: forward to the live server and write the cassette; replay: answer from it; "
+    "update: answer each tools/call an unused recording matches from it, forward the rest, "
+    "and write the updated cassette.",
 )
 @file_option("--cassette", "stdio: the cassette file (JSONL).")
 @click.option("--name", help="Server name in events and the cassette header.")
@@ -53,6 +56,15 @@ def _finite(value: float | None) -> float | None:
 @directory_option("--cassette-dir", "HTTP: one cassette per run, DIR/<run-id>.jsonl.")
 @directory_option("--events-dir", "HTTP: one events file per run, DIR/<run-id>.jsonl.")
 @token_option("TRIALRUN_MCP_PROXY_TOKEN")
+@file_option(
+    "--update-from",
+    "stdio update: the old cassette to answer from [the --cassette file, replaced at the end].",
+)
+@click.option(
+    "--keep-unused",
+    is_flag=True,
+    help="update: keep the old tools/call recordings no call used, after the others.",
+)
 @click.option(
     "--answer-timeout",
     type=click.FloatRange(min=0),
@@ -74,11 +86,15 @@ def mcp_proxy(
     events_dir: Path | None,
     token: str | None,
     answer_timeout: float | None,
+    update_from: Path | None,
+    keep_unused: bool,
     server_command: tuple[str, ...],
 ) -> int:
     """Record or replay the MCP server started by SERVER_COMMAND (given after --)."""
-    if mode == "record" and not server_command:
-        raise click.UsageError("record mode needs the MCP server command after '--'")
+    if mode != "replay" and not server_command:
+        raise click.UsageError(f"{mode} mode needs the MCP server command after '--'")
+    if mode != "update" and (update_from is not None or keep_unused):
+        raise click.UsageError("--update-from and --keep-unused go with --mode update")
     if http_address is None:
         if cassette is None:
             raise click.UsageError("stdio mode needs --cassette FILE (or use --http HOST:PORT)")
@@ -93,9 +109,11 @@ def mcp_proxy(
             name=name or cassette.stem,
             events=events,
             answer_timeout=ANSWER_TIMEOUT_SECONDS if answer_timeout is None else answer_timeout,
+            update_from=update_from,
+            keep_unused=keep_unused,
         )
-    if answer_timeout is not None:
-        raise click.UsageError("--answer-timeout goes with stdio (--cassette)")
+    if answer_timeout is not None or update_from is not None:
+        raise click.UsageError("--answer-timeout and --update-from go with stdio (--cassette)")
     from trialrun.cli.addresses import parse_host_port
 
     host, port = parse_host_port(http_address, "--http")
@@ -115,4 +133,5 @@ def mcp_proxy(
         name=name or "mcp",
         events_dir=events_dir,
         token=token or None,
+        keep_unused=keep_unused,
     )

@@ -37,7 +37,9 @@ __all__ = [
     "read_events",
 ]
 
-Mode = Literal["record", "replay"]
+Mode = Literal["record", "replay", "update"]
+"""``update``: record, but a ``tools/call`` an unused old recording matches is answered from it
+(its line copied), the rest reaches the server and is recorded (``mcp_proxy.update``)."""
 
 
 def proxy_command(
@@ -48,19 +50,29 @@ def proxy_command(
     name: str,
     events: str | Path | None = None,
     python: str | None = None,
+    update_from: str | Path | None = None,
+    keep_unused: bool = False,
 ) -> list[str]:
     """The argv that runs ``server_command`` behind the stdio proxy.
 
     ``[python, "-m", "trialrun", "mcp-proxy", "--cassette", C, "--mode", M, "--name", N,
     "--events", E, "--", *server_command]``; ``python`` defaults to ``sys.executable``. In
-    replay the server command is kept (it documents the cassette) but never started.
+    replay the server command is kept (it documents the cassette) but never started. Update
+    mode reads the old recordings from ``update_from`` (default: the cassette itself) and keeps
+    the unused ones with ``keep_unused``.
     """
-    if mode not in ("record", "replay"):
-        raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
-    if mode == "record" and not server_command:
-        raise ValueError("record mode needs the MCP server command")
+    if mode not in ("record", "replay", "update"):
+        raise ValueError(f"mode must be 'record', 'replay' or 'update', found {mode!r}")
+    if mode != "replay" and not server_command:
+        raise ValueError(f"{mode} mode needs the MCP server command")
+    if mode != "update" and (update_from is not None or keep_unused):
+        raise ValueError("update_from and keep_unused go with mode 'update'")
     argv = [python or sys.executable, "-m", "trialrun", "mcp-proxy"]
     argv += ["--cassette", str(cassette), "--mode", mode, "--name", name]
     if events is not None:
         argv += ["--events", str(events)]
+    if update_from is not None:
+        argv += ["--update-from", str(update_from)]
+    if keep_unused:
+        argv.append("--keep-unused")
     return [*argv, "--", *server_command]

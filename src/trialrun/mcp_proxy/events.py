@@ -9,9 +9,9 @@ ignores a last line that was cut short. Line layout::
 
 ``timestamp`` is when the call arrived (epoch seconds), so ``timestamp + duration_ms`` is when
 it was answered; lines are in the order calls completed. ``recording`` is the cassette line of
-the recording that answered the call (replay; null for a miss and in record mode): the runner
-tells the recordings no call used from it without reading the cassette again. Everything is
-redacted.
+the recording that answered the call (replay, and update for a call it replayed; null for a miss
+and for a call the server answered): the runner tells the recordings no call used from it
+without reading the cassette again. Everything is redacted.
 """
 
 from __future__ import annotations
@@ -41,9 +41,11 @@ def log_tool_call(
     started: float,
     duration_ms: float,
     recording: int | None = None,
+    replayed: bool | None = None,
 ) -> None:
     """One ``tools/call`` in ``events``, the same for a recorded and a replayed call; nothing
-    when the proxy keeps no event log."""
+    when the proxy keeps no event log. ``replayed`` None: as the log says (update mode's log
+    holds both kinds)."""
     if events is not None:
         events.tool_call(
             tool=tool,
@@ -54,6 +56,7 @@ def log_tool_call(
             timestamp=started,
             duration_ms=duration_ms,
             recording=recording,
+            replayed=replayed,
         )
 
 
@@ -122,6 +125,7 @@ class EventLog:
         timestamp: float,
         duration_ms: float,
         recording: int | None = None,
+        replayed: bool | None = None,
     ) -> None:
         if self._fd is None:
             return
@@ -135,7 +139,7 @@ class EventLog:
                 "error": error,
                 "timestamp": timestamp,
                 "duration_ms": round(duration_ms, 3),
-                "replayed": self.replayed,
+                "replayed": self.replayed if replayed is None else replayed,
                 "recording": recording,
             }
         )

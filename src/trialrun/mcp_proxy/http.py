@@ -8,7 +8,9 @@ stdio server, started on the run's first request. Replies are ``application/json
 answer; notifications and client responses get 202. ``GET`` is 405 (there is no server-initiated
 stream); ``DELETE`` ends the run (record: the server is stopped and the cassette written) and
 answers 200. A handshake-era ``initialize`` gets a fresh ``Mcp-Session-Id``, which is never
-checked or recorded.
+checked or recorded. Update mode is record mode whose run first reads the run's cassette, if
+there is one: a ``tools/call`` an unused recording of it matches is answered from it
+(``update``), and the cassette is replaced by the updated one when the run ends.
 
 With a key (the proxy's ``token``, or a run's own key given by ``allow_run``, as ``trialrun
 run`` does for each case), only paths under ``/key/<key>`` are served; anything else gets a 401
@@ -46,6 +48,7 @@ from trialrun.mcp_proxy.http_record import RecordRun
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
+from trialrun.mcp_proxy.update import Updater, load_previous
 from trialrun.mcp_proxy.upstream import UpstreamError
 
 RUN_PATH = re.compile(r"^/run/(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,199})/mcp/?$")
@@ -81,13 +84,16 @@ class McpHttpProxy:
         events_dir: Path | None = None,
         token: str | None = None,
         server_env: Mapping[str, str] | None = None,
+        keep_unused: bool = False,
     ) -> None:
         """``token``: the key a request must present (``/key/<token>/run/...``) unless its run
         was given a key of its own by ``allow_run``; None: no key. ``server_env``: variables
-        for the recorded server, laid over ours."""
-        if mode not in ("record", "replay"):
-            raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
+        for the recorded server, laid over ours. ``keep_unused`` (update): the old tool calls
+        no call used stay, after the others."""
+        if mode not in ("record", "replay", "update"):
+            raise ValueError(f"mode must be 'record', 'replay' or 'update', found {mode!r}")
         self.mode = mode
+        self.keep_unused = keep_unused
         self.cassette_dir = cassette_dir
         self.server_command = list(server_command)
         self.name = name
@@ -127,7 +133,14 @@ class McpHttpProxy:
                 recorder = Recorder(
                     server_name=self.name, upstream=self.server_command, events=events
                 )
-                state = RecordRun(self.server_command, cassette, recorder, self._server_env)
+                updater = None
+                if self.mode == "update":
+                    previous = load_previous(cassette, keep_unused=self.keep_unused)
+                    if previous is not None:
+                        updater = Updater(previous, recorder, name=self.name, events=events)
+                state = RecordRun(
+                    self.server_command, cassette, recorder, self._server_env, updater
+                )
             self._runs[run_id] = state
             return state
 
@@ -163,13 +176,15 @@ def serve_http(
     name: str,
     events_dir: Path | None = None,
     token: str | None = None,
+    keep_unused: bool = False,
 ) -> int:
     """Serve until SIGTERM/SIGINT; the base URL (never the token) is the first line on stdout.
     Returns 0.
 
-    In record mode the server command is checked before anything is served (``UpstreamError``).
+    In record and update modes the server command is checked before anything is served
+    (``UpstreamError``).
     """
-    if mode == "record":
+    if mode in ("record", "update"):
         check_command(server_command)
     proxy = McpHttpProxy(
         mode=mode,
@@ -178,6 +193,7 @@ def serve_http(
         name=name,
         events_dir=events_dir,
         token=token,
+        keep_unused=keep_unused,
     )
     try:
         server = make_server(host, port, proxy)

@@ -21,6 +21,7 @@ from trialrun.base.redact import redact_text
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 from trialrun.mcp_proxy.record import Recorder
+from trialrun.mcp_proxy.update import Updater
 from trialrun.mcp_proxy.upstream import Upstream, UpstreamError
 
 
@@ -33,8 +34,12 @@ class RecordRun:
         cassette: Path,
         recorder: Recorder,
         env: Mapping[str, str] | None = None,
+        updater: Updater | None = None,
     ) -> None:
+        """``updater``: update mode, the ``tools/call`` requests it answers from the old
+        cassette never reach the server."""
         self.command = list(command)
+        self.updater = updater
         self.env = dict(env) if env else None
         self.cassette = cassette
         self.recorder = recorder
@@ -62,6 +67,10 @@ class RecordRun:
             return self._upstream
 
     def request(self, message: JsonObject) -> Generator[JsonObject, None, None]:
+        replayed = None if self.updater is None else self.updater.answer(message)
+        if replayed is not None:
+            yield from replayed
+            return
         client_id = message["id"]
         try:
             upstream = self._ensure_upstream()
@@ -158,6 +167,8 @@ class RecordRun:
             upstream, self._upstream = self._upstream, None
         if upstream is not None:
             upstream.stop()
+        if self.updater is not None:
+            self.updater.finish()
         count = self.recorder.write(self.cassette)
         print(f"trialrun mcp-proxy: recorded {count} answer(s) to {self.cassette}", file=sys.stderr)
 

@@ -4,7 +4,9 @@ A recording holds no arrival times (its lines would change on every re-record); 
 of the same record run has one per call (``timestamp``). Both list the same calls: an event is
 written exactly when a call becomes a record. Each recorded call, in file order (the order the
 calls arrived), pairs with the earliest event not yet paired that has its tool and arguments
-(redacted alike on both sides), so even identical calls pair in the order they arrived.
+(redacted alike on both sides), so even identical calls pair in the order they arrived. A call
+that update mode answered from an old recording (its event names that ``recording``) stays as
+it was: its line is copied byte for byte.
 """
 
 from __future__ import annotations
@@ -27,17 +29,19 @@ def mark_inside(
     ``inside`` names the tool running at a time (epoch seconds), or None. A call no event
     pairs with (an events file cut short) stays as it is.
     """
-    arrivals: dict[str, deque[float]] = {}
+    arrivals: dict[str, deque[tuple[float, bool]]] = {}
     timed = [event for event in events if isinstance(event.get("timestamp"), int | float)]
     for event in sorted(timed, key=lambda event: float(event["timestamp"])):
         args = event.get("args")
         key = _key(event.get("tool"), args if isinstance(args, dict) else {})
-        arrivals.setdefault(key, deque()).append(float(event["timestamp"]))
+        copied = event.get("recording") is not None
+        arrivals.setdefault(key, deque()).append((float(event["timestamp"]), copied))
     marked: list[Record] = []
     for record in records:
         if isinstance(record, CallRecord):
             waiting = arrivals.get(_key(record.tool, record.args))
-            tool = inside(waiting.popleft()) if waiting else None
+            arrived, copied = waiting.popleft() if waiting else (0.0, True)
+            tool = None if copied else inside(arrived)
             if tool is not None:
                 record = dataclasses.replace(record, inside_tool=tool)
         marked.append(record)

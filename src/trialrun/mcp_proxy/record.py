@@ -4,7 +4,9 @@ The recorder never changes a message; the transport forwards them and shows each
 ``from_client`` / ``from_server`` (both may be called from different threads). Requests are
 paired with their responses by id, and progress notifications with their request by progress
 token; neither id nor token is kept. ``records()`` lists what was answered, in the order the
-requests arrived, each idempotent answer once (the first one stands).
+requests arrived, each idempotent answer once (the first one stands). In update mode a call
+answered from the old cassette takes its place in that order through ``copy_line``, and is
+written as its old line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trialrun.base.fsutil import atomic_write_bytes
 from trialrun.base.recordtime import recorded_at
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import (
@@ -25,8 +28,8 @@ from trialrun.mcp_proxy.cassette import (
     CallRecord,
     ExchangeRecord,
     Record,
+    cassette_lines,
     exchange_params,
-    write_cassette,
 )
 from trialrun.mcp_proxy.events import EventLog, call_outcome, log_tool_call
 from trialrun.mcp_proxy.jsonrpc import JsonObject
@@ -62,7 +65,8 @@ class Recorder:
         self._seq = 0
         self._pending: dict[str, _Pending] = {}
         self._by_token: dict[str, str] = {}
-        self._done: list[tuple[int, Record]] = []
+        # (arrival, record, its line as copied from an old recording by update mode or None)
+        self._done: list[tuple[int, Record, bytes | None]] = []
         self._era: str | None = None
 
     def from_client(self, message: Any) -> None:
@@ -131,7 +135,7 @@ class Recorder:
             self._note_era(pending, result)
         if record is not None:
             with self._lock:
-                self._done.append((pending.seq, record))
+                self._done.append((pending.seq, record, None))
 
     def _call_record(
         self, pending: _Pending, result: Any, rpc_error: JsonObject | None
@@ -212,21 +216,33 @@ class Recorder:
             "upstream": self.upstream,
         }
 
-    def records(self) -> list[Record]:
+    def copy_line(self, record: CallRecord, line: bytes) -> None:
+        """Update mode: ``record`` answered a call from the old cassette, whose ``line`` (with
+        its newline) the new one holds byte for byte, in the call's place."""
         with self._lock:
-            done = sorted(self._done, key=lambda pair: pair[0])
+            self._seq += 1
+            self._done.append((self._seq, record, line))
+
+    def records(self) -> list[Record]:
+        return [record for record, _line in self._entries()]
+
+    def _entries(self) -> list[tuple[Record, bytes | None]]:
+        with self._lock:
+            done = sorted(self._done, key=lambda entry: entry[0])
         seen: set[str] = set()
-        records: list[Record] = []
-        for _, record in done:
+        entries: list[tuple[Record, bytes | None]] = []
+        for _, record, line in done:
             if isinstance(record, ExchangeRecord) and record.method in IDEMPOTENT_METHODS:
                 if record.key in seen:
                     continue
                 seen.add(record.key)
-            records.append(record)
-        return records
+            entries.append((record, line))
+        return entries
 
     def write(self, path: Path) -> int:
         """Write the cassette atomically; returns how many records it holds."""
-        records = self.records()
-        write_cassette(path, self.header(), records)
-        return len(records)
+        entries = self._entries()
+        data = cassette_lines(self.header(), ())
+        data += b"".join(line or cassette_lines(None, (record,)) for record, line in entries)
+        atomic_write_bytes(path, data)
+        return len(entries)

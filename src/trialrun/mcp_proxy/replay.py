@@ -6,8 +6,10 @@ One ``ReplaySession`` is one replay scope (a stdio connection, or one run's URL 
   answered from their recording every time they are asked;
 * ``tools/call`` consumes the first unused recording of the same tool and arguments (repeated
   identical calls get their recordings in order), ``resources/read`` and ``prompts/get`` the
-  same by their params; a miss is a JSON-RPC error whose message starts ``cassette mismatch``
-  and names the nearest recordings; the session stays up;
+  same by their params; a miss is a JSON-RPC error whose message starts ``cassette mismatch``,
+  names the nearest recordings and ends with the nearest one's line and the first field where
+  the call differs from it (``httprec.difference``, as model and HTTP misses); the session
+  stays up. Update mode asks ``take_call`` for a ``tools/call`` and sends a miss to the server;
 * replies carry the incoming request id; recorded progress is re-emitted, before the response,
   with the incoming progress token, and only when the request carried one.
 
@@ -161,23 +163,54 @@ class ReplaySession:
                 duration_ms=_ms_since(started_clock),
             )
             return [reply]
+        return self._answered(message, record, started, started_clock)
+
+    def take_call(self, message: JsonObject) -> tuple[CallRecord, list[JsonObject]] | None:
+        """Update mode: a ``tools/call`` request answered from its first unused recording, the
+        recording with the messages to send back; None (nothing used, nothing logged) when no
+        unused recording matches or the request is malformed (the live server judges it)."""
+        started, started_clock = time.time(), time.perf_counter()
+        params = jsonrpc.params_of(message)
+        tool, args = params.get("name"), params.get("arguments")
+        args = {} if args is None else args
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            return None
+        with self._lock:
+            record = self._take_call(tool, args, params.get("inputResponses"))
+        if record is None:
+            return None
+        return record, self._answered(message, record, started, started_clock)
+
+    def _answered(
+        self, message: JsonObject, record: CallRecord, started: float, started_clock: float
+    ) -> list[JsonObject]:
+        """The recorded progress and answer to ``message``, logged as a replayed call."""
         out: list[JsonObject] = []
         token = jsonrpc.progress_token(message)
         if token is not None:
             out.extend(jsonrpc.progress_notification(token, p) for p in record.progress)
         out.append(self._reply(message, record.result, record.rpc_error))
+        params = jsonrpc.params_of(message)
+        args = params.get("arguments")
         log_tool_call(
             self.events,
-            tool,
-            args,
+            record.tool,
+            {} if args is None else args,
             record.ok,
             record.result,
             record.error,
             started=started,
             duration_ms=_ms_since(started_clock),
             recording=record.line,
+            replayed=True,
         )
         return out
+
+    def unused_calls(self) -> list[CallRecord]:
+        """The recorded calls no call used yet, in file order."""
+        with self._lock:
+            left = {id(record) for queue in self._calls.values() for record in queue}
+        return [call for call in self.cassette.calls if id(call) in left]
 
     def _take_call(self, tool: str, args: JsonObject, input_responses: Any) -> CallRecord | None:
         # Cassettes are redacted when written: a live secret matches a recorded [REDACTED].
@@ -270,11 +303,14 @@ class ReplaySession:
         if used:
             text += f" {used} identical recording(s) were already used by earlier calls."
         nearest = self._nearest(tool, canonical(args))
+        difference = None
         if nearest:
             text += " Nearest recorded: " + "; ".join(
                 f"{r.tool} {_preview(canonical(redact(r.args)))} (similarity {s:.2f})"
                 for r, s in nearest
             )
+            difference = self._difference(nearest[0][0], tool, args, input_responses)
+            text += ". " + difference[0].upper() + difference[1:] + "."
         else:
             text += " The cassette has no tool calls."
         data = {
@@ -284,8 +320,36 @@ class ReplaySession:
                 {"tool": r.tool, "args": redact(r.args), "line": r.line, "score": round(s, 3)}
                 for r, s in nearest
             ],
+            "difference": difference,
         }
         return jsonrpc.error_response(request_id, jsonrpc.CASSETTE_MISMATCH, text, data)
+
+    def _difference(
+        self, record: CallRecord, tool: str, args: JsonObject, input_responses: Any
+    ) -> str:
+        """``nearest recording: line 7; first difference at args.q: recorded ..., requested
+        ...``: where the call first differs from its nearest recording, both sides shown around
+        that place (redacted; a secret that differs is named by its place only)."""
+        from trialrun.httprec.difference import describe, first_difference
+
+        queue = self._calls.get(record.key)
+        used = not (queue and any(left is record for left in queue))
+        if record.tool != tool:
+            return describe(record.line, ("tool", record.tool, tool), used=used)
+        recorded: JsonObject = {"args": record.args}
+        requested: JsonObject = {"args": args}
+        if record.input_responses is not None or input_responses is not None:
+            recorded["input_responses"] = record.input_responses
+            requested["input_responses"] = input_responses
+        found = first_difference(recorded, requested)
+        shown = first_difference(redact(recorded), redact(requested))
+        if found is not None and (shown is None or shown[0] != found[0]):
+            state = " (already used)" if used else ""
+            return (
+                f"nearest recording: line {record.line}{state}; first difference at {found[0]} "
+                "(a redacted value)"
+            )
+        return describe(record.line, shown, used=used)
 
     def _nearest(self, tool: str, args_json: str) -> list[tuple[CallRecord, float]]:
         """The most similar recorded calls (same tool first), one per distinct call."""

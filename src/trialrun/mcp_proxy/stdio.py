@@ -13,6 +13,9 @@ parse error and the proxy keeps going (in both modes it is answered here, never 
   written); one that dies mid-session still gets its cassette written (exit 1). A request left
   unanswered never gets its cassette written: an existing one is kept (exit 1).
 * **replay**: no child at all; one thread answers each line from the cassette.
+* **update**: as record, but a ``tools/call`` that an unused recording of the old cassette
+  (``update_from``, by default the cassette itself) answers is answered here and never reaches
+  the server; its line is copied into the new cassette (``mcp_proxy.update``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog, note_failure
 from trialrun.mcp_proxy.record import Recorder
 from trialrun.mcp_proxy.replay import ReplaySession
+from trialrun.mcp_proxy.update import Previous, Updater, load_previous
 from trialrun.mcp_proxy.upstream import Upstream, UpstreamError, describe
 
 T = TypeVar("T")
@@ -64,24 +68,38 @@ def run_stdio_proxy(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     answer_timeout: float = ANSWER_TIMEOUT_SECONDS,
+    update_from: Path | None = None,
+    keep_unused: bool = False,
 ) -> int:
     """Serve one MCP session on the given descriptors; returns the process exit code.
 
-    Raises ``CassetteError`` (missing or corrupt cassette in replay) and ``UpstreamError``
-    (server command cannot start) before anything is served.
+    ``update_from`` and ``keep_unused`` are for update mode: the old cassette (default: the
+    cassette itself, replaced at the end) and whether its unused tool calls stay.
+
+    Raises ``CassetteError`` (missing or corrupt cassette in replay, a corrupt old cassette in
+    update) and ``UpstreamError`` (server command cannot start) before anything is served.
     """
     if mode == "replay":
         return _replay(cassette, name, events, stdin_fd, stdout_fd)
-    if mode == "record":
-        try:
-            return _record(
-                cassette, list(server_command), name, events, (stdin_fd, stdout_fd), answer_timeout
-            )
-        except UpstreamError as exc:
-            if events is not None:
-                note_failure(events, str(exc))
-            raise
-    raise ValueError(f"mode must be 'record' or 'replay', found {mode!r}")
+    if mode not in ("record", "update"):
+        raise ValueError(f"mode must be 'record', 'replay' or 'update', found {mode!r}")
+    previous = None
+    if mode == "update":
+        previous = load_previous(update_from or cassette, keep_unused=keep_unused)
+    try:
+        return _record(
+            cassette,
+            list(server_command),
+            name,
+            events,
+            (stdin_fd, stdout_fd),
+            answer_timeout,
+            previous,
+        )
+    except UpstreamError as exc:
+        if events is not None:
+            note_failure(events, str(exc))
+        raise
 
 
 def _parse_error(exc: jsonrpc.MessageError) -> jsonrpc.JsonObject:
@@ -134,10 +152,12 @@ def _record(
     events_path: Path | None,
     fds: tuple[int, int],
     answer_timeout: float,
+    previous: Previous | None = None,
 ) -> int:
     stdin_fd, stdout_fd = fds
     events = EventLog(events_path, server=name, replayed=False)
     recorder = Recorder(server_name=name, upstream=command, events=events)
+    updater = None if previous is None else Updater(previous, recorder, name=name, events=events)
     out = jsonrpc.LineWriter(stdout_fd)
     done = threading.Event()
     state: dict[str, Any] = {"signal": None, "client_eof": False, "exit": "running"}
@@ -169,6 +189,11 @@ def _record(
     def from_client() -> None:
         try:
             for line, message in _client_messages(stdin_fd, out):
+                replayed = None if updater is None else _guarded(updater.answer, message, None)
+                if replayed is not None:  # update: answered from the old cassette
+                    for reply in replayed:
+                        out.send(reply)
+                    continue
                 _guarded(recorder.from_client, message, None)
                 if not upstream.send(line + b"\n"):
                     return  # the server is gone; server_exited reports that
@@ -190,7 +215,9 @@ def _record(
             _await_answers(recorder, finished, answer_timeout)
     with routed_signals(signal.SIG_IGN):  # a second SIGTERM must not cut the cassette write short
         try:
-            return _finish(recorder, upstream, cassette_path, command, state, answer_timeout)
+            return _finish(
+                recorder, upstream, cassette_path, command, state, answer_timeout, updater
+            )
         finally:
             upstream.stop()
             events.close()
@@ -222,6 +249,7 @@ def _finish(
     command: list[str],
     state: dict[str, Any],
     answer_timeout: float,
+    updater: Updater | None,
 ) -> int:
     if state["signal"] is None and state["exit"] in _STOPPED_WITH_US:
         # The case's SIGTERM reached the whole process group and the server went first.
@@ -252,6 +280,8 @@ def _finish(
             file=sys.stderr,
         )
         return EXIT_FAILED
+    if updater is not None:
+        updater.finish()
     count = recorder.write(cassette_path)
     print(f"trialrun mcp-proxy: recorded {count} answer(s) to {cassette_path}", file=sys.stderr)
     if ended_by_server:

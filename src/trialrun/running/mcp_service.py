@@ -6,6 +6,9 @@ layout that Claude Code, Cursor and most MCP clients read) and ``TRIALRUN_MCP_SE
 JSON inline); the agent starts the proxies itself, as it would start the servers. A
 ``transport: http`` server has one in-process proxy for the run (``HttpMcpProxy``), each case a
 URL of its own. After the case, the proxies' events become tool calls of the case's trace.
+
+``--mode update`` runs the proxies in their update mode (``proxy_mode``): a ``tools/call`` an
+unused recording matches is answered from it, its line kept; the server answers the rest.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,7 @@ from trialrun.running.trace_merge import MISMATCH, fail, fail_mismatch, order_by
 
 if TYPE_CHECKING:
     from trialrun.mcp_proxy import McpCassette
+    from trialrun.mcp_proxy import Mode as ProxyMode
 
 _PROXY_SAVE_S = 5.0
 """How long a proxy may take, after its agent is gone, to write the recording it holds."""
@@ -48,6 +52,14 @@ def recorded_calls(cassette: McpCassette) -> RecordedCalls:
     return tuple((call.line, call.tool, call.inside_tool) for call in cassette.calls)
 
 
+def proxy_mode(mode: Mode, *, update: bool) -> ProxyMode:
+    """What the MCP proxies of a run in ``mode`` do: replay, record, or (record mode as
+    ``--mode update``) update. Live mode records too; its recordings are never committed."""
+    if mode == "replay":
+        return "replay"
+    return "update" if update and mode == "record" else "record"
+
+
 class HttpMcpProxy:
     """One MCP server behind an in-process streamable-HTTP proxy; each case is one URL path."""
 
@@ -55,9 +67,11 @@ class HttpMcpProxy:
         self,
         name: str,
         command: list[str],
-        mode: Mode,
+        mode: ProxyMode,
         directory: Path,
         env: Mapping[str, str] | None = None,
+        *,
+        keep_unused: bool = False,
     ) -> None:
         from trialrun.mcp_proxy.http import McpHttpProxy, make_server, server_url
 
@@ -66,7 +80,7 @@ class HttpMcpProxy:
         self.events = directory / "events"
         self.cassettes.mkdir(parents=True)
         self._proxy = McpHttpProxy(
-            mode="replay" if mode == "replay" else "record",
+            mode=mode,
             cassette_dir=self.cassettes,
             server_command=command,
             name=name,
@@ -75,6 +89,7 @@ class HttpMcpProxy:
             # served; a path naming any other run is refused before it can start a server.
             token=new_key(),
             server_env=env,
+            keep_unused=keep_unused,
         )
         self._server = make_server("127.0.0.1", 0, self._proxy)
         self.url = server_url(self._server)
@@ -124,10 +139,15 @@ class CaseMcp:
         http_proxies: Mapping[str, HttpMcpProxy],
         mcp_calls: Mapping[Path, RecordedCalls],
         run_id: str,
+        *,
+        update: bool = False,
+        keep_unused: bool = False,
     ) -> None:
         self._suite = suite
         self._case = case
         self._mode = mode
+        self._proxy_mode = proxy_mode(mode, update=update)
+        self._keep_unused = keep_unused and self._proxy_mode == "update"
         self._http = http_proxies
         self._mcp_calls = mcp_calls
         self._run_id = run_id
@@ -159,19 +179,22 @@ class CaseMcp:
             # Recording goes to the case's scratch directory: MCP clients start servers in their
             # own session, so a proxy can outlive the case, and a late write must land nowhere.
             writing = cassette
-            if self._mode == "record":
+            if self._proxy_mode != "replay":
                 writing = self._workdir / f"{name}.cassette.jsonl"
             run = _McpServerRun(name, cassette, writing, self._workdir / f"{name}.events.jsonl")
             self._servers.append(run)
             from trialrun.mcp_proxy import proxy_command
 
+            updating = self._proxy_mode == "update"
             argv = proxy_command(
                 cassette=writing,
-                mode="replay" if self._mode == "replay" else "record",
+                mode=self._proxy_mode,
                 name=name,
                 events=run.events,
                 server_command=server_command(self._suite, server.command),
                 python=sys.executable,
+                update_from=cassette if updating else None,
+                keep_unused=self._keep_unused,
             )
             entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
             if server.env:
@@ -184,7 +207,8 @@ class CaseMcp:
 
     def _open_http(self, proxy: HttpMcpProxy, cassette: Path) -> dict[str, Any]:
         writing = proxy.cassettes / f"{self._run_id}.jsonl"
-        if self._mode == "replay":
+        # Replay reads the copy; update reads it and writes the updated recording over it.
+        if self._proxy_mode == "replay" or (self._proxy_mode == "update" and cassette.is_file()):
             import shutil
 
             shutil.copyfile(cassette, writing)
@@ -215,9 +239,10 @@ class CaseMcp:
             _merge_mcp_calls(run, server, events)
             if self._mode == "replay":
                 unused += self._unused_mcp(run, server, events, bodies)
-            elif inside is not None:
-                bodies.made("mcp", [inside(float(e["timestamp"])) for e in _timed(events)])
-        await self._commit_mcp(run, clean=clean and run.failure is None, inside=inside)
+            elif inside is not None:  # update's replayed calls ran no body: not counted
+                made = [e for e in _timed(events) if e.get("recording") is None]
+                bodies.made("mcp", [inside(float(e["timestamp"])) for e in made])
+        await self._commit_mcp(run, clean=clean and run.failure is None, bodies=bodies)
 
     def remove_scratch(self) -> None:
         if self._workdir is not None:
@@ -248,9 +273,7 @@ class CaseMcp:
         ]
         return [f"mcp:{server.name}/{tool}" for _line, tool, _inside in unused]
 
-    async def _commit_mcp(
-        self, run: AgentRun, *, clean: bool, inside: Callable[[float], str | None] | None
-    ) -> None:
+    async def _commit_mcp(self, run: AgentRun, *, clean: bool, bodies: ToolBodies) -> None:
         if self._mode != "record" or not clean:
             return
         for server in self._servers:
@@ -266,31 +289,57 @@ class CaseMcp:
                     "error",
                 )
                 return
-            atomic_write_bytes(server.cassette, self._portable(server, inside))
+            events = _read_server_events(server)
+            atomic_write_bytes(server.cassette, self._portable(server, events, bodies))
 
     def _portable(
-        self, server: _McpServerRun, inside: Callable[[float], str | None] | None
+        self, server: _McpServerRun, events: list[dict[str, Any]], bodies: ToolBodies
     ) -> bytes:
         """The recording, its header naming the server command as the suite declares it, and
-        (given ``inside``) each call made inside a tool's body marked with that tool.
+        (given ``bodies.inside``) each call made inside a tool's body marked with that tool.
+        Every other line stays as the proxy wrote it (update copied old lines byte for byte).
 
         The proxy ran the command with its paths made absolute; a committed recording must not
         change with the checkout's location, or every re-record on another machine is a diff.
         """
         from trialrun.mcp_proxy.cassette import cassette_lines, load_cassette
 
+        written = server.writing.read_bytes().split(b"\n")
         recorded = load_cassette(server.writing)
         records = recorded.records
-        if inside is not None:
+        if bodies.inside is not None:
             from trialrun.mcp_proxy.marks import mark_inside
 
-            records = tuple(mark_inside(records, _read_server_events(server), inside))
-        if recorded.header is None:
-            if records == recorded.records:
-                return server.writing.read_bytes()
-            return cassette_lines(None, records)
-        declared = self._suite.config.mcp_servers[server.name].command
-        return cassette_lines({**recorded.header, "upstream": list(declared)}, records)
+            records = tuple(mark_inside(records, events, bodies.inside))
+        out: list[bytes] = []
+        if recorded.header is not None:
+            declared = self._suite.config.mcp_servers[server.name].command
+            out.append(cassette_lines({**recorded.header, "upstream": list(declared)}, ()))
+        for was, record in zip(recorded.records, records, strict=True):
+            same = record is was and was.line > 1  # line 1 may carry a BOM; rewrite it
+            out.append(written[was.line - 1] + b"\n" if same else cassette_lines(None, (record,)))
+        out += self._kept_by_update(server, events, bodies)
+        return b"".join(out)
+
+    def _kept_by_update(
+        self, server: _McpServerRun, events: list[dict[str, Any]], bodies: ToolBodies
+    ) -> list[bytes]:
+        """Update mode: the old lines of the tool calls no call used that a tool's body made,
+        when the case called that tool (update may have answered it from the tool cassette,
+        never running the body). ``--keep-unused`` had the proxy keep every unused one."""
+        if self._proxy_mode != "update" or self._keep_unused:
+            return []
+        from trialrun.mcp_proxy.update import load_previous
+
+        previous = load_previous(server.cassette)
+        if previous is None:
+            return []
+        used = {event.get("recording") for event in events}
+        return [
+            previous.line(call.line)
+            for call in previous.cassette.calls
+            if call.line not in used and bodies.kept_by_update(call)
+        ]
 
 
 def server_command(suite: Suite, command: list[str]) -> list[str]:

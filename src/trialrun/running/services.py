@@ -39,6 +39,7 @@ from trialrun.running.mcp_service import (
     CaseMcp,
     HttpMcpProxy,
     RecordedCalls,
+    proxy_mode,
     server_command,
 )
 from trialrun.running.model_service import (
@@ -100,7 +101,12 @@ class RunServices:
                     self._workdir = scratch_dir("trialrun-mcp-")
                 command = server_command(self._suite, server.command)
                 self._http[name] = HttpMcpProxy(
-                    name, command, self._mode, self._workdir / name, server.env
+                    name,
+                    command,
+                    proxy_mode(self._mode, update=self.update),
+                    self._workdir / name,
+                    server.env,
+                    keep_unused=self.keep_unused,
                 )
 
     @property
@@ -164,9 +170,18 @@ class CaseServices:
         self._gateway = gateway
         self._http = http_proxies
         self._run_id = f"{_safe(case.config.id)}-{os.urandom(4).hex()}"
-        self._mcp = CaseMcp(suite, case, mode, http_proxies, mcp_calls or {}, self._run_id)
         update = run_services is not None and run_services.update
         keep_unused = run_services is not None and run_services.keep_unused
+        self._mcp = CaseMcp(
+            suite,
+            case,
+            mode,
+            http_proxies,
+            mcp_calls or {},
+            self._run_id,
+            update=update,
+            keep_unused=keep_unused,
+        )
         self._model = (
             None
             if gateway is None
