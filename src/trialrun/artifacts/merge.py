@@ -34,6 +34,7 @@ from trialrun.artifacts.rundir import new_run_id, safe_dir_name
 from trialrun.artifacts.shards import MergeError, ShardArtifacts, read_shard, rebuild_case
 from trialrun.base.fsutil import atomic_write_text, write_json
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.words import inflected
 from trialrun.errors import ConfigError
 from trialrun.running.sharding import ShardSpec, assign_shards, case_ids_sha256
 
@@ -125,8 +126,9 @@ def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
         by_index[shard.index] = shard
     missing = sorted(set(range(1, first.count + 1)) - by_index.keys())
     if missing:
+        named = ", ".join(f"{i}/{first.count}" for i in missing)
         raise MergeError(
-            f"missing shard(s) {', '.join(f'{i}/{first.count}' for i in missing)}: expected "
+            f"missing {inflected(len(missing), 'shard')} {named}: expected "
             f"{first.count} shard run directories, found {len(shards)}; a merge without every "
             "shard would hide the missing cases"
         )
