@@ -13,6 +13,8 @@ The merged directory ``<out>/<suite>/<run_id>/`` holds what a single run writes:
 * junit.xml: the shards' testcases as written, in id order, with the counts recomputed;
 * run.jsonl: each case's lines as written, in case id order;
 * report.html: rendered from cases rebuilt from the shard artifacts (``artifacts.shards``);
+* unused-recordings.json and recordings-diff.json, when the shards wrote them, combined
+  (``artifacts.merge_recordings``), so ``trialrun prune`` works on the merged run;
 * receipt.jsonl: a new receipt whose ``run_start`` names the merge, one ``shard`` event per
   shard with its receipt's path, event count and last hash, and ``run_end`` with the totals.
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
+from trialrun.artifacts.merge_recordings import read_reviews, write_merged_recordings
 from trialrun.artifacts.recording import RecordedRun
 from trialrun.artifacts.rundir import new_run_id, safe_dir_name
 from trialrun.artifacts.shards import MergeError, ShardArtifacts, read_shard, rebuild_case
@@ -71,7 +74,9 @@ def merge_runs(
 
     docs = {case_id: doc for shard in shards for case_id, doc in shard.case_docs.items()}
     events = {case_id: ev for shard in shards for case_id, ev in shard.case_events.items()}
-    result = _merged_result(shards, [rebuild_case(docs[i], events[i]) for i in all_ids])
+    reviews = read_reviews([shard.run_dir for shard in shards])
+    cases = [rebuild_case(docs[i], events[i], reviews.get(i)) for i in all_ids]
+    result = _merged_result(shards, cases)
     policy = shards[0].summary.get("policy_snapshot")
     case_docs = [docs[case_id] for case_id in all_ids]
     summary = summary_from_case_docs(result, case_docs, regression=None)
@@ -99,6 +104,7 @@ def merge_runs(
     if baseline_doc is not None and regression is not None:
         comparison = baseline_comparison(baseline_doc, summary, regression)
     atomic_write_text(run_dir / "report.html", render_html(result, summary, None, comparison))
+    write_merged_recordings([shard.run_dir for shard in shards], run_dir, all_ids, result.run_id)
     return merged
 
 

@@ -113,8 +113,13 @@ def read_shard(run_dir: Path) -> ShardArtifacts:
     )
 
 
-def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseResult:
-    """The ``CaseResult`` a shard's summary entry and run.jsonl events describe."""
+def rebuild_case(
+    doc: dict[str, Any],
+    events: Sequence[dict[str, Any]],
+    recording_review: list[Any] | None = None,
+) -> CaseResult:
+    """The ``CaseResult`` a shard's summary entry and run.jsonl events describe;
+    ``recording_review`` is the case's entry of the shard's recordings-diff.json."""
     case_id = str(doc["id"])
     trace = [event for event in events if event.get("type") not in VERDICT_EVENT_TYPES]
     end: dict[str, Any] = next((e for e in reversed(events) if _is_end(e)), {})
@@ -144,6 +149,8 @@ def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseR
         unused_recordings=int(doc.get("unused_recordings") or 0),
         unused_recording_tools=_unused_tools(doc.get("unused_recordings_by_tool")),
         stale_recordings=[str(line) for line in doc.get("stale_recordings") or []],
+        recording_review=recording_review,
+        recording_kept=(doc.get("recordings") or {}).get("committed") is False,
     )
     replay = doc.get("replay") or {}
     return CaseResult(
