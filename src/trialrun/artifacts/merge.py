@@ -177,6 +177,9 @@ def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
         errors=sum(1 for el in ordered if el.find("error") is not None),
         seconds=sum(case.run.wall_ms for case in result.cases) / 1000,
     )
+    skipped = sum(1 for el in ordered if el.find("skipped") is not None)
+    if skipped:  # quarantined cases, counted as a single run's junit.xml counts them
+        root.set("skipped", str(skipped))
     root.extend(ordered)
     return junit_document(root)
 
@@ -279,16 +282,23 @@ def _write_receipt(
                     "eventCount": shard.receipt.event_count,
                     "lastHash": shard.receipt.last_hash,
                     "signed": shard.receipt.signature.present,
-                    "cases": {s: statuses.count(s) for s in ("pass", "fail", "error")},
+                    "cases": {
+                        s: statuses.count(s)
+                        for s in ("pass", "fail", "error", "flaky")
+                        if s != "flaky" or s in statuses
+                    },
                 },
             )
-        usage = [case.run.usage for case in result.cases]
+        # Every run of a case run more than once counts, as in a shard's own receipt.
+        runs = [r for c in result.cases for r in (c.runs.runs if c.runs is not None else [c])]
+        usage = [run.run.usage for run in runs]
+        flaky = sum(1 for c in result.cases if c.status == "flaky")
         writer.close(
             {
                 "stopReason": "completed",
                 "verified": passed,
                 "totals": {
-                    "attempts": len(result.cases),
+                    "attempts": len(runs),
                     "totalTokens": sum((u.tokens_in or 0) + (u.tokens_out or 0) for u in usage),
                     "costUsd": sum(u.cost_usd or 0.0 for u in usage),
                     "filesChanged": 0,
@@ -298,6 +308,7 @@ def _write_receipt(
                     "passed": sum(1 for c in result.cases if c.status == "pass"),
                     "failed": sum(1 for c in result.cases if c.status == "fail"),
                     "errors": sum(1 for c in result.cases if c.status == "error"),
+                    **({"flaky": flaky} if flaky else {}),
                 },
             }
         )
