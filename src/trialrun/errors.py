@@ -142,8 +142,11 @@ class CassetteMismatch(TrialrunError):
         ]
         if self.exhausted:
             lines.append(
-                f"{self.exhausted} identical recording(s) exist but were already used "
-                "by earlier calls."
+                # errors sits below base (no words helper): the two forms spelled out.
+                f"{self.exhausted} identical recordings exist but were already used by "
+                "earlier calls."
+                if self.exhausted != 1
+                else "1 identical recording exists but was already used by an earlier call."
             )
         if self.nearest:
             lines.append("Closest matches:")

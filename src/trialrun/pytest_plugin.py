@@ -12,8 +12,12 @@ How a session goes:
 * The suite file becomes a ``SuiteFile`` node; a config error there is a collection error showing
   ``file:line: message``. Its cases become ``CaseItem``\\ s sorted by case id, so the node ids
   (``evals/demo/suite.yaml::t1``) are the same on every pytest-xdist worker.
-* Running an item runs the case through ``trialrun.running.runner.run_case``; a case that did
-  not pass fails with the expected / observed text of the console report, not a traceback.
+* Running an item runs the case through ``trialrun.running.runner.run_case`` (again, as
+  ``--trialrun-repeat K`` / ``--trialrun-retries N`` ask, like ``trialrun run``'s ``--repeat`` /
+  ``--retries``); a case that did not pass fails with the expected / observed text of the
+  console report, not a traceback. A case quarantined in quarantine.yaml (an entry that has not
+  expired) that did not pass is an expected failure (xfail, a ``<skipped>`` in pytest's JUnit)
+  whose reason names the entry, as ``trialrun run`` reports it.
 * The verdict travels on the test report (as JSON, so it survives the trip from an xdist worker to
   the controller). At session end the process that saw every report writes one run directory
   per suite with the files ``trialrun run`` writes.
@@ -61,6 +65,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Override the suites' mode: replay cassettes, record them, or call tools live.",
     )
     group.addoption(
+        "--trialrun-repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        dest="trialrun_repeat",
+        help="Run each case K times; it passes only when every run passed (flaky otherwise).",
+    )
+    group.addoption(
+        "--trialrun-retries",
+        type=int,
+        default=0,
+        metavar="N",
+        dest="trialrun_retries",
+        help="Run a failed case up to N more times (flaky when a retry passes).",
+    )
+    group.addoption(
         "--trialrun-out",
         default=None,
         metavar="DIR",
@@ -73,6 +93,12 @@ def pytest_configure(config: pytest.Config) -> None:
     paths: list[str] = config.getoption("trialrun_paths") or []
     if not paths:
         return
+    repeat, retries = config.getoption("trialrun_repeat"), config.getoption("trialrun_retries")
+    if repeat < 1 or retries < 0 or (repeat > 1 and retries > 0):
+        raise pytest.UsageError(
+            "expected --trialrun-repeat K >= 1 or --trialrun-retries N >= 0, not both; found "
+            f"--trialrun-repeat {repeat} and --trialrun-retries {retries}"
+        )
     base = config.invocation_params.dir
     suite_files = [suite_file_for(base / path, path) for path in paths]
     out: str | None = config.getoption("trialrun_out")
@@ -149,13 +175,32 @@ class CaseItem(pytest.Item):
         import asyncio
 
         from trialrun.config.paths import display_path
-        from trialrun.running.runner import RunOptions, resolve_mode, run_case
+        from trialrun.running.repeats import Repeats
+        from trialrun.running.runner import RunOptions, resolve_mode
 
         mode = resolve_mode(self.suite, self.config.getoption("trialrun_mode"))
-        options = RunOptions(mode=mode, preflight=self.checked)
-        self.result = asyncio.run(run_case(self.suite, self.case, options))
+        repeats = Repeats(
+            self.config.getoption("trialrun_repeat"), self.config.getoption("trialrun_retries")
+        )
+        options = RunOptions(mode=mode, preflight=self.checked, repeats=repeats)
+        self.result = asyncio.run(self._run(options))
         if not self.result.passed:
+            excuse = quarantine_excuse(self.suite, self.result)
+            if excuse is not None:
+                pytest.xfail(excuse)
             raise CaseFailed(self.result, display_path(self.case.file))
+
+    async def _run(self, options: Any) -> CaseResult:
+        import functools
+
+        from trialrun.running.repeats import ONCE, run_again
+        from trialrun.running.runner import run_case
+
+        once = functools.partial(run_case, self.suite, self.case, options)
+        first = await once()
+        if options.repeats == ONCE:
+            return first
+        return await run_again(first, once, options.repeats, self.suite, self.case)
 
     def repr_failure(
         self,
@@ -168,6 +213,21 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.case.file, None, f"trialrun case {self.name}"
+
+
+def quarantine_excuse(suite: Suite, result: CaseResult) -> str | None:
+    """Why ``result`` does not count: its quarantine entry, when one holds today; else None."""
+    from trialrun.config.quarantine import today_utc
+
+    today = today_utc()
+    for entry in suite.quarantine:
+        if entry.case == result.case_id and not entry.expired(today):
+            why = (result.failure_reason or "").splitlines()[:1] or ["see the run's report"]
+            return (
+                f"quarantined until {entry.expires.isoformat()} (owner {entry.owner}): "
+                f"{entry.reason}. Status {result.status}: {why[0]}"
+            )
+    return None
 
 
 def describe_failure(result: CaseResult, case_file: str) -> str:
@@ -302,6 +362,7 @@ def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
     from trialrun.base.results import (
         AgentRun,
         CaseResult,
+        CaseRuns,
         CheckFailure,
         Failure,
         ModelCall,
@@ -324,11 +385,17 @@ def case_result_from_dict(document: dict[str, Any]) -> CaseResult:
             "failure": failure(run_doc["failure"]),
         }
     )
+    runs_doc = document.get("runs")
+    runs = None
+    if runs_doc is not None:  # a case run more than once: each run's result, rebuilt alike
+        each = [case_result_from_dict(one) for one in runs_doc["runs"]]
+        runs = CaseRuns(**{**runs_doc, "runs": each})
     return CaseResult(
         **{
             **document,
             "run": run,
             "check_failures": [CheckFailure(**check) for check in document["check_failures"]],
             "failure": failure(document["failure"]),
+            "runs": runs,
         }
     )

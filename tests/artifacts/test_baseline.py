@@ -520,3 +520,22 @@ def test_an_empty_baseline_is_reported_about_the_file_without_a_line(
     with pytest.raises(ConfigError) as caught:
         load_baseline(path)
     assert str(caught.value).startswith(f"{path}: the file is empty; expected")
+
+
+def test_a_suite_whose_every_case_is_quarantined_has_no_pass_rate_to_gate() -> None:
+    held = {"reason": "r", "owner": "o", "expires": "2999-01-01", "expired": False}
+    current = doc(("t1", "fail"))
+    current["cases"][0]["quarantine"] = held
+    policy = {"min_pass_rate": 1.0}
+    regression = compute_regression(doc(("t1", "pass")), current, policy, "b.json")
+    check = checks_by_id(regression)["min_pass_rate"]
+    assert check["status"] == "skipped"
+    assert check["note"] == (
+        "every case is quarantined: no pass rate to gate. quarantined, left out: t1"
+    )
+    assert regression["passed"] is True
+    # One case still gating: its rate is the gate's, as before.
+    current = doc(("t1", "fail"), ("t2", "fail"))
+    current["cases"][0]["quarantine"] = held
+    regression = compute_regression(doc(("t1", "pass"), ("t2", "pass")), current, policy, "b")
+    assert checks_by_id(regression)["min_pass_rate"]["status"] == "fail"

@@ -31,8 +31,10 @@ def test_a_run_updates_only_the_cases_it_ran(tmp_path: Path) -> None:
     # A run of some cases (--case, a shard): the others keep what they had.
     record(suite_file, [("a", "pass"), ("d", "fail")])
     assert read_failed(suite_file) == {"b", "d"}
-    # Any status but fail and error is not a failure (flaky passed in the end).
+    # A flaky case (passed and failed) is one to run again; any other status is not a failure.
     record(suite_file, [("b", "flaky"), ("d", "something new")])
+    assert read_failed(suite_file) == {"b"}
+    record(suite_file, [("b", "pass")])
     assert read_failed(suite_file) == set()
     assert json.loads(cache_file(suite_file).read_text()) == {"schema_version": 1, "failed": []}
 

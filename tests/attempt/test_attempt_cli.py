@@ -80,7 +80,7 @@ def test_worse_attempt_is_rolled_back_and_the_fix_is_verified_and_signed(tmp_pat
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "verified: verified true after 2 attempt(s)" in proc.stdout
+    assert "verified: verified true after 2 attempts" in proc.stdout
 
     assert schema_problems(receipt) == []
     events = read_events(receipt)

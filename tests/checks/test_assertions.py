@@ -80,9 +80,9 @@ def test_json_schema_missing_required_fields(tmp_path: Path, ctx: CompileContext
     [failure] = run(check, {"other": 1})
     assert failure.type == "json_schema"
     assert failure.message == (
-        "Schema validation failed at <root>: missing required field(s): category, reply"
+        "Schema validation failed at <root>: missing required fields: category, reply"
     )
-    assert failure.expected == "required field(s) at <root>: category, reply"
+    assert failure.expected == "required fields at <root>: category, reply"
     assert failure.observed == "missing: category, reply"
     assert failure.details == {
         "path": "<root>",
@@ -106,11 +106,11 @@ def test_json_schema_reports_every_violation_ordered_by_path(
     check = compile_(JSON_SCHEMA, ctx, schema_path=write_schema(tmp_path, schema))
     failures = run(check, {"b": 5, "a": [1, "x", 2, "z"], "c": {"y": 0}})
     assert [f.message for f in failures] == [
-        "Schema validation failed at <root>: missing required field(s): d, e",
+        "Schema validation failed at <root>: missing required fields: d, e",
         "Schema validation failed at a/1: 'x' is not of type 'integer'",
         "Schema validation failed at a/3: 'z' is not of type 'integer'",
         "Schema validation failed at b: 5 is not of type 'string'",
-        "Schema validation failed at c: missing required field(s): x",
+        "Schema validation failed at c: missing required field: x",
     ]
     assert {f.type for f in failures} == {"json_schema"}
     assert failures[1].expected == "output valid against schema at a/1"
@@ -127,7 +127,7 @@ def test_json_schema_lists_a_bounded_number_of_violations(
     assert len(failures) == limit + 1
     assert failures[limit - 1].message.startswith(f"Schema validation failed at {limit - 1}: ")
     assert failures[-1].message == (
-        f"Schema validation failed at 7 more place(s), not listed (the first {limit} are)"
+        f"Schema validation failed at 7 more places, not listed (the first {limit} are)"
     )
     assert failures[-1].details == {"not_listed": 7}
     exactly = check.check(CheckSubject(output=["s"] * limit, tool_calls=[]))
@@ -158,7 +158,7 @@ def test_json_schema_with_the_peer_demo_schema(peer_fixtures: Path) -> None:
                                 CompileContext(resolve_path=lambda _raw: schema_file))  # fmt: skip
     assert run(check, {"category": "a", "reply": "b"}) == []
     [failure] = run(check, {"category": "a"})
-    assert failure.message == "Schema validation failed at <root>: missing required field(s): reply"
+    assert failure.message == "Schema validation failed at <root>: missing required field: reply"
 
 
 @pytest.mark.parametrize(
@@ -414,7 +414,7 @@ def test_tool_args_reports_missing_fields_and_counts_other_invalid_calls(
     [failure] = run(check, {}, [lookup("c1"), lookup("c2", order_id="x"), lookup("c3", limit="5")])
     assert failure.message == (
         "Tool args invalid: lookup_order call #1 (call_id c1) at <root>: missing required "
-        "field(s): order_id (and 1 more invalid call(s): c3)"
+        "field: order_id (and 1 more invalid call: c3)"
     )
     assert failure.details is not None
     assert failure.details["invalid_call_ids"] == ["c1", "c3"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from builders import call_cli, make_shard_suite
+from builders import call_cli, make_shard_suite, write_suite
+from paths import AGENTS_DIR
 from trialrun.running.sharding import ShardSpec, shard_case_ids
 
 # make_shard_suite(…, 6): case_002 fails, case_004 crashes (error), the others pass.
@@ -106,3 +108,57 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_run(
         "warning: cannot write the last-failed cache .trialrun_cache/lastfailed/suite.yaml.json"
         in stderr
     )
+
+
+def test_a_flaky_case_is_run_again_by_last_failed_and_first_by_failed_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "wobbly" fails its runs 1 and 4 and passes the others; "steady" always passes. With
+    # --retries 1, run 1 fails and its retry passes: flaky.
+    root = tmp_path / "flaky"
+    cases = {"steady": [], "wobbly": [1, 4]}
+    suite = write_suite(
+        root,
+        name="s",
+        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
+        tools=["search_docs"],
+        cases={
+            case_id: {
+                "input": {"counter": str(root / f"{case_id}.count"), "fail_on": fail_on},
+                "cassette": "cassettes/empty.jsonl",
+            }
+            for case_id, fail_on in cases.items()
+        },
+        cassettes={"empty.jsonl": ""},
+        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
+    )
+    out = tmp_path / "out"
+    cache = suite / ".trialrun_cache/lastfailed/suite.yaml.json"
+
+    def statuses() -> dict[str, str]:
+        summary = json.loads((max((out / "s").iterdir()) / "summary.json").read_text())
+        return {case["id"]: case["status"] for case in summary["cases"]}
+
+    def run_suite(*options: str) -> tuple[int, str]:
+        code, _, stderr = call_cli(
+            ["run", str(suite), "--out", str(out), "-q", "-j", "1", "--no-baseline", *options],
+            capsys,
+        )
+        return code, stderr
+
+    assert run_suite("--retries", "1")[0] == 1  # flaky: fail, the default
+    assert statuses() == {"steady": "pass", "wobbly": "flaky"}
+    assert json.loads(cache.read_text())["failed"] == ["wobbly"]
+    code, stderr = run_suite("--last-failed")
+    assert code == 0, stderr  # run 3 passes
+    assert "--last-failed: running the 1 of 2 cases that failed last time" in stderr
+    assert ran(out) == ["wobbly"]
+    assert json.loads(cache.read_text())["failed"] == []  # passed plainly: off the list
+
+    assert run_suite("--retries", "1")[0] == 1  # run 4 fails, run 5 passes: flaky again
+    code, stderr = run_suite("--failed-first")
+    assert code == 0, stderr
+    assert "--failed-first: running the 1 case that failed last time first, then the other 1" in (
+        stderr
+    )
+    assert ran(out) == ["wobbly", "steady"]

@@ -379,7 +379,7 @@ def test_probe_replays_the_first_case(suite: Path, capsys: pytest.CaptureFixture
     lines = out.splitlines()
     assert code == 0
     assert lines_of(lines, "probe") == [
-        "ok probe: case a_ok passed in replay with 1 tool call(s)",
+        "ok probe: case a_ok passed in replay with 1 tool call",
         "ok probe: every recording of the cassette was used",
     ]
     assert lines[-1].startswith("note: replay answered tool calls from the cassette")
@@ -438,7 +438,7 @@ def test_probe_of_a_failing_case_fails(suite: Path, capsys: pytest.CaptureFixtur
     lines = out.splitlines()
     assert code == 1
     status = lines_of(lines, "probe")[0]
-    assert status.startswith("fail probe: case a_ok error in replay with 0 tool call(s): ")
+    assert status.startswith("fail probe: case a_ok error in replay with 0 tool calls: ")
     assert lines[-1].startswith("note: replay answered tool calls from the cassette")
 
 

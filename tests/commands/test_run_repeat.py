@@ -343,13 +343,14 @@ def test_a_run_whose_flaky_cases_the_suite_tolerates_can_be_promoted(tmp_path: P
     assert json.loads(target.read_text())["run"]["exit_status"] == "success"
 
 
-def test_merging_shards_of_repeated_runs_is_refused_by_name(tmp_path: Path) -> None:
+def test_shards_of_repeated_runs_merge_with_their_runs(tmp_path: Path) -> None:
     suite = flaky_suite(tmp_path, {"one": {}, "two": {}})
     shards = []
     for index in (1, 2):
         out = f"shard{index}"
         run(tmp_path, suite, "--repeat", "2", "--shard", f"{index}/2", out=out)
         shards.append(str(only_run_dir(tmp_path / out)))
-    code, _, err = call_cli(["merge", *shards, "--out", str(tmp_path / "merged")])
-    assert code == EXIT_INVALID
-    assert "expected a shard run without --repeat or --retries" in err
+    code, out, err = call_cli(["merge", *shards, "--out", str(tmp_path / "merged")])
+    assert code == EXIT_OK, out + err  # tests/artifacts/test_merge_repeats.py has the rest
+    cases = summary_cases(only_run_dir(tmp_path / "merged"))
+    assert {case_id: len(case["runs"]) for case_id, case in cases.items()} == {"one": 2, "two": 2}

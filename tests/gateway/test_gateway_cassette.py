@@ -94,7 +94,7 @@ def test_a_miss_names_the_nearest_recording_and_the_first_difference(tmp_path: P
     message = cassette.explain_miss("openai", "POST", "/v1/chat/completions", asked, "k")
     assert message.startswith(
         "cassette mismatch: c.jsonl has no unused recording of POST openai /v1/chat/completions "
-        "for this request (model 'm', 3 message(s))"
+        "for this request (model 'm', 3 messages)"
     )
     assert (
         'nearest recording: line 3; first difference at messages[2].content: recorded "q2", '
@@ -115,7 +115,7 @@ def test_a_miss_after_the_identical_recordings_were_used_counts_them(tmp_path: P
     key = key_of(chat("a"))
     assert cassette.take(key) is not None
     message = cassette.explain_miss("openai", "POST", "/v1/chat/completions", chat("a"), key)
-    assert "1 identical recording(s) were already used" in message
+    assert "1 identical recording was already used" in message
     assert "line 2 (already used) has the same request" in message
     # Also when the endpoint's cursor was used up by lenient replay.
     cassette = loaded(tmp_path, recording(chat("a")))

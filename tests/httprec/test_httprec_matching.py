@@ -94,7 +94,7 @@ def test_a_repeated_request_past_its_recordings_says_they_were_used() -> None:
     assert ask(replay, f"{BASE}/once") is not None
     request = RequestNormalizer().normalized("GET", f"{BASE}/once", b"")
     assert replay.explain_miss(request).endswith(
-        "; 1 identical recording(s) were already used by earlier calls"
+        "; 1 identical recording was already used by an earlier call"
         "; nearest recording: line 0 (already used) has the same request"
     )
 

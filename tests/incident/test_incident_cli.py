@@ -137,7 +137,7 @@ def test_replay_text_output_explains_divergence_violations_and_gaps(
 
 def test_import_redacts_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     incident_path, lines = import_incident(capsys, tmp_path)
-    assert lines[0].startswith("Imported 5 tool call(s) from trialrun-run-jsonl to ")
+    assert lines[0].startswith("Imported 5 tool calls from trialrun-run-jsonl to ")
     text = incident_path.read_text(encoding="utf-8")
     for secret in (CARD, "dana.reyes@example.com", "pm_tok_9f8e7d6c5b4a"):
         assert secret not in text

@@ -125,7 +125,7 @@ def test_a_plugin_importer_works_end_to_end_and_its_incident_is_redacted(
     argv = ["incident", "import", str(acme_export), "--out", str(tmp_path / "out")]
     code, out, err = call_cli([*argv, "--redact-path", "calls.*.args.card"], capsys)
     assert code == 0, err
-    assert "Imported 1 tool call(s) from acme" in out
+    assert "Imported 1 tool call from acme" in out
     written = (tmp_path / "out" / "incident.json").read_text(encoding="utf-8")
     document = json.loads(written)
     assert document["source_format"] == "acme"

@@ -287,7 +287,7 @@ def test_piped_input_waits_for_every_answer_before_the_cassette_is_written(
     # The proxy says it waits (so a user piping input knows why nothing happens yet); only then
     # does the server answer, as a server still importing its libraries would.
     assert _stderr_line(proxy) == (
-        "trialrun mcp-proxy: input ended with 2 request(s) unanswered; waiting up to 30 s "
+        "trialrun mcp-proxy: input ended with 2 requests unanswered; waiting up to 30 s "
         "for the server (--answer-timeout)\n"
     )
     with gate.open("wb") as opened:
@@ -308,7 +308,7 @@ def test_a_cassette_is_never_replaced_by_one_with_fewer_answers_than_requests(
     code, stderr = proxy.close()
     assert code == 1
     assert stderr.splitlines()[-1] == (
-        f"error: {cassette}: 1 of 1 request(s) unanswered: no answer within 0 s "
+        f"error: {cassette}: 1 of 1 request unanswered: no answer within 0 s "
         "(--answer-timeout); the cassette was not written"
     )
     assert cassette.read_bytes() == before

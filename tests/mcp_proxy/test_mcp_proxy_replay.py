@@ -74,8 +74,8 @@ def test_calls_are_consumed_once_in_order_and_misses_name_the_nearest() -> None:
     )
     assert [replay.handle(tool_call(i, "stamp", {}))[0]["result"]["n"] for i in (1, 2)] == [1, 3]
     [again] = replay.handle(tool_call(3, "stamp", {}))
-    assert "1 identical recording(s)" not in again["error"]["message"]
-    assert "2 identical recording(s) were already used" in again["error"]["message"]
+    assert "1 identical recording" not in again["error"]["message"]
+    assert "2 identical recordings were already used" in again["error"]["message"]
     [miss] = replay.handle(tool_call(4, "search", {"q": "reset passwd"}))
     error = miss["error"]
     assert error["code"] == -32000 and error["message"].startswith("cassette mismatch")

@@ -101,7 +101,7 @@ def test_repeated_identical_calls_replay_in_recorded_order(
         {"result": 2},
     ]
     third = transcript[3][2]["rpc_error"]["message"]
-    assert "cassette mismatch" in third and "2 identical recording(s) were already used" in third
+    assert "cassette mismatch" in third and "2 identical recordings were already used" in third
 
 
 def test_meta_differences_do_not_matter(recorded: dict[str, Any], tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import cryptography.x509  # noqa: F401  (see below)
 import pytest
 
 import trialrun.running.runner  # noqa: F401  (see below)
+from builders import write_suite
+from paths import AGENTS_DIR
 from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 from trialrun.cli import run_cli
 from trialrun.pytest_plugin import case_result_from_dict
@@ -248,3 +250,105 @@ def test_the_run_says_what_network_seal_held(
     assert network == {"sealed": bool(held), "layers": held}
     warned = [line for line in result.outlines if "warning: network:" in line]
     assert len(warned) == (0 if len(held) == 2 else 1), result.outlines
+
+
+def break_demo_agent(demo: Path) -> None:
+    agent = demo / "evals/demo/agent/agent.py"
+    source = agent.read_text(encoding="utf-8")
+    agent.write_text(source.replace('"name": "search_docs"', '"name": "search_web"'), "utf-8")
+
+
+def test_a_quarantined_failing_case_is_an_expected_failure_with_its_reason(
+    pytester: pytest.Pytester, demo: Path
+) -> None:
+    break_demo_agent(demo)
+    entry = (
+        "- case: t1\n  reason: search tool renamed in PR 12\n  owner: ana\n  expires: 2999-12-31\n"
+    )
+    (demo / "evals/demo/quarantine.yaml").write_text(entry, encoding="utf-8")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--trialrun", "evals/demo", "-rx", "--junitxml", "junit.xml"
+    )
+    result.assert_outcomes(xfailed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "XFAIL evals/demo/suite.yaml::t1 - quarantined until 2999-12-31 (owner ana): "
+            "search tool renamed in PR 12. Status fail: Tool not allowed: search_web*"
+        ]
+    )
+    assert "<skipped" in (demo / "junit.xml").read_text(encoding="utf-8")
+    (run_dir,) = run_dirs(demo)
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["cases"][0]["status"] == "fail"
+    assert summary["cases"][0]["quarantine"]["owner"] == "ana"
+    assert summary["run"]["exit_status"] == "success"
+
+
+def test_an_expired_quarantine_excuses_nothing(pytester: pytest.Pytester, demo: Path) -> None:
+    break_demo_agent(demo)
+    entry = "- case: t1\n  reason: old\n  owner: ana\n  expires: 2000-01-01\n"
+    (demo / "evals/demo/quarantine.yaml").write_text(entry, encoding="utf-8")
+    result = pytester.runpytest_subprocess(*plugin_args(), "--trialrun", "evals/demo")
+    result.assert_outcomes(failed=1)
+    assert "quarantined until" not in result.stdout.str()
+
+
+def flaky_suite(root: Path, settings: str) -> Path:
+    """Two cases of the flaky agent: ``steady`` passes, ``wobbly`` fails its run 2."""
+    return write_suite(
+        root,
+        name="flaky",
+        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
+        tools=["search_docs"],
+        cases={
+            case_id: {
+                "input": {"counter": str(root / f"{case_id}.count"), "fail_on": fail_on},
+                "cassette": "cassettes/empty.jsonl",
+            }
+            for case_id, fail_on in (("steady", []), ("wobbly", [2]))
+        },
+        cassettes={"empty.jsonl": ""},
+        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n"
+        + settings,
+    )
+
+
+def test_repeat_runs_each_case_k_times_across_xdist_workers(pytester: pytest.Pytester) -> None:
+    flaky_suite(pytester.path, "")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--trialrun", "suite", "--trialrun-repeat", "3", "-n", "2"
+    )
+    result.assert_outcomes(passed=1, failed=1)  # flaky: fail, the default
+    result.stdout.fnmatch_lines(["trialrun case wobbly (suite/cases/wobbly.yaml): FLAKY"])
+    (run_dir,) = sorted((pytester.path / "trialrun_out/flaky").iterdir())
+    cases = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["cases"]
+    wobbly = next(case for case in cases if case["id"] == "wobbly")
+    assert [run["status"] for run in wobbly["runs"]] == ["pass", "fail", "pass"]
+    assert wobbly["pass_hat_k"]["k"] == 3
+    steady = next(case for case in cases if case["id"] == "steady")
+    assert steady["passes"] == 3
+
+
+def test_retries_let_a_flaky_case_pass_where_the_suite_allows_it(
+    pytester: pytest.Pytester,
+) -> None:
+    flaky_suite(pytester.path, "flaky: warn\n")
+    (pytester.path / "wobbly.count").write_text("run\n")  # its next run is run 2: a failure
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--trialrun", "suite", "--trialrun-retries", "2"
+    )
+    result.assert_outcomes(passed=2)
+    (run_dir,) = sorted((pytester.path / "trialrun_out/flaky").iterdir())
+    cases = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["cases"]
+    wobbly = next(case for case in cases if case["id"] == "wobbly")
+    assert (wobbly["status"], wobbly["retries"], wobbly["blocking"]) == ("flaky", 1, False)
+
+
+def test_repeat_and_retries_together_are_a_usage_error(pytester: pytest.Pytester) -> None:
+    flaky_suite(pytester.path, "")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--trialrun", "suite", "--trialrun-repeat", "2", "--trialrun-retries", "1"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*expected --trialrun-repeat K >= 1 or --trialrun-retries N*"])

@@ -101,7 +101,7 @@ def test_a_binary_file_reports_its_first_problems_and_how_many_more(tmp_path: Pa
     lines = str(caught.value).splitlines()
     assert len(lines) == MAX_PROBLEMS_PER_FILE + 1
     assert lines[-1].endswith(
-        f"t1.jsonl:{MAX_PROBLEMS_PER_FILE}: 5 more problem(s) after this line not shown"
+        f"t1.jsonl:{MAX_PROBLEMS_PER_FILE}: 5 more problems after this line not shown"
     )
 
 

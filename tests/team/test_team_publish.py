@@ -100,7 +100,7 @@ def test_publish_mints_a_version_assigns_an_id_and_attaches_receipts(
     assert content_digest(subject) == digest  # the id lives in an eval asset
     out = capsys.readouterr().out
     assert f"Published demo to {team} as Version 1." in out
-    assert "Attached 1 receipt(s) to Version 1." in out
+    assert "Attached 1 receipt to Version 1." in out
     published = team_files(team, tmp_path, f"subjects/{subject_id}/v1")
     assert published == {"SKILL.md": "v1 body\n", "scripts/run.sh": "echo hi\n"}
     receipts = team_files(team, tmp_path, f"evals/{subject_id}/v1")
@@ -117,7 +117,7 @@ def test_publishing_the_same_bytes_again_mints_nothing(
     capsys.readouterr()
     assert publish(subject, team) == 0
     out = capsys.readouterr().out
-    assert "already Version 1" in out and "Attached 0 receipt(s)" in out
+    assert "already Version 1" in out and "Attached 0 receipts" in out
     assert TeamStore(team, home=tmp_path / "other").versions("demo-id") == [1]
 
 

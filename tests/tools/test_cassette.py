@@ -298,7 +298,7 @@ def test_identical_calls_get_their_recordings_in_file_order(tmp_path: Path) -> N
     with pytest.raises(CassetteMismatch) as caught:
         cassette.take("list", {"page": 1})
     assert caught.value.exhausted == 2
-    assert "2 identical recording(s) exist but were already used" in str(caught.value)
+    assert "2 identical recordings exist but were already used" in str(caught.value)
     assert cassette.unused() == []
 
 

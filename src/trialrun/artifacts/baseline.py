@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -66,10 +67,22 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     return _read_document(source, what="run summary (a run directory or its summary.json)")
 
 
-def promote(run_dir_or_summary: Path, to: Path, *, allow_failing: bool) -> Path:
-    """Write the baseline ``to`` from a finished run; refuse a run that did not pass."""
+def promote(
+    run_dir_or_summary: Path,
+    to: Path,
+    *,
+    allow_failing: bool,
+    warn: Callable[[str], None] | None = None,
+) -> Path:
+    """Write the baseline ``to`` from a finished run; refuse a run that did not pass.
+
+    A case whose quarantine holds (quarantine.yaml) does not gate the run, so it does not block
+    the promotion either; ``warn`` is told of each such case that did not pass."""
     summary = read_summary(run_dir_or_summary)
     status = cases_exit_status(summary)
+    if warn is not None:
+        for line in excused_failures(summary):
+            warn(line)
     if status != "success" and not allow_failing:
         raise TrialrunError(
             f"refusing to promote {run_dir_or_summary}: expected a passing run, found "
@@ -82,14 +95,19 @@ def promote(run_dir_or_summary: Path, to: Path, *, allow_failing: bool) -> Path:
 
 
 def cases_exit_status(summary: dict[str, Any]) -> str:
-    """The run's status judged on its cases only: error > failed > success."""
-    statuses = {case.get("status") for case in summary.get("cases", [])}
+    """The run's status judged on its cases only: error > failed > success. Quarantined cases
+    (an entry that holds) do not count, as in the run's own ``exit_status``."""
+    excused = excused_ids(summary.get("cases", []))
+    cases = [case for case in summary.get("cases", []) if str(case.get("id")) not in excused]
+    statuses = {case.get("status") for case in cases}
     if "error" in statuses or _section(summary, "run").get("interrupted"):
         return "error"
+    if excused and not cases:
+        return "success"  # every case quarantined: nothing gates
     # A flaky case its suite tolerates (``blocking`` false) passed the run, as it does here.
     statuses = {
         "pass" if status == "flaky" and case.get("blocking") is False else status
-        for case in summary.get("cases", [])
+        for case in cases
         for status in [case.get("status")]
     }
     if not statuses or statuses - {"pass"}:
@@ -192,6 +210,10 @@ def compute_regression(
             [c for c in status_changed if c["id"] not in excused and c["id"] not in rated]
         ),
     ]
+    if excused and not after.keys() - excused:
+        # Every case quarantined: 0 of 0 cases is no pass rate, not a rate of zero.
+        checks[0]["status"] = "skipped"
+        checks[0]["note"] = "every case is quarantined: no pass rate to gate."
     if excused:
         checks[0]["note"] = _quarantine_note(checks[0].get("note"), excused)
         checks[3]["note"] = _quarantine_note(checks[3].get("note"), excused)
@@ -341,6 +363,20 @@ def _rebase_command_part(part: Any, anchor: Path, cwd: Path) -> Any:
         return part
     looks_like_path = "/" in part or "\\" in part or (cwd / part).exists()
     return _rebase(part.replace("\\", "/"), anchor, cwd) if looks_like_path else part
+
+
+def excused_failures(summary: dict[str, Any]) -> list[str]:
+    """A warning per quarantined case that did not pass: promoted, but said."""
+    excused = excused_ids(summary.get("cases", []))
+    return [
+        f"warning: case {case.get('id')} is {case.get('status')} but quarantined "
+        f"({block.get('reason')}; owner {block.get('owner')}, until {block.get('expires')}): "
+        "it does not block the promotion, and the baseline records it as "
+        f"{case.get('status')}"
+        for case in summary.get("cases", [])
+        if str(case.get("id")) in excused and case.get("status") != "pass"
+        for block in [case.get("quarantine") or {}]
+    ]
 
 
 def _status_counts(summary: dict[str, Any]) -> str:

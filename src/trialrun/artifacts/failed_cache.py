@@ -1,14 +1,16 @@
-"""The last-failed cache: which cases of a suite failed (or errored) when they last ran.
+"""The last-failed cache: which cases of a suite failed, errored or were flaky when they last ran.
 
 ``trialrun run --last-failed`` runs those cases only and ``--failed-first`` runs them before
-the others, as pytest's ``--lf`` / ``--ff`` do. The cache sits beside the suite file, in
+the others, as pytest's ``--lf`` / ``--ff`` do. A ``flaky`` case (it both passed and failed
+under ``--repeat`` or ``--retries``) counts as failed: it is the case a person fixing things wants
+to see run again, and a plain run of it may well fail. The cache sits beside the suite file, in
 ``.trialrun_cache/lastfailed/<suite file name>.json`` (one file per suite file); the folder holds
 a ``.gitignore`` of its own, and ``trialrun init`` adds it to the project's ``.gitignore`` too.
 
 A run updates only the entries of the cases it ran: a case that passed leaves the list, one that
-failed or errored joins it, the others keep what they had. So a run of one shard, or of a few
-``--case`` ids, does not forget what the other cases did. Any status other than ``fail`` and
-``error`` (``pass``, ``flaky``) counts as not failed. The file is written to a temporary name and
+failed, errored or was flaky joins it, the others keep what they had. So a run of one shard, or of
+a few ``--case`` ids, does not forget what the other cases did. Any other status counts as not
+failed. The file is written to a temporary name and
 renamed; a cache that cannot be written (a read-only checkout) is a warning, never a failed run,
 and one that cannot be read counts as absent.
 """
@@ -21,11 +23,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from trialrun.base.fsutil import atomic_write_text
+from trialrun.base.words import counted
 from trialrun.config.paths import display_path
 
 CACHE_DIR_NAME = ".trialrun_cache"
 SCHEMA_VERSION = 1
-FAILED_STATUSES = frozenset({"fail", "error"})
+FAILED_STATUSES = frozenset({"fail", "error", "flaky"})
 
 _Case = TypeVar("_Case")
 
@@ -73,7 +76,7 @@ def select_by_failures(
         )
     after = [case for case in cases if id_of(case) not in failed]
     return [*before, *after], (
-        f"{option}: running the {len(before)} cases that failed last time first, "
+        f"{option}: running the {counted(len(before), 'case')} that failed last time first, "
         f"then the other {len(after)}"
     )
 

@@ -13,6 +13,8 @@ The merged directory ``<out>/<suite>/<run_id>/`` holds what a single run writes:
 * junit.xml: the shards' testcases as written, in id order, with the counts recomputed;
 * run.jsonl: each case's lines as written, in case id order;
 * report.html: rendered from cases rebuilt from the shard artifacts (``artifacts.shards``);
+* unused-recordings.json and recordings-diff.json, when the shards wrote them, combined
+  (``artifacts.merge_recordings``), so ``trialrun prune`` works on the merged run;
 * receipt.jsonl: a new receipt whose ``run_start`` names the merge, one ``shard`` event per
   shard with its receipt's path, event count and last hash, and ``run_end`` with the totals.
 
@@ -29,11 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialrun import __version__
+from trialrun.artifacts.merge_recordings import read_reviews, write_merged_recordings
 from trialrun.artifacts.recording import RecordedRun
 from trialrun.artifacts.rundir import new_run_id, safe_dir_name
 from trialrun.artifacts.shards import MergeError, ShardArtifacts, read_shard, rebuild_case
 from trialrun.base.fsutil import atomic_write_text, write_json
 from trialrun.base.results import CaseResult, RunResult
+from trialrun.base.words import inflected
 from trialrun.errors import ConfigError
 from trialrun.running.sharding import ShardSpec, assign_shards, case_ids_sha256
 
@@ -70,7 +74,9 @@ def merge_runs(
 
     docs = {case_id: doc for shard in shards for case_id, doc in shard.case_docs.items()}
     events = {case_id: ev for shard in shards for case_id, ev in shard.case_events.items()}
-    result = _merged_result(shards, [rebuild_case(docs[i], events[i]) for i in all_ids])
+    reviews = read_reviews([shard.run_dir for shard in shards])
+    cases = [rebuild_case(docs[i], events[i], reviews.get(i)) for i in all_ids]
+    result = _merged_result(shards, cases)
     policy = shards[0].summary.get("policy_snapshot")
     case_docs = [docs[case_id] for case_id in all_ids]
     summary = summary_from_case_docs(result, case_docs, regression=None)
@@ -98,6 +104,7 @@ def merge_runs(
     if baseline_doc is not None and regression is not None:
         comparison = baseline_comparison(baseline_doc, summary, regression)
     atomic_write_text(run_dir / "report.html", render_html(result, summary, None, comparison))
+    write_merged_recordings([shard.run_dir for shard in shards], run_dir, all_ids, result.run_id)
     return merged
 
 
@@ -125,8 +132,9 @@ def check_complete(shards: Sequence[ShardArtifacts]) -> list[str]:
         by_index[shard.index] = shard
     missing = sorted(set(range(1, first.count + 1)) - by_index.keys())
     if missing:
+        named = ", ".join(f"{i}/{first.count}" for i in missing)
         raise MergeError(
-            f"missing shard(s) {', '.join(f'{i}/{first.count}' for i in missing)}: expected "
+            f"missing {inflected(len(missing), 'shard')} {named}: expected "
             f"{first.count} shard run directories, found {len(shards)}; a merge without every "
             "shard would hide the missing cases"
         )
@@ -169,6 +177,9 @@ def merged_junit(shards: Sequence[ShardArtifacts], result: RunResult) -> str:
         errors=sum(1 for el in ordered if el.find("error") is not None),
         seconds=sum(case.run.wall_ms for case in result.cases) / 1000,
     )
+    skipped = sum(1 for el in ordered if el.find("skipped") is not None)
+    if skipped:  # quarantined cases, counted as a single run's junit.xml counts them
+        root.set("skipped", str(skipped))
     root.extend(ordered)
     return junit_document(root)
 
@@ -271,16 +282,23 @@ def _write_receipt(
                     "eventCount": shard.receipt.event_count,
                     "lastHash": shard.receipt.last_hash,
                     "signed": shard.receipt.signature.present,
-                    "cases": {s: statuses.count(s) for s in ("pass", "fail", "error")},
+                    "cases": {
+                        s: statuses.count(s)
+                        for s in ("pass", "fail", "error", "flaky")
+                        if s != "flaky" or s in statuses
+                    },
                 },
             )
-        usage = [case.run.usage for case in result.cases]
+        # Every run of a case run more than once counts, as in a shard's own receipt.
+        runs = [r for c in result.cases for r in (c.runs.runs if c.runs is not None else [c])]
+        usage = [run.run.usage for run in runs]
+        flaky = sum(1 for c in result.cases if c.status == "flaky")
         writer.close(
             {
                 "stopReason": "completed",
                 "verified": passed,
                 "totals": {
-                    "attempts": len(result.cases),
+                    "attempts": len(runs),
                     "totalTokens": sum((u.tokens_in or 0) + (u.tokens_out or 0) for u in usage),
                     "costUsd": sum(u.cost_usd or 0.0 for u in usage),
                     "filesChanged": 0,
@@ -290,6 +308,7 @@ def _write_receipt(
                     "passed": sum(1 for c in result.cases if c.status == "pass"),
                     "failed": sum(1 for c in result.cases if c.status == "fail"),
                     "errors": sum(1 for c in result.cases if c.status == "error"),
+                    **({"flaky": flaky} if flaky else {}),
                 },
             }
         )

@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trialrun.artifacts.baseline import read_summary
+from trialrun.artifacts.shard_runs import check_runs, rebuild_runs, run_number
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.results import (
     AgentRun,
@@ -37,7 +38,7 @@ from trialrun.receipt.verify import VerifyResult, verify_receipt
 
 VERDICT_EVENT_TYPES = frozenset({"assertion_failure", "budget_failure", "case_end"})
 """Events artifacts.py appends after a case's trace: the verdict, not what the agent did."""
-CASE_STATUSES = ("pass", "fail", "error")
+CASE_STATUSES = ("pass", "fail", "error", "flaky")
 
 
 class MergeError(TrialrunError):
@@ -96,7 +97,7 @@ def read_shard(run_dir: Path) -> ShardArtifacts:
             f"({receipt.reason} at seq {receipt.first_bad_seq}: {receipt.message}); "
             "a shard whose receipt fails cannot be merged"
         )
-    _check_against_receipt(receipt_path, case_docs, case_lines)
+    _check_against_receipt(receipt_path, case_docs, case_lines, case_events)
     return ShardArtifacts(
         run_dir=run_dir,
         summary=summary,
@@ -113,8 +114,18 @@ def read_shard(run_dir: Path) -> ShardArtifacts:
     )
 
 
-def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseResult:
-    """The ``CaseResult`` a shard's summary entry and run.jsonl events describe."""
+def rebuild_case(
+    doc: dict[str, Any],
+    events: Sequence[dict[str, Any]],
+    recording_review: list[Any] | None = None,
+) -> CaseResult:
+    """The ``CaseResult`` a shard's summary entry and run.jsonl events describe;
+    ``recording_review`` is the case's entry of the shard's recordings-diff.json. A case run
+    more than once gets its ``runs`` back, and shows the run its own run showed."""
+    if isinstance(doc.get("runs"), list):
+        runs, shown = rebuild_runs(doc, events, rebuild_case)
+        case = rebuild_case({k: v for k, v in doc.items() if k != "runs"}, shown, recording_review)
+        return replace(case, runs=runs)
     case_id = str(doc["id"])
     trace = [event for event in events if event.get("type") not in VERDICT_EVENT_TYPES]
     end: dict[str, Any] = next((e for e in reversed(events) if _is_end(e)), {})
@@ -144,6 +155,8 @@ def rebuild_case(doc: dict[str, Any], events: Sequence[dict[str, Any]]) -> CaseR
         unused_recordings=int(doc.get("unused_recordings") or 0),
         unused_recording_tools=_unused_tools(doc.get("unused_recordings_by_tool")),
         stale_recordings=[str(line) for line in doc.get("stale_recordings") or []],
+        recording_review=recording_review,
+        recording_kept=(doc.get("recordings") or {}).get("committed") is False,
     )
     replay = doc.get("replay") or {}
     return CaseResult(
@@ -211,12 +224,10 @@ def _event_log(
                 if not line.strip():
                     continue
                 event = _event(line, path, line_no)
-                if "run" in event:  # a run number: the case ran more than once
-                    raise MergeError(
-                        f"{path}:{line_no}: expected a shard run without --repeat or --retries, "
-                        "found the events of a case run more than once (merging such shards "
-                        "is not supported yet: run the suite whole, or shard without them)"
-                    )
+                try:  # a run number: the case ran more than once (--repeat, --retries)
+                    run_number(event)
+                except ValueError as exc:
+                    raise MergeError(f"{path}:{line_no}: {exc}") from None
                 case_id = event.get("case_id")
                 if case_id not in lines:
                     raise MergeError(
@@ -265,16 +276,29 @@ def _check_against_receipt(
     path: Path,
     case_docs: dict[str, dict[str, Any]],
     case_lines: dict[str, list[str]],
+    case_events: dict[str, list[dict[str, Any]]],
 ) -> None:
-    ends: dict[str, dict[str, Any]] = {}
+    all_ends: dict[str, list[dict[str, Any]]] = {}
     with path.open(encoding="utf-8") as stream:
         for line in stream:
             event = loads_unique(line)
             if event.get("type") == "case_end":
                 data = event.get("data") or {}
-                ends[str(data.get("case"))] = data
-    _same_ids(path, "the receipt's case_end events", ends, list(case_docs))
-    for case_id, data in ends.items():
+                all_ends.setdefault(str(data.get("case")), []).append(data)
+    _same_ids(path, "the receipt's case_end events", all_ends, list(case_docs))
+    for case_id, found in all_ends.items():
+        if len(found) > 1 or "attempt" in found[0]:  # run more than once
+            check_runs(
+                path,
+                case_id,
+                case_docs[case_id],
+                found,
+                case_lines[case_id],
+                case_events[case_id],
+                MergeError,
+            )
+            continue
+        data = found[0]
         status = case_docs[case_id]["status"]
         if data.get("status") != status:
             raise MergeError(

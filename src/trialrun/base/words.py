@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["counted"]
+__all__ = ["counted", "inflected"]
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -10,5 +10,12 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
 
     ``plural`` is for nouns that do not take a plain ``s`` (``analysis`` -> ``analyses``).
     """
-    word = noun if count == 1 else (plural if plural is not None else f"{noun}s")
-    return f"{count} {word}"
+    return f"{count} {inflected(count, noun, plural)}"
+
+
+def inflected(count: int, noun: str, plural: str | None = None) -> str:
+    """``noun`` or its plural, as ``count`` asks, without the count: ``missing field: a``,
+    ``missing fields: a, b``; a verb too (``inflected(n, "has", "have")``)."""
+    if count == 1:
+        return noun
+    return plural if plural is not None else f"{noun}s"

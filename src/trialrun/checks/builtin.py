@@ -35,6 +35,7 @@ from trialrun.base.assertion_api import (
 from trialrun.base.nesting import unreadable_json
 from trialrun.base.quoting import shortened
 from trialrun.base.results import CheckFailure
+from trialrun.base.words import counted, inflected
 
 NONE = "<none>"
 
@@ -65,7 +66,8 @@ class _SchemaError:
     @property
     def summary(self) -> str:
         if self.missing:
-            return f"missing required field(s): {', '.join(self.missing)}"
+            fields = inflected(len(self.missing), "field")
+            return f"missing required {fields}: {', '.join(self.missing)}"
         return self.error
 
     def details(self) -> dict[str, Any]:
@@ -243,10 +245,11 @@ class JsonSchemaAssertion:
             failures.append(
                 CheckFailure(
                     type=self.type,
-                    message=f"Schema validation failed at {more} more place(s), not listed "
+                    message=f"Schema validation failed at {counted(more, 'more place')}, "
+                    "not listed "
                     f"(the first {len(found)} are)",
                     expected="output valid against schema",
-                    observed=f"{more} more violation(s)",
+                    observed=counted(more, "more violation"),
                     details={"not_listed": more},
                 )
             )
@@ -254,7 +257,8 @@ class JsonSchemaAssertion:
 
     def _failure(self, found: _SchemaError) -> CheckFailure:
         if found.missing:
-            expected = f"required field(s) at {found.path}: {', '.join(found.missing)}"
+            fields = inflected(len(found.missing), "field")
+            expected = f"required {fields} at {found.path}: {', '.join(found.missing)}"
             observed = f"missing: {', '.join(found.missing)}"
         else:
             expected, observed = f"output valid against schema at {found.path}", found.error
@@ -393,7 +397,11 @@ class ToolArgsAssertion:
             return []
         index, call_id, found = invalid[0]
         others = [other_id for _, other_id, _ in invalid[1:]]
-        more = f" (and {len(others)} more invalid call(s): {', '.join(others)})" if others else ""
+        more = (
+            f" (and {counted(len(others), 'more invalid call')}: {', '.join(others)})"
+            if others
+            else ""
+        )
         return [
             CheckFailure(
                 type=self.type,

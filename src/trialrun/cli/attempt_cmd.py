@@ -113,12 +113,15 @@ def attempt(
     )
     with sigterm_as_ctrl_c():
         report = run_attempts(options, progress=lambda line: click.echo(line, err=True))
+    from trialrun.base.words import counted
+
     scores = [record.failure_score for record in report.attempts]
     click.echo(
         f"{report.stop_reason}: verified {str(report.verified).lower()} after "
-        f"{len(report.attempts)} attempt(s); failureScore baseline {report.baseline_score}, "
+        f"{counted(len(report.attempts), 'attempt')}; "
+        f"failureScore baseline {report.baseline_score}, "
         f"attempts {', '.join('-' if s is None else str(s) for s in scores) or '-'}; "
-        f"{report.files_changed} file(s) changed"
+        f"{counted(report.files_changed, 'file')} changed"
     )
     click.echo(f"Receipt: {report.receipt_path}")
     if report.stop_reason == "interrupted":

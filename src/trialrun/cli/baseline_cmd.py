@@ -33,6 +33,8 @@ def promote(from_: Path, to: Path, allow_failing: bool) -> int:
     """Write the baseline file TO from the run FROM."""
     from trialrun.artifacts.baseline import promote as promote_run
 
-    written = promote_run(from_, to, allow_failing=allow_failing)
+    written = promote_run(
+        from_, to, allow_failing=allow_failing, warn=lambda line: click.echo(line, err=True)
+    )
     click.echo(f"Baseline written to: {written}")
     return 0

@@ -61,8 +61,10 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...], force: bool)
         )
     found = import_export(export, redact_paths=redact_paths)
     write_incident(target, found)
+    from trialrun.base.words import counted
+
     click.echo(
-        f"Imported {len(found.calls)} tool call(s) from {found.source_format} "
+        f"Imported {counted(len(found.calls), 'tool call')} from {found.source_format} "
         f"to {display_path(target)}"
     )
     if is_inconclusive(found):

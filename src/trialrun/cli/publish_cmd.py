@@ -58,5 +58,7 @@ def publish(subject: Path, team: str | None, yes: bool) -> int:
         click.echo(
             f"{result.name}: these bytes are already Version {result.version} on {team_url}."
         )
-    click.echo(f"Attached {result.attached} receipt(s) to Version {result.version}.")
+    from trialrun.base.words import counted
+
+    click.echo(f"Attached {counted(result.attached, 'receipt')} to Version {result.version}.")
     return EXIT_OK

@@ -72,7 +72,11 @@ def verify(
         for line in verdict_lines(result):
             click.echo(line)
         if schema:
-            click.echo(f"Schema: {len(problems)} problem(s)" if problems else "Schema: valid")
+            from trialrun.base.words import counted
+
+            click.echo(
+                f"Schema: {counted(len(problems), 'problem')}" if problems else "Schema: valid"
+            )
             for problem in problems:
                 click.echo(f"  {_one_line(problem)}")
         if result.ok:

@@ -20,10 +20,11 @@ def scenario() -> None:
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
 def init(directory: Path, force: bool) -> int:
     """Write the support-agent refund pack (agents naive and fixed) into DIRECTORY."""
+    from trialrun.base.words import counted
     from trialrun.scenario.pack import init_pack
 
     written = init_pack(directory, force=force)
-    click.echo(f"Wrote {len(written)} file(s) to {directory}.")
+    click.echo(f"Wrote {counted(len(written), 'file')} to {directory}.")
     click.echo(f"Next: trialrun scenario verify {directory} --agent naive --out scenario_out")
     return EXIT_OK
 

@@ -44,7 +44,7 @@ _DEFAULT_TEAM = ""
     help="The team repository (a path or URL). Without SUBJECT: show the team's Marketplace "
     "cards (the team in config.toml when NAME or the whole option is left out).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the card(s) as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the card, or the cards, as JSON.")
 def scores(subject: Path | None, team_name: str | None, as_json: bool) -> int:
     """Show the score of SUBJECT's current bytes, or every subject of a team."""
     repo = team_from_config(team_name or None)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from trialrun import __version__
 from trialrun.base.redact import redact_changed
-from trialrun.base.words import counted
+from trialrun.base.words import counted, inflected
 from trialrun.config import Case, Suite, load_suite
 from trialrun.config.loader import find_suite_file
 from trialrun.config.paths import display_path
@@ -210,7 +210,12 @@ def _tools(suite: Suite) -> Check:
         tools = select_suite_tools(suite)
     except TrialrunError as exc:
         return Check("fail", "tools", str(tool_module_error(suite, exc)), "fix tool_module")
-    return Check("ok", "tools", f"{len(tools)} tool(s) of tool_registry have an implementation")
+    return Check(
+        "ok",
+        "tools",
+        f"{counted(len(tools), 'tool')} of tool_registry "
+        f"{inflected(len(tools), 'has', 'have')} an implementation",
+    )
 
 
 def _service_recordings(suite: Suite) -> Iterator[Check]:
@@ -282,7 +287,12 @@ def _prices(suite: Suite) -> Iterator[Check]:
         for error in errors:
             yield Check("fail", "prices", str(error), "fix the price table")
         return
-    yield Check("ok", "prices", f"{len(prices or {})} model price(s) load")
+    yield Check(
+        "ok",
+        "prices",
+        f"{counted(len(prices or {}), 'model price')} "
+        f"{inflected(len(prices or {}), 'loads', 'load')}",
+    )
 
 
 def _secrets(loaded: dict[Path, Cassette | list[CassetteError]]) -> Iterator[Check]:
@@ -429,7 +439,9 @@ def probe(suite: Suite) -> list[Check]:
     if result.passed:
         checks.append(
             Check(
-                "ok", "probe", f"case {case.config.id} passed in replay with {calls} tool call(s)"
+                "ok",
+                "probe",
+                f"case {case.config.id} passed in replay with {counted(calls, 'tool call')}",
             )
         )
     else:
@@ -438,8 +450,8 @@ def probe(suite: Suite) -> list[Check]:
             Check(
                 "fail",
                 "probe",
-                f"case {case.config.id} {result.status} in replay with {calls} tool call(s): "
-                f"{reason}",
+                f"case {case.config.id} {result.status} in replay with "
+                f"{counted(calls, 'tool call')}: {reason}",
                 "run `trialrun run` on this case to see the full report",
             )
         )

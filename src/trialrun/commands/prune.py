@@ -134,6 +134,13 @@ def _check_unchanged(file_plan: FilePlan, recorded: str | None, where: Path) -> 
             f"cannot read {file_plan.path}: expected the recording the run replayed",
             file=where,
         )
+    if recorded is None:
+        raise ConfigError(
+            f"{file_plan.shown}: expected the SHA-256 of its bytes when the run ended, found "
+            "none (the run could not read it, or the shards of a merged run saw different "
+            "bytes of it); replay again and prune that run",
+            file=where,
+        )
     if now != recorded:
         raise ConfigError(
             f"{file_plan.shown} changed since the run (SHA-256 {recorded} then, {now} now): "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeVar
 
+from trialrun.base.words import counted
 from trialrun.compare.health import CommandHealth, command_health
 from trialrun.compare.records import (
     ArmSampleResult,
@@ -240,7 +241,11 @@ def _dead_arm_holes(
         }.get(row.row.decided_by, ())
         for arm in dead:
             sample = status.get((row.case, row.rep, arm))
-            how = f"{sample.status} after {sample.attempts} attempt(s)" if sample else "no result"
+            how = (
+                f"{sample.status} after {counted(sample.attempts, 'attempt')}"
+                if sample
+                else "no result"
+            )
             holes.setdefault(
                 (row.case, row.rep, arm),
                 Hole(row.case, row.rep, "arm-died", f"the {arm} arm died ({how})", arm=arm),

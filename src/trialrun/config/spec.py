@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, dataclass_transform
 
+from trialrun.base.words import counted
+
 Loc = tuple[str | int, ...]
 Issue = dict[str, Any]
 """``{"type": ..., "loc": ..., "input": ..., "ctx": ...}`` like a pydantic error detail."""
@@ -37,7 +39,7 @@ class SpecError(ValueError):
     """Raw data that does not fit a record; ``issues`` lists every problem."""
 
     def __init__(self, issues: list[Issue]) -> None:
-        super().__init__(f"{len(issues)} validation issue(s): {issues[:3]}")
+        super().__init__(f"{counted(len(issues), 'validation issue')}: {issues[:3]}")
         self.issues = issues
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.quoting import excerpt
+from trialrun.base.words import counted
 from trialrun.errors import CassetteError
 from trialrun.gateway.normalize import RequestNormalizer, request_key
 from trialrun.gateway.providers import get_provider, provider, provider_names
@@ -205,7 +206,7 @@ def summarize_request(request: Any) -> str:
     parts = [f"model {request['model']!r}" if isinstance(request.get("model"), str) else "no model"]
     conversation = _conversation(request)
     if conversation:
-        parts.append(f"{len(conversation)} message(s)")
+        parts.append(counted(len(conversation), "message"))
     if request.get("stream") is True:
         parts.append("streamed")
     return ", ".join(parts)

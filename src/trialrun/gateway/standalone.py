@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from trialrun.base.words import counted, inflected
 from trialrun.errors import CassetteError, ConfigError
 from trialrun.gateway.runs import Mode, ModelCall
 from trialrun.gateway.server import Gateway, UnservedRequest
@@ -57,17 +58,18 @@ class Served:
             failed = [call for call in calls if call.error]
             missed = sum(1 for call in failed if (call.error or "").startswith("cassette mismatch"))
             mismatches += missed
-            line = f"run {run_id}: {len(calls)} model call(s), {len(failed)} failed"
+            line = f"run {run_id}: {counted(len(calls), 'model call')}, {len(failed)} failed"
             if missed:
-                line += f" ({missed} cassette mismatch(es))"
+                line += f" ({counted(missed, 'cassette mismatch', 'cassette mismatches')})"
             if settings.prices is not None:
                 line += f"; {run_cost(calls)}"
             if settings.mode == "record":
                 line += f"; cassette written to {settings.cassette_dir / (run_id + '.jsonl')}"
             lines.append(line)
         if self.unserved:
-            lines.append(f"{len(self.unserved)} request(s) were not served "
-                         "(unknown path, provider or run)")  # fmt: skip
+            unserved = len(self.unserved)
+            lines.append(f"{counted(unserved, 'request')} {inflected(unserved, 'was', 'were')} "
+                         "not served (unknown path, provider or run)")  # fmt: skip
         return lines, mismatches
 
     def unreadable(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 from trialrun.base import canonjson
 from trialrun.base.redact import redact_text
+from trialrun.base.words import counted, inflected
 
 _PREVIEW = 80
 _ABSENT = object()
@@ -30,7 +31,11 @@ def miss_message(subject: str, *, used_identical: int, nearest: str) -> str:
     ``nearest`` is ``describe(...)`` of the nearest recording, or why there is none."""
     parts = [f"cassette mismatch: {subject}"]
     if used_identical:
-        parts.append(f"{used_identical} identical recording(s) were already used by earlier calls")
+        parts.append(
+            f"{counted(used_identical, 'identical recording')} "
+            f"{inflected(used_identical, 'was', 'were')} already used by "
+            f"{inflected(used_identical, 'an earlier call', 'earlier calls')}"
+        )
     parts.append(nearest)
     return "; ".join(parts)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trialrun.base.redact import redact_text
+from trialrun.base.words import counted
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 from trialrun.mcp_proxy.record import Recorder
@@ -170,7 +171,10 @@ class RecordRun:
         if self.updater is not None:
             self.updater.finish()
         count = self.recorder.write(self.cassette)
-        print(f"trialrun mcp-proxy: recorded {count} answer(s) to {self.cassette}", file=sys.stderr)
+        print(
+            f"trialrun mcp-proxy: recorded {counted(count, 'answer')} to {self.cassette}",
+            file=sys.stderr,
+        )
 
 
 def _gone(upstream_id: Any, why: str) -> JsonObject:

@@ -30,6 +30,7 @@ from typing import Any
 
 from trialrun.base.quoting import shortened
 from trialrun.base.redact import redact
+from trialrun.base.words import counted, inflected
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import (
     CONSUMED_METHODS,
@@ -301,7 +302,10 @@ class ReplaySession:
         text += _preview(canonical(shown_args)) + "."
         used = self._used.get(call_key(tool, args, input_responses), 0)
         if used:
-            text += f" {used} identical recording(s) were already used by earlier calls."
+            text += (
+                f" {counted(used, 'identical recording')} {inflected(used, 'was', 'were')} "
+                f"already used by {inflected(used, 'an earlier call', 'earlier calls')}."
+            )
         nearest = self._nearest(tool, canonical(args))
         difference = None
         if nearest:

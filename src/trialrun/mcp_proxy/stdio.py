@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from trialrun.base.signals import routed_signals
+from trialrun.base.words import counted
 from trialrun.mcp_proxy import jsonrpc
 from trialrun.mcp_proxy.cassette import load_replay_cassette
 from trialrun.mcp_proxy.events import EventLog, note_failure
@@ -229,7 +230,8 @@ def _await_answers(recorder: Recorder, finished: threading.Event, timeout: float
     if not recorder.unanswered:
         return
     print(
-        f"trialrun mcp-proxy: input ended with {recorder.unanswered} request(s) unanswered; "
+        f"trialrun mcp-proxy: input ended with {counted(recorder.unanswered, 'request')} "
+        "unanswered; "
         f"waiting up to {timeout:g} s for the server (--answer-timeout)",
         file=sys.stderr,
         flush=True,
@@ -275,7 +277,8 @@ def _finish(
         else:
             why = f"no answer within {answer_timeout:g} s (--answer-timeout)"
         print(
-            f"error: {cassette_path}: {missing} of {recorder.requests} request(s) unanswered: "
+            f"error: {cassette_path}: {missing} of {counted(recorder.requests, 'request')} "
+            "unanswered: "
             f"{why}; the cassette was not written",
             file=sys.stderr,
         )
@@ -283,7 +286,10 @@ def _finish(
     if updater is not None:
         updater.finish()
     count = recorder.write(cassette_path)
-    print(f"trialrun mcp-proxy: recorded {count} answer(s) to {cassette_path}", file=sys.stderr)
+    print(
+        f"trialrun mcp-proxy: recorded {counted(count, 'answer')} to {cassette_path}",
+        file=sys.stderr,
+    )
     if ended_by_server:
         print(
             f"trialrun mcp-proxy: the MCP server exited (code {state['exit']}) mid-session",

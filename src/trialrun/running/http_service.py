@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from trialrun.base.accesskey import new_key
 from trialrun.base.fsutil import atomic_write_bytes
 from trialrun.base.results import AgentRun, RecordingPlace
+from trialrun.base.words import counted
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.running.recording_paths import http_cassette_path
@@ -205,7 +206,9 @@ class CaseHttp:
         if traffic.misses:
             first = traffic.misses[0]
             more = len(traffic.misses) - 1
-            message = first.message + (f" (and {more} more refused request(s))" if more else "")
+            message = first.message + (
+                f" (and {counted(more, 'more refused request')})" if more else ""
+            )
             fail_mismatch(run, message, kind=first.kind)
         if self._mode == "record":
             exchanges = _marked_exchanges(traffic, bodies)

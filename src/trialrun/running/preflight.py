@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trialrun.base.words import counted
 from trialrun.config.paths import display_path
 from trialrun.errors import CassetteError, ConfigError, ConfigErrors, TrialrunError
 
@@ -235,7 +236,7 @@ def as_config_errors(problems: list[CassetteError]) -> list[ConfigError]:
     if len(problems) > MAX_PROBLEMS_PER_FILE:
         last = shown[-1]
         more = len(problems) - MAX_PROBLEMS_PER_FILE
-        message = f"{more} more problem(s) after this line not shown"
+        message = f"{counted(more, 'more problem')} after this line not shown"
         shown.append(ConfigError(message, file=last.file, line=last.line))
     return shown
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from trialrun.base.fsutil import atomic_write_text, dumps_json
 from trialrun.base.signedjson import loads_unique
+from trialrun.base.words import counted
 from trialrun.errors import TrialrunError
 from trialrun.home.digest import (
     EXCLUDED_NAMES_ANYWHERE,
@@ -150,7 +151,7 @@ class TeamStore:
             added[:] = [len(new)]
             if not new:
                 return None
-            return f"attach {len(new)} receipt(s) to {subject_id} v{version}"
+            return f"attach {counted(len(new), 'receipt')} to {subject_id} v{version}"
 
         self._write(attach)
         return added[0]

@@ -176,10 +176,14 @@ def load_scenario(path: Path) -> Scenario:
         raise PackError(f"{path}: expected a JSON object, found {type(data).__name__}")
     missing = [k for k in ("id", "orders", "task") if k not in data]
     if missing:
-        raise PackError(f"{path}: missing key(s) {', '.join(missing)}")
+        raise PackError(
+            f"{path}: missing {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)}"
+        )
     unknown = sorted(set(data) - {"id", "description", "orders", "task", "faults"})
     if unknown:
-        raise PackError(f"{path}: unknown key(s) {', '.join(unknown)}")
+        raise PackError(
+            f"{path}: unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(unknown)}"
+        )
     if not isinstance(data.get("faults", []), list):
         raise PackError(f"{path}: faults: expected a list")
     faults = []
