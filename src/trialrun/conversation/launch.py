@@ -18,9 +18,10 @@ import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from trialrun.base import leftovers
+from trialrun.conversation.lines import LineReader, SocketLineReader
 from trialrun.conversation.spawner import AgentSpawner, SpawnedAgent, SpawnFailed
 from trialrun.conversation.tail import StderrRing
 from trialrun.errors import TrialrunError
@@ -29,15 +30,19 @@ if TYPE_CHECKING:
     from trialrun.conversation.seal import AgentSeal
 
 __all__ = [
+    "CHANNEL_FD_ENV",
     "EXAMPLE_COMMAND",
     "KILL_REAP_S",
     "AgentStartError",
+    "Channel",
     "Started",
     "spawn",
     "start_problem",
-    "stop_group",
 ]
 
+Channel = Literal["stdio", "fd"]
+CHANNEL_FD_ENV = "TRIALRUN_FD"
+"""Names the agent's end of the socket pair when the channel is ``fd``."""
 KILL_REAP_S = 5.0
 """How long a SIGKILLed agent may take to be reported as exited before we stop waiting."""
 EXAMPLE_COMMAND = '["python3", "agent/agent.py"]'
@@ -81,40 +86,50 @@ class _StdinProtocol(asyncio.streams.FlowControlMixin):
 
 @dataclass
 class Started:
-    """What a spawn gives: the agent, its tail, (stdio channel) its stdin, and our pipes."""
+    """What a spawn gives: the agent, its output tail, where its messages are read (``lines``)
+    and ours written (``writer``), and every transport of ours connected to it."""
 
     agent: SpawnedAgent
     tail: _TailReader
-    stdin: asyncio.StreamWriter | None
-    pipes: list[asyncio.BaseTransport]
+    lines: LineReader
+    writer: asyncio.StreamWriter
+    transports: list[asyncio.BaseTransport]
 
     def close(self) -> None:
-        """Close our pipes; an agent still running is killed."""
-        for pipe in self.pipes:
-            pipe.close()
+        """Close our pipes and socket; an agent still running is killed."""
+        for transport in self.transports:
+            transport.close()
         self.agent.close()
 
 
 async def spawn(
-    loop: asyncio.AbstractEventLoop,
     command: list[str],
     cwd: str | Path | None,
     env: dict[str, str],
-    stdout_w: int,
-    theirs: socket.socket | None,
+    channel: Channel,
+    max_message_bytes: int,
     spawner: AgentSpawner,
     seal: AgentSeal | None,
 ) -> Started:
-    """Start an agent through ``spawner``, inside ``seal`` when there is one: pipes of ours
-    for stdin (stdio channel) and the tail, ``stdout_w`` as its stdout (stdio channel) or
-    ``theirs`` at its number (``fd`` channel, where stdout joins stderr in the tail)."""
+    """Start an agent through ``spawner``, inside ``seal`` when there is one, talking over
+    ``channel``: on ``stdio`` its stdin and stdout are pipes of ours; on ``fd`` it gets one
+    end of a socket pair (named in ``TRIALRUN_FD``), stdin ``/dev/null``, and its stdout joins
+    stderr in the output tail (a framework that prints cannot corrupt the protocol)."""
+    loop = asyncio.get_running_loop()
     tail_r, tail_w = os.pipe()
-    if theirs is None:
+    ours: socket.socket | None = None
+    if channel == "stdio":
         stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
         fds = [(stdin_r, 0), (stdout_w, 1), (tail_w, 2)]
+        kept = [(tail_r, "rb"), (stdout_r, "rb"), (stdin_w, "wb")]
     else:
-        stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1
-        fds = [(stdin_r, 0), (tail_w, 1), (tail_w, 2), (theirs.fileno(), theirs.fileno())]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        at = theirs.detach()
+        env = {**env, CHANNEL_FD_ENV: str(at)}
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        fds = [(devnull, 0), (tail_w, 1), (tail_w, 2), (at, at)]
+        kept = [(tail_r, "rb")]
     spawning = asyncio.ensure_future(
         spawner.spawn(
             command,
@@ -132,34 +147,50 @@ async def spawn(
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             await _stop_cancelled_spawn(spawning)
-        os.close(tail_r)
-        if stdin_w >= 0:
-            os.close(stdin_w)
+        for fd, _ in kept:
+            os.close(fd)
+        if ours is not None:
+            ours.close()
         if isinstance(exc, SpawnFailed):
             raise AgentStartError(_spawn_problem(command, exc)) from None
         raise
     finally:
-        os.close(tail_w)
-        os.close(stdin_r)
+        # The agent holds its own copies now; ours must go, or its exit would never show as EOF.
+        for fd in {fd for fd, _ in fds}:
+            os.close(fd)
         if seal is not None:
             seal.spawned()
-    started = Started(agent, _TailReader(loop), None, [])
+    files = [open(fd, mode, buffering=0) for fd, mode in kept]  # noqa: SIM115 (transports')
+    tail = _TailReader(loop)
+    transports: list[asyncio.BaseTransport] = []
     try:
-        tail_pipe = open(tail_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
-        tail_transport, _ = await loop.connect_read_pipe(lambda: started.tail, tail_pipe)
-        started.pipes.append(tail_transport)
-        if stdin_w < 0:
-            return started
-        stdin_pipe = open(stdin_w, "wb", buffering=0)  # noqa: SIM115 (the transport's now)
-        stdin_transport, stdin = await loop.connect_write_pipe(
-            lambda: _StdinProtocol(loop), stdin_pipe
-        )
-        started.pipes.append(stdin_transport)
+        transports.append((await loop.connect_read_pipe(lambda: tail, files[0]))[0])
+        if ours is None:
+            lines = LineReader(max_message_bytes)
+            transports.append((await loop.connect_read_pipe(lambda: lines, files[1]))[0])
+            stdin_transport, stdin = await loop.connect_write_pipe(
+                lambda: _StdinProtocol(loop), files[2]
+            )
+            transports.append(stdin_transport)
+            writer = asyncio.StreamWriter(stdin_transport, stdin, None, loop)
+        else:
+            lines = SocketLineReader(max_message_bytes)
+            socket_transport, _ = await loop.create_unix_connection(lambda: lines, sock=ours)
+            transports.append(socket_transport)
+            writer = asyncio.StreamWriter(socket_transport, lines, None, loop)
     except BaseException:
-        stop_group(started)
+        # A start cut short: nothing the agent started may outlive it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(agent.pid, signal.SIGKILL)
+        for transport in transports:
+            transport.close()
+        for file in files:
+            file.close()
+        if ours is not None:
+            ours.close()
+        agent.close()
         raise
-    started.stdin = asyncio.StreamWriter(stdin_transport, stdin, None, loop)
-    return started
+    return Started(agent, tail, lines, writer, transports)
 
 
 def _spawn_problem(command: list[str], exc: SpawnFailed) -> str:
@@ -170,14 +201,6 @@ def _spawn_problem(command: list[str], exc: SpawnFailed) -> str:
     if exc.kind == "cwd":
         return f"Could not enter the agent's working directory: {exc}"
     return f"Could not start agent command {command!r}: {exc}"
-
-
-def stop_group(started: Started) -> None:
-    """SIGKILL an agent's whole group (it leads a session of its own), then close its pipes:
-    for an agent whose start was cut short, so that nothing it started outlives the run."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(started.agent.pid, signal.SIGKILL)
-    started.close()
 
 
 async def _stop_cancelled_spawn(spawning: asyncio.Future[SpawnedAgent]) -> None:

@@ -25,27 +25,21 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from trialrun.base import leftovers
 from trialrun.conversation.launch import (
+    CHANNEL_FD_ENV,
     EXAMPLE_COMMAND,
     KILL_REAP_S,
     AgentStartError,
+    Channel,
     Started,
     spawn,
-    stop_group,
 )
-from trialrun.conversation.lines import (
-    ChannelLostError,
-    LineReader,
-    MessageTooLargeError,
-    SocketLineReader,
-    UnterminatedLine,
-)
+from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.protocol import encode
 from trialrun.conversation.spawner import shared
 from trialrun.conversation.tail import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrRing
@@ -71,37 +65,23 @@ __all__ = [
 _STDERR_SETTLE_S = 0.5
 """How long to wait, after the group is dead, for the last stderr bytes already in the pipe."""
 
-Channel = Literal["stdio", "fd"]
-CHANNEL_FD_ENV = "TRIALRUN_FD"
-"""Names the agent's end of the socket pair when the channel is ``fd``."""
-
 
 class AgentProcess:
     """A running agent. Create it with ``await AgentProcess.start(...)``."""
 
-    def __init__(
-        self,
-        started: Started,
-        max_message_bytes: int,
-        messages: tuple[asyncio.ReadTransport, LineReader],
-        socket_writer: asyncio.StreamWriter | None = None,
-    ) -> None:
+    def __init__(self, started: Started, max_message_bytes: int, channel: Channel) -> None:
         self._started = started
         self._agent = started.agent
         self._tail = started.tail
         self.pid = started.agent.pid
-        self._messages, self._lines = messages
-        """The agent's stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
-        if socket_writer is None:
-            assert started.stdin is not None
-            self._writer: asyncio.StreamWriter = started.stdin
-        else:
-            self._writer = socket_writer
+        self._lines = started.lines
+        """Reads its stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
+        self._writer = started.writer
         self._closed = False
         self._group_killed = False
         self._stop_asked = False
         self.max_message_bytes = max_message_bytes
-        self.channel: Channel = "stdio" if socket_writer is None else "fd"
+        self.channel = channel
 
     @classmethod
     async def start(
@@ -129,53 +109,10 @@ class AgentProcess:
         command = resolve_command(argv, child_env.get("PATH"))
         if cwd is not None and not Path(cwd).is_dir():
             raise AgentStartError(f"Agent working directory does not exist: {cwd}")
-        loop = asyncio.get_running_loop()
-        ours: socket.socket | None = None
-        theirs: socket.socket | None = None
-        stdout_r, stdout_w = -1, -1
-        if channel == "stdio":
-            # stdout on a pipe of our own, read by LineReader (see conversation/lines.py).
-            stdout_r, stdout_w = os.pipe()
-        else:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
-        try:
-            started = await spawn(
-                loop, command, cwd, child_env, stdout_w, theirs, spawner or shared(), seal
-            )
-        except BaseException:
-            if ours is not None:
-                ours.close()
-            if stdout_r >= 0:
-                os.close(stdout_r)
-            raise
-        finally:
-            # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
-            if theirs is not None:
-                theirs.close()
-            if stdout_w >= 0:
-                os.close(stdout_w)
-        if ours is None:
-            stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
-            try:
-                stdout = await loop.connect_read_pipe(
-                    lambda: LineReader(max_message_bytes), stdout_pipe
-                )
-            except BaseException:
-                stdout_pipe.close()
-                stop_group(started)
-                raise
-            return cls(started, max_message_bytes, stdout)
-        try:
-            sock_transport, lines = await loop.create_unix_connection(
-                lambda: SocketLineReader(max_message_bytes), sock=ours
-            )
-        except BaseException:
-            ours.close()
-            stop_group(started)
-            raise
-        writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(started, max_message_bytes, (sock_transport, lines), writer)
+        started = await spawn(
+            command, cwd, child_env, channel, max_message_bytes, spawner or shared(), seal
+        )
+        return cls(started, max_message_bytes, channel)
 
     @property
     def returncode(self) -> int | None:
@@ -341,9 +278,6 @@ class AgentProcess:
         if self._closed:
             return
         self._closed = True
-        if self.channel == "fd":
-            self._writer.close()
-        self._messages.close()
         self._started.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:
