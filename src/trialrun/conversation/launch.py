@@ -18,7 +18,7 @@ import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trialrun.base import leftovers
 from trialrun.conversation.lines import LineReader, SocketLineReader
@@ -38,6 +38,7 @@ __all__ = [
     "Started",
     "spawn",
     "start_problem",
+    "wait_out",
 ]
 
 Channel = Literal["stdio", "fd"]
@@ -205,23 +206,31 @@ def _spawn_problem(command: list[str], exc: SpawnFailed) -> str:
 
 async def _stop_cancelled_spawn(spawning: asyncio.Future[SpawnedAgent]) -> None:
     """For a start cancelled while spawning: let the spawn finish, then kill the agent's group
-    and wait until the spawner reaped it, each wait bounded, so that the cancellation goes on
-    with the agent gone. Further cancellations wait too; the caller re-raises."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + KILL_REAP_S
-    while not spawning.done() and (remaining := deadline - loop.time()) > 0:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait((spawning,), timeout=remaining)
+    and wait until the spawner reaped it, so that the cancellation goes on with the agent gone.
+    The caller re-raises."""
+    await wait_out(spawning, KILL_REAP_S)
     if not spawning.done() or spawning.cancelled() or spawning.exception() is not None:
         return
     agent = spawning.result()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(agent.pid, signal.SIGKILL)
     leftovers.note_ended(agent.pid)
-    while not agent.exited.done() and (remaining := deadline - loop.time()) > 0:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait((agent.exited,), timeout=remaining)
+    await wait_out(agent.exited, KILL_REAP_S)
     agent.close()
+
+
+async def wait_out(future: asyncio.Future[Any], timeout_s: float) -> bool:
+    """Wait until ``future`` is done, at most ``timeout_s``, through cancellations (a second
+    Ctrl-C while an agent is being stopped). True when one came: the caller raises it then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    cancelled = False
+    while not future.done() and (remaining := deadline - loop.time()) > 0:
+        try:
+            await asyncio.wait((future,), timeout=remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
 
 
 def start_problem(program: str, exc: OSError) -> str:

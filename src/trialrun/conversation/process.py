@@ -38,6 +38,7 @@ from trialrun.conversation.launch import (
     Channel,
     Started,
     spawn,
+    wait_out,
 )
 from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.protocol import encode
@@ -218,15 +219,7 @@ class AgentProcess:
         that came meanwhile is raised once it is over.
         """
         self.kill_now()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + KILL_REAP_S
-        cancelled = False
-        while not self.exited and (remaining := deadline - loop.time()) > 0:
-            try:
-                await asyncio.wait((self._agent.exited,), timeout=remaining)
-            except asyncio.CancelledError:
-                cancelled = True
-        if cancelled:
+        if await wait_out(self._agent.exited, KILL_REAP_S):
             raise asyncio.CancelledError
 
     async def terminate(self, grace_s: float) -> None:
