@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class TrialrunError(Exception):
@@ -116,12 +117,14 @@ class CassetteMismatch(TrialrunError):
         self,
         *,
         tool: str,
+        args: Any,
         args_json: str,
         nearest: Sequence[NearestRecording],
         exhausted: int = 0,
         difference: str | None = None,
     ) -> None:
         self.tool = tool
+        self.call_args = args
         self.args_json = args_json
         self.nearest = list(nearest)
         self.exhausted = exhausted

@@ -361,6 +361,7 @@ def test_no_allowed_tools_says_none() -> None:
 def test_cassette_mismatch_fails_with_the_nearest_recordings() -> None:
     mismatch = CassetteMismatch(
         tool="search_docs",
+        args={"q": "x"},
         args_json='{"q":"x"}',
         nearest=[NearestRecording("search_docs", '{"q":"y"}', 0.9)],
     )
@@ -374,7 +375,7 @@ def test_cassette_mismatch_fails_with_the_nearest_recordings() -> None:
 @pytest.mark.parametrize(
     "refusal",
     [
-        CassetteMismatch(tool="search_docs", args_json="{}", nearest=[]),
+        CassetteMismatch(tool="search_docs", args={}, args_json="{}", nearest=[]),
         CassetteError("line is not JSON", file="c.jsonl", line=2),
     ],
 )

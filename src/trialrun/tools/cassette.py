@@ -161,6 +161,7 @@ class Cassette:
         nearest = self._nearest(tool, args_json)
         raise CassetteMismatch(
             tool=tool,
+            args=args,
             # The message ends up in reports and junit.xml: never show a secret the agent sent.
             args_json=redacted_json,
             nearest=[recording for recording, _at in nearest],
