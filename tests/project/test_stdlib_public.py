@@ -141,7 +141,7 @@ def forks_or_skips_exit(source: str) -> Iterator[tuple[int, str]]:
 
 OWN_PROCESS = frozenset({"conversation/seal_spawner.py"})
 """Programs trialrun runs as processes of their own (``python -I -S FILE``), never imports: the
-sealed spawner starts each replayed agent and seals it before its exec (docs/internals.md)."""
+agent spawner starts every agent and seals a replayed one before its exec (docs/internals.md)."""
 
 
 def test_the_source_neither_forks_nor_skips_the_interpreters_exit() -> None:
