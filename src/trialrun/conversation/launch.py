@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from trialrun.base import leftovers
-from trialrun.conversation.lines import LineReader, SocketLineReader
+from trialrun.conversation.lines import LineReader, SocketLineReader, Writable
 from trialrun.conversation.spawner import AgentSpawner, SpawnedAgent, SpawnFailed
 from trialrun.conversation.tail import StderrRing
 from trialrun.errors import TrialrunError
@@ -67,22 +67,6 @@ class _TailReader(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.tail_closed.done():
             self.tail_closed.set_result(None)
-
-
-class _StdinProtocol(asyncio.streams.FlowControlMixin):
-    """The agent's stdin pipe, written through a ``StreamWriter`` (``drain``)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop)
-        self._closed: asyncio.Future[None] = loop.create_future()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if not self._closed.done():
-            self._closed.set_result(None)
-
-    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
-        return self._closed
 
 
 @dataclass
@@ -169,9 +153,7 @@ async def spawn(
         if ours is None:
             lines = LineReader(max_message_bytes)
             transports.append((await loop.connect_read_pipe(lambda: lines, files[1]))[0])
-            stdin_transport, stdin = await loop.connect_write_pipe(
-                lambda: _StdinProtocol(loop), files[2]
-            )
+            stdin_transport, stdin = await loop.connect_write_pipe(Writable, files[2])
             transports.append(stdin_transport)
             writer = asyncio.StreamWriter(stdin_transport, stdin, None, loop)
         else:
