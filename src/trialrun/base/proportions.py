@@ -18,6 +18,9 @@ class Interval:
     low: float
     high: float
 
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
 
 def wilson_interval(successes: int, total: int, *, z: float = Z_95) -> Interval | None:
     """Wilson score interval for the rate ``successes / total``; None when ``total`` is 0:
