@@ -1,7 +1,8 @@
-"""Sealed agents start from the run's one spawner (``conversation/spawner.py``): everything an
-agent started by asyncio has, it has too (exit status, signals, stdio and fd channels, its
-group killed on a Ctrl-C during the spawn), the seal is applied per agent, a layer that cannot
-be applied stops the agent before it runs, and a dead spawner takes its agents with it, named.
+"""Sealed agents start from the run's one spawner (``conversation/spawner.py``), as every agent
+does: everything an unsealed agent has, a sealed one has too (exit status, signals, stdio and fd
+channels, its group killed on a Ctrl-C during the spawn), the seal is applied per agent, a layer
+that cannot be applied stops the agent before it runs, and a dead spawner takes its agents with
+it, named.
 
 Every listener is the test's own on 127.0.0.1; the agents are small real programs.
 """
