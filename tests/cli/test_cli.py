@@ -563,8 +563,8 @@ def test_an_output_path_of_the_wrong_kind_is_invalid_input(
 
 
 # Stands in for the `trialrun` console script, noting what the run has imported at the moment it
-# spawns its first agent (the demo agent's command names agent.py; a sealed replay starts its
-# spawner, seal_spawner.py, with its first agent and the agent from there).
+# spawns its first agent (the run starts its agent spawner, seal_spawner.py, with its first agent
+# and every agent from there; an agent started directly names agent.py).
 FIRST_AGENT_PROBE = """\
 import subprocess, sys
 from trialrun.cli import main

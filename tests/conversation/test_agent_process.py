@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -23,6 +24,7 @@ from trialrun.conversation.process import (
     StderrRing,
     resolve_command,
 )
+from trialrun.conversation.spawner import shared
 
 AGENTS = AGENTS_DIR
 MB = 1024 * 1024
@@ -233,31 +235,56 @@ def test_a_chatty_stderr_never_blocks_the_agent_and_only_the_tail_is_kept() -> N
     assert lines[-1] == "noise line 99999"
 
 
-def _exited(pid: int) -> bool:
-    """A zombie, or reaped already (by a child watcher thread, where the loop uses one)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_an_agent_that_exited_counts_as_exited_however_late_the_loop_notices() -> None:
     # On a busy machine the loop may get to an exit only after a short wait ran out; the wait
-    # must still say the agent exited (with its code), as the kernel already knows.
+    # must still say the agent exited (with its code), once the spawner has reported it.
     async def scenario() -> tuple[bool, int | None]:
         proc = await start(python("import sys; sys.exit(3)"))
-        # Blocks the loop, as a busy machine would, until the agent is a zombie, or gone where
-        # a child watcher thread reaps it.
-        deadline = time.monotonic() + 30
-        while not _exited(proc.pid):
-            assert time.monotonic() < deadline, "the agent never exited"
-            time.sleep(0.01)
+        # Blocks the loop, as a busy machine would, until the spawner's report of the exit
+        # waits to be read.
+        control = shared()._socket
+        assert control is not None
+        readable, _, _ = select.select([control], [], [], 30)
+        assert readable, "the agent's exit was never reported"
         try:
             return await proc.wait_exited(0), proc.returncode
         finally:
             await proc.terminate(1.0)
 
     assert run(scenario) == (True, 3)
+
+
+def test_agents_that_exit_together_are_each_reported() -> None:
+    # The spawner learns of exits from SIGCHLD, and one signal may stand for several children.
+    async def scenario() -> list[int | None]:
+        procs = [
+            await start(python(f"import sys; sys.stdin.readline(); raise SystemExit({n})"))
+            for n in range(6)
+        ]
+        try:
+            for proc in procs:  # all of them at once: nothing is awaited in between
+                assert proc.send_nowait({"type": "go"})
+            assert all([await proc.wait_exited(30) for proc in procs])
+            return [proc.returncode for proc in procs]
+        finally:
+            for proc in procs:
+                await proc.terminate(1.0)
+
+    assert run(scenario) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc/PID/status")
+def test_an_agent_started_without_a_seal_gets_no_no_new_privs() -> None:
+    # A live or record agent may run setuid programs (sudo, ping): only the seal needs the flag.
+    async def scenario() -> list[bytes]:
+        proc = await start(python("print(open('/proc/self/status').read())"))
+        lines = []
+        while (line := await proc.read_line()) is not None:
+            lines.append(bytes(line))
+        await proc.terminate(1.0)
+        return lines
+
+    assert b"NoNewPrivs:\t0" in run(scenario)
 
 
 # -- terminate ---------------------------------------------------------------------------------

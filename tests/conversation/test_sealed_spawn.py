@@ -1,7 +1,8 @@
-"""Sealed agents start from the run's one spawner (``conversation/spawner.py``): everything an
-agent started by asyncio has, it has too (exit status, signals, stdio and fd channels, its
-group killed on a Ctrl-C during the spawn), the seal is applied per agent, a layer that cannot
-be applied stops the agent before it runs, and a dead spawner takes its agents with it, named.
+"""Sealed agents start from the run's one spawner (``conversation/spawner.py``), as every agent
+does: everything an unsealed agent has, a sealed one has too (exit status, signals, stdio and fd
+channels, its group killed on a Ctrl-C during the spawn), the seal is applied per agent, a layer
+that cannot be applied stops the agent before it runs, and a dead spawner takes its agents with
+it, named.
 
 Every listener is the test's own on 127.0.0.1; the agents are small real programs.
 """
@@ -23,7 +24,7 @@ import pytest
 
 from trialrun.conversation.process import AgentProcess, AgentStartError
 from trialrun.conversation.seal import AgentSeal, SealLayers, SealPolicy, probe
-from trialrun.conversation.spawner import SealSpawner, SpawnFailed
+from trialrun.conversation.spawner import AgentSpawner, SpawnFailed
 
 LAYERS = probe()
 pytestmark = pytest.mark.skipif(not LAYERS.any, reason="this kernel offers no seal layer")
@@ -53,8 +54,8 @@ def in_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., Non
 
 
 @pytest.fixture
-def spawner() -> Iterator[SealSpawner]:
-    spawner = SealSpawner()
+def spawner() -> Iterator[AgentSpawner]:
+    spawner = AgentSpawner()
     yield spawner
     spawner.close()
 
@@ -72,8 +73,8 @@ def listeners() -> Iterator[list[socket.socket]]:
         server.close()
 
 
-def sealed(spawner: SealSpawner, *ports: int, layers: SealLayers = LAYERS) -> AgentSeal:
-    return AgentSeal(SealPolicy(loopback_ports=frozenset(ports)), layers, spawner)
+def sealed(*ports: int, layers: SealLayers = LAYERS) -> AgentSeal:
+    return AgentSeal(SealPolicy(loopback_ports=frozenset(ports)), layers)
 
 
 async def run_to_end(agent: AgentProcess) -> list[bytes]:
@@ -103,18 +104,19 @@ def wait_until(condition: object, what: str) -> None:
 
 @in_loop
 async def test_the_agent_runs_with_its_own_pid_argv_cwd_and_env(
-    spawner: SealSpawner, tmp_path: Path
+    spawner: AgentSpawner, tmp_path: Path
 ) -> None:
     script = (
         "import os, sys; print(os.getpid(), os.getpgid(0), os.getsid(0), os.getcwd(), "
         "ascii(os.environb[b'MARK']), sys.argv[1:], sep='|', flush=True); sys.exit(3)"
     )
-    seal = sealed(spawner)
+    seal = sealed()
     agent = await AgentProcess.start(
         [sys.executable, "-c", script, "a b", "c"],
         cwd=tmp_path,
         env={**os.environ, "MARK": "m\udcff"},
         max_message_bytes=LIMIT,
+        spawner=spawner,
         seal=seal,
     )
     (line,) = await run_to_end(agent)
@@ -131,12 +133,12 @@ async def test_the_agent_runs_with_its_own_pid_argv_cwd_and_env(
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
 @in_loop
 async def test_an_agent_killed_by_a_signal_has_a_negative_returncode(
-    spawner: SealSpawner, signum: signal.Signals
+    spawner: AgentSpawner, signum: signal.Signals
 ) -> None:
-    seal = sealed(spawner)
+    seal = sealed()
     script = f"import os; os.kill(os.getpid(), {int(signum)})"
     agent = await AgentProcess.start(
-        [sys.executable, "-c", script], max_message_bytes=LIMIT, seal=seal
+        [sys.executable, "-c", script], max_message_bytes=LIMIT, spawner=spawner, seal=seal
     )
     assert await run_to_end(agent) == []
     seal.stop()
@@ -145,7 +147,7 @@ async def test_an_agent_killed_by_a_signal_has_a_negative_returncode(
 
 @in_loop
 async def test_a_missing_or_unexecutable_command_is_the_usual_start_error(
-    spawner: SealSpawner, tmp_path: Path
+    spawner: AgentSpawner, tmp_path: Path
 ) -> None:
     script = tmp_path / "agent.sh"
     script.write_text("#!/bin/sh\n", encoding="utf-8")  # not executable
@@ -155,11 +157,14 @@ async def test_a_missing_or_unexecutable_command_is_the_usual_start_error(
         (["a\0b"], "Could not start agent command ['a\\x00b']"),
     ):
         with pytest.raises(AgentStartError) as raised:
-            await AgentProcess.start(argv, max_message_bytes=LIMIT, seal=sealed(spawner))
+            await AgentProcess.start(argv, max_message_bytes=LIMIT, spawner=spawner, seal=sealed())
         assert str(raised.value).startswith(expected)
     # The spawner is still there for the next agent.
     agent = await AgentProcess.start(
-        [sys.executable, "-c", "pass"], max_message_bytes=LIMIT, seal=sealed(spawner)
+        [sys.executable, "-c", "pass"],
+        max_message_bytes=LIMIT,
+        spawner=spawner,
+        seal=sealed(),
     )
     assert await run_to_end(agent) == []
     assert agent.returncode == 0
@@ -167,7 +172,7 @@ async def test_a_missing_or_unexecutable_command_is_the_usual_start_error(
 
 @in_loop
 async def test_a_layer_that_cannot_be_applied_stops_the_agent_before_it_runs(
-    spawner: SealSpawner, tmp_path: Path
+    spawner: AgentSpawner, tmp_path: Path
 ) -> None:
     if not LAYERS.landlock:
         pytest.skip("this kernel has no Landlock ABI 4")
@@ -191,7 +196,7 @@ async def test_a_layer_that_cannot_be_applied_stops_the_agent_before_it_runs(
 
 @in_loop
 async def test_the_stdio_channel_carries_messages_and_stderr_goes_to_the_tail(
-    spawner: SealSpawner,
+    spawner: AgentSpawner,
 ) -> None:
     script = (
         "import sys\n"
@@ -199,9 +204,9 @@ async def test_the_stdio_channel_carries_messages_and_stderr_goes_to_the_tail(
         "print('to stderr', file=sys.stderr, flush=True)\n"
         "print(line.strip().upper(), flush=True)\n"
     )
-    seal = sealed(spawner)
+    seal = sealed()
     agent = await AgentProcess.start(
-        [sys.executable, "-c", script], max_message_bytes=LIMIT, seal=seal
+        [sys.executable, "-c", script], max_message_bytes=LIMIT, spawner=spawner, seal=seal
     )
     assert await agent.send({"type": "ping"})
     assert await run_to_end(agent) == [b'{"TYPE":"PING"}']
@@ -211,7 +216,7 @@ async def test_the_stdio_channel_carries_messages_and_stderr_goes_to_the_tail(
 
 @in_loop
 async def test_the_fd_channel_carries_messages_and_stdout_joins_the_tail(
-    spawner: SealSpawner,
+    spawner: AgentSpawner,
 ) -> None:
     script = (
         "import os, socket, sys\n"
@@ -223,9 +228,13 @@ async def test_the_fd_channel_carries_messages_and_stdout_joins_the_tail(
         "f.write(line.strip().upper() + b'\\n'); f.flush()\n"
         "print(sys.stdin.read() == '', flush=True)\n"
     )
-    seal = sealed(spawner)
+    seal = sealed()
     agent = await AgentProcess.start(
-        [sys.executable, "-c", script], max_message_bytes=LIMIT, channel="fd", seal=seal
+        [sys.executable, "-c", script],
+        max_message_bytes=LIMIT,
+        channel="fd",
+        spawner=spawner,
+        seal=seal,
     )
     assert await agent.send({"type": "ping"})
     assert await run_to_end(agent) == [b'{"TYPE":"PING"}']
@@ -235,14 +244,15 @@ async def test_the_fd_channel_carries_messages_and_stdout_joins_the_tail(
 
 @in_loop
 async def test_each_agent_gets_its_own_ports_and_a_refusal_is_named(
-    spawner: SealSpawner, listeners: list[socket.socket]
+    spawner: AgentSpawner, listeners: list[socket.socket]
 ) -> None:
     first, second = (int(server.getsockname()[1]) for server in listeners)
-    seals = [sealed(spawner, first), sealed(spawner, second)]
+    seals = [sealed(first), sealed(second)]
     agents = [
         await AgentProcess.start(
             [sys.executable, "-c", f"{CONNECT}\nsys.argv[1] = {port!r}\n{CONNECT}", str(mine)],
             max_message_bytes=LIMIT,
+            spawner=spawner,
             seal=seal,
         )
         for seal, mine, port in ((seals[0], first, second), (seals[1], second, first))
@@ -258,17 +268,18 @@ async def test_each_agent_gets_its_own_ports_and_a_refusal_is_named(
 
 @in_loop
 async def test_landlock_alone_holds_per_agent(
-    spawner: SealSpawner, listeners: list[socket.socket]
+    spawner: AgentSpawner, listeners: list[socket.socket]
 ) -> None:
     if not LAYERS.landlock:
         pytest.skip("this kernel has no Landlock ABI 4")
     first, second = (int(server.getsockname()[1]) for server in listeners)
     outputs = []
     for mine, other in ((first, second), (second, first)):
-        seal = sealed(spawner, mine, layers=SealLayers(landlock=True, seccomp=False))
+        seal = sealed(mine, layers=SealLayers(landlock=True, seccomp=False))
         agent = await AgentProcess.start(
             [sys.executable, "-c", f"{CONNECT}\nsys.argv[1] = {other!r}\n{CONNECT}", str(mine)],
             max_message_bytes=LIMIT,
+            spawner=spawner,
             seal=seal,
         )
         outputs.append(await run_to_end(agent))
@@ -289,13 +300,16 @@ time.sleep(300)
 
 @in_loop
 async def test_a_ctrl_c_during_the_spawn_stops_the_whole_group(
-    spawner: SealSpawner, tmp_path: Path
+    spawner: AgentSpawner, tmp_path: Path
 ) -> None:
     pids = tmp_path / "pids"
-    seal = sealed(spawner)
+    seal = sealed()
     start = asyncio.ensure_future(
         AgentProcess.start(
-            [sys.executable, "-c", HELPER_AGENT, str(pids)], max_message_bytes=LIMIT, seal=seal
+            [sys.executable, "-c", HELPER_AGENT, str(pids)],
+            max_message_bytes=LIMIT,
+            spawner=spawner,
+            seal=seal,
         )
     )
     for _ in range(100):
@@ -317,12 +331,15 @@ async def test_a_ctrl_c_during_the_spawn_stops_the_whole_group(
 
 @in_loop
 async def test_a_dead_spawner_takes_its_agents_with_it_named_and_the_next_spawn_works(
-    spawner: SealSpawner, tmp_path: Path
+    spawner: AgentSpawner, tmp_path: Path
 ) -> None:
     pids = tmp_path / "pids"
-    seal = sealed(spawner)
+    seal = sealed()
     agent = await AgentProcess.start(
-        [sys.executable, "-c", HELPER_AGENT, str(pids)], max_message_bytes=LIMIT, seal=seal
+        [sys.executable, "-c", HELPER_AGENT, str(pids)],
+        max_message_bytes=LIMIT,
+        spawner=spawner,
+        seal=seal,
     )
     wait_until(pids.exists, "the agent never started its helper")
     dead = spawner.pid
@@ -332,12 +349,15 @@ async def test_a_dead_spawner_takes_its_agents_with_it_named_and_the_next_spawn_
     await agent.terminate(0.2)
     seal.stop()
     assert agent.returncode == -signal.SIGKILL
-    assert agent.killed_because == f"the seal spawner (pid {dead}) was killed by SIGKILL"
+    assert agent.killed_because == f"the agent spawner (pid {dead}) was killed by SIGKILL"
     helper_pid = int(pids.read_text().split()[1])
     wait_until(lambda: gone(agent.pid) and gone(helper_pid), "a process of the group lives on")
 
     again = await AgentProcess.start(
-        [sys.executable, "-c", "print('again')"], max_message_bytes=LIMIT, seal=sealed(spawner)
+        [sys.executable, "-c", "print('again')"],
+        max_message_bytes=LIMIT,
+        spawner=spawner,
+        seal=sealed(),
     )
     assert await run_to_end(again) == [b"again"]
     assert spawner.pid not in (None, dead)
@@ -346,16 +366,19 @@ async def test_a_dead_spawner_takes_its_agents_with_it_named_and_the_next_spawn_
 @in_loop
 async def test_stopping_the_spawner_kills_what_it_still_runs(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    spawner = SealSpawner()
-    seal = sealed(spawner)
+    spawner = AgentSpawner()
+    seal = sealed()
     agent = await AgentProcess.start(
-        [sys.executable, "-c", HELPER_AGENT, str(pids)], max_message_bytes=LIMIT, seal=seal
+        [sys.executable, "-c", HELPER_AGENT, str(pids)],
+        max_message_bytes=LIMIT,
+        spawner=spawner,
+        seal=seal,
     )
     wait_until(pids.exists, "the agent never started its helper")
     spawner.close()
     seal.stop()
     assert agent.exited and agent.returncode == -signal.SIGKILL
-    assert agent.killed_because is not None and "stopped the seal spawner" in agent.killed_because
+    assert agent.killed_because is not None and "stopped the agent spawner" in agent.killed_because
     agent.close()
     helper_pid = int(pids.read_text().split()[1])
     wait_until(lambda: gone(agent.pid) and gone(helper_pid), "a process of the group lives on")

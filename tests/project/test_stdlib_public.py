@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from trialrun.artifacts import rundir
 from trialrun.base.jsonnumbers import refuse_constant
 from trialrun.base.signedjson import unique_keys
 from trialrun.conversation.protocol import encode
-from trialrun.receipt.linehash import EventHasher, sorted_compact
+from trialrun.receipt.linehash import EventHasher
 
 PACKAGE_DIR = PACKAGE_DIR
 
@@ -142,7 +141,7 @@ def forks_or_skips_exit(source: str) -> Iterator[tuple[int, str]]:
 
 OWN_PROCESS = frozenset({"conversation/seal_spawner.py"})
 """Programs trialrun runs as processes of their own (``python -I -S FILE``), never imports: the
-sealed spawner starts each replayed agent and seals it before its exec (docs/internals.md)."""
+agent spawner starts every agent and seals a replayed one before its exec (docs/internals.md)."""
 
 
 def test_the_source_neither_forks_nor_skips_the_interpreters_exit() -> None:
@@ -251,32 +250,6 @@ _lines = st.one_of(
 @given(_lines)
 def test_the_verifier_reads_and_refuses_a_line_as_its_decoder_does(text: str) -> None:
     assert _outcome(EventHasher().parse, text) == _outcome(_reference, text)
-
-
-def _dumps_sorted(value: Any) -> str:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-_with_specials = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-@given(_with_specials)
-def test_the_verifier_hashes_the_text_json_dumps_writes(value: Any) -> None:
-    assert _outcome(sorted_compact, value) == _outcome(_dumps_sorted, value)
-
-
-@pytest.mark.parametrize("value", [math.nan, [math.inf], {"x": -math.inf}])
-def test_the_verifier_never_hashes_nan_or_infinity(value: Any) -> None:
-    with pytest.raises(ValueError, match="Out of range float"):
-        sorted_compact(value)
 
 
 # -- what goes to the agent and to run.jsonl -------------------------------------------------

@@ -55,12 +55,12 @@ def test_a_killed_spawner_fails_its_cases_by_name_and_the_run_goes_on(tmp_path: 
     first = by_id["c1"]
     assert first["failure_kind"] == "agent_crashed", first
     assert first["failure_reason"].startswith(
-        "Agent was killed by SIGKILL because the seal spawner (pid "
+        "Agent was killed by SIGKILL because the agent spawner (pid "
     ), first
     assert first["failure_reason"].endswith(
         ") was killed by SIGKILL before sending final_output"
     ), first
     # c2's agent may have been started ahead by the same spawner: then it went with it, named.
     second = by_id["c2"]
-    assert second["status"] == "pass" or "the seal spawner" in second["failure_reason"], second
+    assert second["status"] == "pass" or "the agent spawner" in second["failure_reason"], second
     assert by_id["c3"]["status"] == "pass", by_id["c3"]

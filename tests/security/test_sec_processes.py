@@ -140,6 +140,19 @@ def temporaries(cassettes: Path) -> list[Path]:
     return [path for path in cassettes.iterdir() if path.name.endswith(".tmp")]
 
 
+def spawner_of(pid: int) -> int:
+    """The pid of trialrun ``pid``'s agent spawner (its child running ``seal_spawner.py``)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == pid and b"seal_spawner.py" in command:
+            return int(entry.name)
+    raise AssertionError(f"trialrun {pid} has no agent spawner")
+
+
 def watchdog_of(pid: int) -> int:
     """The pid of the process that clears up after trialrun ``pid`` should it be killed."""
     found: list[int] = []
@@ -170,7 +183,13 @@ def test_the_next_run_clears_what_a_killed_run_and_its_watchdog_left(tmp_path: P
     assert recording, "record mode writes its cassette to a temporary file while the case runs"
     assert recording[0].name.startswith(".t.jsonl.trialrun-")
     os.kill(watchdog_of(proc.pid), signal.SIGKILL)
-    kill_run(proc)
+    # The agent spawner kills its agents once trialrun is gone: stopped first, it cannot.
+    spawner = spawner_of(proc.pid)
+    os.kill(spawner, signal.SIGSTOP)
+    proc.kill()
+    proc.wait(timeout=60)
+    os.kill(spawner, signal.SIGKILL)
+    proc.communicate(timeout=60)  # the spawner held its stderr too
     assert not process_gone(agent, within_s=0.2), "nothing left to clear: the test proves nothing"
 
     # A run that still runs beside the next one (parallel CI jobs): nothing of it is touched.

@@ -20,6 +20,7 @@ __all__ = [
     "MessageTooLargeError",
     "SocketLineReader",
     "UnterminatedLine",
+    "Writable",
 ]
 
 
@@ -157,21 +158,31 @@ class LineReader(asyncio.Protocol):
             self._waiter.set_result(None)
 
 
-class SocketLineReader(LineReader, asyncio.streams.FlowControlMixin):
-    """``LineReader`` for a socket, which also carries our messages: a ``StreamWriter`` can
-    write to it and wait for the agent to take them (``drain``)."""
+class Writable(asyncio.streams.FlowControlMixin):
+    """What a ``StreamWriter`` writes our messages through (the agent's stdin pipe, or its
+    socket) and waits on for the agent to take them (``drain``)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self) -> None:
         loop = asyncio.get_running_loop()
-        LineReader.__init__(self, limit)
-        asyncio.streams.FlowControlMixin.__init__(self, loop)
+        super().__init__(loop)
         self._closed: asyncio.Future[None] = loop.create_future()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        LineReader.connection_lost(self, exc)
-        asyncio.streams.FlowControlMixin.connection_lost(self, exc)
+        super().connection_lost(exc)
         if not self._closed.done():
             self._closed.set_result(None)
 
     def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
         return self._closed
+
+
+class SocketLineReader(LineReader, Writable):
+    """``LineReader`` for a socket, which also carries our messages."""
+
+    def __init__(self, limit: int) -> None:
+        LineReader.__init__(self, limit)
+        Writable.__init__(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        LineReader.connection_lost(self, exc)
+        Writable.connection_lost(self, exc)

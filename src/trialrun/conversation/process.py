@@ -9,9 +9,9 @@ If trialrun itself is killed (SIGKILL: nothing of ours runs any more), the group
 the watchdog of ``base.leftovers``, where it is noted while it may outlive us (or by the next
 trialrun, should the watchdog be gone too).
 
-asyncio's ``Process.wait()`` only returns once the pipes are closed too (a grandchild holding
-stdout would hang it), so the exit of the agent itself is observed through the protocol's
-``process_exited`` callback instead.
+Every agent is started by the run's spawner (``launch``, ``conversation.spawner``), which
+reaps it and reports its exit: the exit of the agent itself, not the end of its pipes (a
+grandchild may hold stdout open long after).
 
 Two channels carry the protocol. ``stdio`` (RunLedger's): messages on the agent's stdin and
 stdout. ``fd``: one end of a Unix socket pair is inherited by the agent and named in
@@ -25,33 +25,29 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from trialrun.base import leftovers
 from trialrun.conversation.launch import (
+    CHANNEL_FD_ENV,
     EXAMPLE_COMMAND,
     KILL_REAP_S,
     AgentStartError,
+    Channel,
     Started,
-    spawn_sealed,
-    spawn_subprocess,
-    stop_group,
+    spawn,
+    wait_out,
 )
-from trialrun.conversation.lines import (
-    ChannelLostError,
-    LineReader,
-    MessageTooLargeError,
-    SocketLineReader,
-    UnterminatedLine,
-)
+from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
 from trialrun.conversation.protocol import encode
+from trialrun.conversation.spawner import shared
 from trialrun.conversation.tail import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrRing
 
 if TYPE_CHECKING:
     from trialrun.conversation.seal import AgentSeal
+    from trialrun.conversation.spawner import AgentSpawner
 
 __all__ = [
     "CHANNEL_FD_ENV",
@@ -70,36 +66,23 @@ __all__ = [
 _STDERR_SETTLE_S = 0.5
 """How long to wait, after the group is dead, for the last stderr bytes already in the pipe."""
 
-Channel = Literal["stdio", "fd"]
-CHANNEL_FD_ENV = "TRIALRUN_FD"
-"""Names the agent's end of the socket pair when the channel is ``fd``."""
-
 
 class AgentProcess:
     """A running agent. Create it with ``await AgentProcess.start(...)``."""
 
-    def __init__(
-        self,
-        started: Started,
-        max_message_bytes: int,
-        messages: tuple[asyncio.ReadTransport, LineReader],
-        socket_writer: asyncio.StreamWriter | None = None,
-    ) -> None:
-        self._handle = started.handle
+    def __init__(self, started: Started, max_message_bytes: int, channel: Channel) -> None:
+        self._started = started
+        self._agent = started.agent
         self._tail = started.tail
-        self.pid = started.handle.pid
-        self._messages, self._lines = messages
-        """The agent's stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
-        if socket_writer is None:
-            assert started.stdin is not None
-            self._writer: asyncio.StreamWriter = started.stdin
-        else:
-            self._writer = socket_writer
+        self.pid = started.agent.pid
+        self._lines = started.lines
+        """Reads its stdout pipe (stdio), or the socket (fd channel) that also takes ours."""
+        self._writer = started.writer
         self._closed = False
         self._group_killed = False
         self._stop_asked = False
         self.max_message_bytes = max_message_bytes
-        self.channel: Channel = "stdio" if socket_writer is None else "fd"
+        self.channel = channel
 
     @classmethod
     async def start(
@@ -110,14 +93,15 @@ class AgentProcess:
         env: Mapping[str, str] | None = None,
         max_message_bytes: int,
         channel: Channel = "stdio",
+        spawner: AgentSpawner | None = None,
         seal: AgentSeal | None = None,
     ) -> AgentProcess:
         """Spawn ``argv`` (no shell) in a new process group, talking over ``channel``.
 
         ``env`` is the agent's whole environment (None: ours). ``PYTHONIOENCODING=utf-8`` and
         ``PYTHONUTF8=1`` are always set, so a Python agent speaks UTF-8 whatever the locale.
-        ``seal``: the run's sealed spawner starts the agent inside the seal
-        (conversation/seal.py, conversation/spawner.py); else asyncio starts it.
+        ``spawner`` starts it (None: the process's ``spawner.shared()``), inside ``seal`` when
+        one is given (conversation/seal.py).
         Raises ``AgentStartError`` with a message a user can act on.
         """
         child_env = dict(os.environ if env is None else env)
@@ -126,90 +110,36 @@ class AgentProcess:
         command = resolve_command(argv, child_env.get("PATH"))
         if cwd is not None and not Path(cwd).is_dir():
             raise AgentStartError(f"Agent working directory does not exist: {cwd}")
-        loop = asyncio.get_running_loop()
-        ours: socket.socket | None = None
-        theirs: socket.socket | None = None
-        stdout_r, stdout_w = -1, -1
-        if channel == "stdio":
-            # stdout on a pipe of our own, read by LineReader (see conversation/lines.py).
-            stdout_r, stdout_w = os.pipe()
-        else:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            child_env[CHANNEL_FD_ENV] = str(theirs.fileno())
-        try:
-            if seal is None:
-                started = await spawn_subprocess(
-                    loop, command, cwd, child_env, max_message_bytes, stdout_w, theirs
-                )
-            else:
-                started = await spawn_sealed(loop, command, cwd, child_env, stdout_w, theirs, seal)
-        except BaseException:
-            if ours is not None:
-                ours.close()
-            if stdout_r >= 0:
-                os.close(stdout_r)
-            raise
-        finally:
-            # The agent holds its own copy now; ours must go, or its exit would never show as EOF.
-            if theirs is not None:
-                theirs.close()
-            if stdout_w >= 0:
-                os.close(stdout_w)
-        handle = started.handle
-        if ours is None:
-            stdout_pipe = open(stdout_r, "rb", buffering=0)  # noqa: SIM115 (the transport's now)
-            try:
-                stdout = await loop.connect_read_pipe(
-                    lambda: LineReader(max_message_bytes), stdout_pipe
-                )
-            except BaseException:
-                stdout_pipe.close()
-                stop_group(handle)
-                raise
-            return cls(started, max_message_bytes, stdout)
-        try:
-            sock_transport, lines = await loop.create_unix_connection(
-                lambda: SocketLineReader(max_message_bytes), sock=ours
-            )
-        except BaseException:
-            ours.close()
-            stop_group(handle)
-            raise
-        writer = asyncio.StreamWriter(sock_transport, lines, None, loop)
-        return cls(started, max_message_bytes, (sock_transport, lines), writer)
+        started = await spawn(
+            command, cwd, child_env, channel, max_message_bytes, spawner or shared(), seal
+        )
+        return cls(started, max_message_bytes, channel)
 
     @property
     def returncode(self) -> int | None:
         """The agent's exit status once it exited (negative: killed by that signal)."""
-        return self._handle.returncode
+        return self._agent.returncode
 
     @property
     def killed_because(self) -> str | None:
         """Why trialrun killed the agent when the case did not ask for it (its spawner died)."""
-        return self._handle.killed_because
+        return self._agent.killed_because
 
     @property
     def exited(self) -> bool:
-        return self._handle.exited.done()
+        return self._agent.exited.done()
 
     def on_exit(self, callback: Callable[[], object]) -> None:
         """Have the event loop call ``callback`` once the agent itself has exited."""
-        self._handle.exited.add_done_callback(lambda _: callback())
+        self._agent.exited.add_done_callback(lambda _: callback())
 
     async def wait_exited(self, timeout_s: float | None = None) -> bool:
         """Wait until the agent itself exits (its children may live on); False on timeout."""
         if self.exited:
             return True
         # asyncio.wait, unlike wait_for on Python 3.11, starts no task and cancels nothing.
-        done, _ = await asyncio.wait((self._handle.exited,), timeout=timeout_s)
-        if done:
-            return True
-        # The timeout and the exit can be due in the same turn of a loop that a busy machine
-        # held back, and the timeout runs first: ask the kernel before saying the agent runs.
-        if not self._handle.has_exited():
-            return False
-        await self._handle.exited  # the loop is about to reap it; its status comes with it
-        return True
+        done, _ = await asyncio.wait((self._agent.exited,), timeout=timeout_s)
+        return bool(done)
 
     async def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message to the agent. False when the agent no longer reads its channel."""
@@ -284,21 +214,12 @@ class AgentProcess:
         """SIGKILL the whole group and wait until the agent is reaped, cancelled or not.
 
         For a teardown that is itself cancelled (a second SIGTERM, ``asyncio.run`` cancelling
-        what is left): leaving then would close the event loop while its child watcher still
-        waits for the agent ("RuntimeWarning: A loop is being detached from a child watcher
-        with pending handlers") and leave a zombie. The wait is bounded; a cancellation that
-        came meanwhile is raised once it is over.
+        what is left): leaving then would close the event loop before the spawner reported
+        the agent's exit, and its status would be lost. The wait is bounded; a cancellation
+        that came meanwhile is raised once it is over.
         """
         self.kill_now()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + KILL_REAP_S
-        cancelled = False
-        while not self.exited and (remaining := deadline - loop.time()) > 0:
-            try:
-                await asyncio.wait((self._handle.exited,), timeout=remaining)
-            except asyncio.CancelledError:
-                cancelled = True
-        if cancelled:
+        if await wait_out(self._agent.exited, KILL_REAP_S):
             raise asyncio.CancelledError
 
     async def terminate(self, grace_s: float) -> None:
@@ -350,10 +271,7 @@ class AgentProcess:
         if self._closed:
             return
         self._closed = True
-        if self.channel == "fd":
-            self._writer.close()
-        self._messages.close()
-        self._handle.close()
+        self._started.close()
 
     def _signal_group(self, signum: signal.Signals) -> None:
         # The group outlives the agent while its children run, so this is not a stale-pid risk.

@@ -2,8 +2,8 @@
 
 In replay an agent's whole process tree may connect only to the case's own services (gateway,
 HTTP MCP proxies, the recorder) and to what the suite's ``network: {allow: [...]}`` names. Two
-kernel layers, both unprivileged, are applied by the run's sealed spawner (``seal_spawner``,
-driven by ``spawner.SealSpawner``) between the agent's fork and its exec:
+kernel layers, both unprivileged, are applied by the run's agent spawner (``seal_spawner``,
+driven by ``spawner.AgentSpawner``) between the agent's fork and its exec:
 
 - **Landlock** (Linux 6.7+, ABI 4): TCP connect only to the allowed *ports* (any host); enforced
   by the kernel, race-free, but the agent only sees EACCES and trialrun sees nothing.
@@ -32,8 +32,6 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-from trialrun.conversation.spawner import SealSpawner
 
 __all__ = [
     "LAYERS_ENV",
@@ -170,15 +168,13 @@ class AgentSeal:
     """The seal of one agent (and everything it starts): what the spawner applies, and the
     watch that answers its seccomp notifications and notes what it refused.
 
-    ``AgentProcess.start`` hands ``notify_fd()`` and ``ports`` to ``spawner``, then calls
+    ``AgentProcess.start`` hands ``notify_fd()`` and ``ports`` to the spawner, then calls
     ``spawned()`` whether or not the spawn worked. The watching thread ends when every sealed
     process is gone, or on ``stop()``; a connect still waiting then fails (ENOSYS), never passes.
     """
 
     policy: SealPolicy
     layers: SealLayers
-    spawner: SealSpawner = field(default_factory=SealSpawner)
-    """The run's spawner, shared by its cases (one of its own when none is given)."""
     _refused: list[str] = field(default_factory=list)
     _ours: socket.socket | None = None
     _theirs: socket.socket | None = None

@@ -1,4 +1,4 @@
-"""The sealed spawner: one per run, it starts every replayed agent inside the network seal.
+"""The agent spawner: one per run, it starts every agent, a replayed one inside the network seal.
 
 ``python -I -S seal_spawner.py FD``: standard library only, nothing of trialrun's is imported
 (``-I -S``: no site, no user paths). Over the Unix socket ``FD`` trialrun
@@ -8,7 +8,8 @@ count) carrying the agent's descriptors (SCM_RIGHTS), then a JSON payload: ``arg
 agent is started by ``subprocess`` in a new session with its stdio and directory, and the other
 descriptors and the seal are put in place by its ``preexec_fn`` (safe here: the spawner is
 single-threaded), so the pid, argv, environment, directory and descriptors the agent sees are
-its own (its parent is this spawner). The layers, applied by ``seal`` between fork and exec:
+its own (its parent is this spawner). An agent not sealed gets none of the layers (nor
+``no_new_privs``); a sealed one gets those asked for, applied by ``seal`` between fork and exec:
 
 - ``ports``: Landlock (ABI >= 4) lets TCP connect only to these ports, any host.
 - ``notify``: a seccomp filter hands each ``connect`` (and ``sendto`` naming an address) to
@@ -20,9 +21,10 @@ Both need ``no_new_privs``, which is set first. A layer asked for that cannot be
 through a close-on-exec pipe), a failed ``chdir`` or ``exec``: each is reported and the agent
 never runs: trialrun never claims a seal that is not there. Replies are JSON lines on ``FD``:
 ``{"id", "pid"}`` (started), ``{"id", "error", "errno", "message"}`` (never ran) and
-``{"exited": pid, "code": c}`` (negative: killed by that signal), each exit once its pidfd
-says so. At end of file on ``FD`` (trialrun stopped, or died), every agent's group still
-running is killed and the spawner exits.
+``{"exited": pid, "code": c}`` (negative: killed by that signal), each exit once a SIGCHLD
+woke the loop (through the signal wakeup descriptor, which works on every Unix). The layers
+are Linux's; elsewhere only unsealed agents are asked for. At end of file on ``FD`` (trialrun
+stopped, or died), every agent's group still running is killed and the spawner exits.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import select
@@ -83,7 +86,9 @@ class SealFailed(Exception):
         super().__init__(f"trialrun network seal: {what} failed: {os.strerror(ctypes.get_errno())}")
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """Loaded for the first sealed agent only: ``prctl`` is Linux's."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.prctl.restype = ctypes.c_int
@@ -173,12 +178,12 @@ def seal(libc: ctypes.CDLL, ports: list[int] | None, notify_fd: int | None) -> N
 
 
 def _prepare(
-    libc: ctypes.CDLL, extra: list[tuple[int, int]], request: dict[str, Any], report_fd: int
+    libc: ctypes.CDLL | None, extra: list[tuple[int, int]], request: dict[str, Any], report_fd: int
 ) -> Callable[[], None]:
     """What the child does between fork and exec, after ``subprocess`` has put the agent's
     stdio in place, changed directory and started a new session: the agent's other
     descriptors (``extra``: ours, the number it takes; -1 for the seccomp hand-back socket,
-    which keeps none) at their numbers, then the seal. A
+    which keeps none) at their numbers, then the seal (``libc`` None: not sealed). A
     failure is written to ``report_fd`` (the exception ``subprocess`` raises for it carries no
     message) and stops the exec."""
 
@@ -190,8 +195,9 @@ def _prepare(
             for fd, target in moved:
                 if target >= 0:
                     os.dup2(fd, target)  # inheritable: the agent's own
-            notify = moved[-1][0] if request["notify"] else None
-            seal(libc, request["ports"], notify)
+            if libc is not None:
+                notify = moved[-1][0] if request["notify"] else None
+                seal(libc, request["ports"], notify)
         except SealFailed as exc:
             _report(report_fd, {"error": "seal", "errno": 0, "message": str(exc)})
             raise
@@ -219,11 +225,18 @@ class Spawner:
 
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.libc = _libc()
         self.poller = select.poll()
         self.poller.register(control, select.POLLIN)
         self.children: dict[int, subprocess.Popen[bytes]] = {}
-        """pidfd -> every agent not yet reaped."""
+        """pid -> every agent not yet reaped."""
+        # A SIGCHLD writes to the wakeup pipe, which wakes the poll; the handler itself has
+        # nothing to do (the default disposition would not run it, nor write).
+        self.wake, wake_w = os.pipe()
+        os.set_blocking(self.wake, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        self.poller.register(self.wake, select.POLLIN)
 
     def run(self) -> None:
         while True:
@@ -232,17 +245,17 @@ class Spawner:
                     if not self.serve():
                         self.shutdown()
                         return
-                elif fd in self.children:
-                    self.reap(fd)
+                elif fd == self.wake:
+                    self.reap()
 
     def serve(self) -> bool:
         """Take one request; False at end of file (trialrun is gone)."""
         try:
-            head, fds, _flags, _addr = socket.recv_fds(
-                self.control, HEADER.size, MAX_FDS, socket.MSG_CMSG_CLOEXEC
-            )
+            head, fds, _flags, _addr = socket.recv_fds(self.control, HEADER.size, MAX_FDS)
         except OSError:
             return False
+        for fd in fds:  # before any fork: this process is single-threaded
+            os.set_inheritable(fd, False)
         if len(head) < HEADER.size:
             for fd in fds:
                 os.close(fd)
@@ -271,7 +284,9 @@ class Spawner:
         extra += [(fd, -1) for fd in fds[len(targets) :]]
         report_r, report_w = os.pipe()  # close-on-exec: EOF once the agent execs or gives up
         cwd = request["cwd"]
+        sealed = request["ports"] is not None or request["notify"]
         try:
+            libc = _libc() if sealed else None
             process = subprocess.Popen(
                 request["argv"],
                 cwd=cwd,
@@ -283,7 +298,7 @@ class Spawner:
                 # Every descriptor of this program is close-on-exec; the agent's own are made
                 # inheritable where they land, which closing the rest would undo.
                 close_fds=False,
-                preexec_fn=_prepare(self.libc, extra, request, report_w),
+                preexec_fn=_prepare(libc, extra, request, report_w),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             os.close(report_w)
@@ -302,30 +317,32 @@ class Spawner:
             return
         os.close(report_w)
         os.close(report_r)
-        pidfd = os.pidfd_open(process.pid)
-        self.children[pidfd] = process
-        self.poller.register(pidfd, select.POLLIN)
+        self.children[process.pid] = process
         self.send({"id": request["id"], "pid": process.pid})
 
-    def reap(self, pidfd: int) -> None:
-        process = self.children.pop(pidfd)
-        self.poller.unregister(pidfd)
-        os.close(pidfd)
-        self.send({"exited": process.pid, "code": process.wait()})
+    def reap(self) -> None:
+        """Report every agent that exited (one SIGCHLD may stand for several)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.wake, 512):
+                pass
+        for pid, process in list(self.children.items()):
+            code = process.poll()
+            if code is not None:
+                del self.children[pid]
+                self.send({"exited": pid, "code": code})
 
     def send(self, reply: dict[str, Any]) -> None:
         line = json.dumps(reply).encode("ascii") + b"\n"
         with contextlib.suppress(OSError):  # trialrun is gone: the next poll sees end of file
-            self.control.sendall(line, socket.MSG_NOSIGNAL)
+            self.control.sendall(line)
 
     def shutdown(self) -> None:
         """trialrun is gone: nothing of the run may live on."""
         for process in self.children.values():
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
-        for pidfd, process in self.children.items():
+        for process in self.children.values():
             process.wait()
-            os.close(pidfd)
         self.children.clear()
 
 

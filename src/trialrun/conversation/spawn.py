@@ -18,6 +18,7 @@ from trialrun.conversation.process import AgentProcess, AgentStartError, Channel
 
 if TYPE_CHECKING:
     from trialrun.conversation.seal import AgentSeal
+    from trialrun.conversation.spawner import AgentSpawner
 
 __all__ = ["Spawn", "StartedAgent", "start_agent"]
 
@@ -35,6 +36,8 @@ class Spawn:
     env: Mapping[str, str] | None = None
     extra_env: Mapping[str, str] | None = None
     channel: Channel = "stdio"
+    spawner: AgentSpawner | None = None
+    """The run's spawner (None: the process's ``spawner.shared()``)."""
     seal: AgentSeal | None = None
     """Replay's network seal for this agent's process tree (None: not sealed)."""
 
@@ -74,6 +77,7 @@ async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
             env=env,
             max_message_bytes=max_message_bytes,
             channel=spawn.channel,
+            spawner=spawn.spawner,
             seal=spawn.seal,
         )
     except AgentStartError as exc:

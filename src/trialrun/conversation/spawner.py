@@ -1,10 +1,12 @@
-"""trialrun's side of the sealed spawner (``seal_spawner.py``): one per run, started with the
-first sealed agent, it forks every replayed agent and applies the seal between fork and exec.
+"""trialrun's side of the agent spawner (``seal_spawner.py``): one per run, started with the
+run's first agent, it starts every agent, and applies the network seal to a replayed one
+between fork and exec.
 
-Sealing each agent through a second interpreter of its own cost every agent ~7.5 ms (docs/perf.md);
-the spawner pays the interpreter and ctypes once. ``SealSpawner.spawn`` sends a request (the
-agent's descriptors by SCM_RIGHTS) and waits for its reply; replies and exits arrive as JSON lines
-read by the event loop. A ``SpawnedAgent`` is what ``AgentProcess`` holds for such an agent: its
+An agent started by a process of its own, a small single-threaded one, can be sealed there
+(``preexec_fn`` is safe only without threads), and every agent starting the same way means one
+code path to start, watch and stop them. ``AgentSpawner.spawn`` sends a request (the agent's
+descriptors by SCM_RIGHTS) and waits for its reply; replies and exits arrive as JSON lines read
+by the event loop. A ``SpawnedAgent`` is what ``AgentProcess`` holds for such an agent: its
 pid, its exit status as the spawner reports it, and the reason it was killed when the spawner
 died (every agent it started is killed then: the seal's bookkeeping went with it; the next spawn
 starts a new spawner).
@@ -29,10 +31,13 @@ from typing import Any
 from trialrun.base import leftovers
 from trialrun.errors import TrialrunError
 
-__all__ = ["SPAWNER", "SealSpawner", "SpawnFailed", "SpawnedAgent"]
+__all__ = ["SPAWNER", "AgentSpawner", "SpawnFailed", "SpawnedAgent", "shared"]
 
 SPAWNER = Path(__file__).with_name("seal_spawner.py")
 _HEADER_FORMAT = "=II"
+# Python ignores SIGPIPE, so a spawner gone away gives EPIPE; where the flag exists (not on
+# macOS) it keeps that so for a host program that restored SIGPIPE.
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 _STOP_WAIT_S = 5.0
 """How long a spawner told to stop may take to exit (it kills what is left first)."""
 
@@ -57,10 +62,6 @@ class SpawnedAgent:
         self.killed_because: str | None = None
         """Why trialrun killed it, when not for the case (the spawner died)."""
 
-    def has_exited(self) -> bool:
-        """Only the spawner can reap it: its report is the one word on its exit."""
-        return self.exited.done()
-
     def close(self) -> None:
         """As asyncio's transport does on close: an agent still running is killed."""
         if not self.exited.done():
@@ -75,8 +76,9 @@ class SpawnedAgent:
         self.exited.set_result(None)
 
 
-class SealSpawner:
-    """The run's spawner; ``close()`` at the end of the run stops it."""
+class AgentSpawner:
+    """The run's spawner; ``close()`` at the end of the run stops it. It serves one event loop
+    at a time: a spawn from another loop stops it and starts a new one."""
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
@@ -108,7 +110,8 @@ class SealSpawner:
         notify: int | None,
     ) -> SpawnedAgent:
         """Start ``argv`` with ``fds`` (ours, the number it has in the agent) in place, sealed
-        by Landlock to ``ports`` and seccomp through ``notify`` (None: that layer is off).
+        by Landlock to ``ports`` and seccomp through ``notify`` (None: that layer is off; both
+        None: not sealed).
 
         Raises ``SpawnFailed`` when it never ran. Cancelled, the agent may still start: it is
         killed with its group as soon as the spawner says it runs.
@@ -135,9 +138,9 @@ class SealSpawner:
             sock.sendmsg(
                 [struct.pack(_HEADER_FORMAT, len(payload), len(passed))],
                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", passed))],
-                socket.MSG_NOSIGNAL,
+                _SEND_FLAGS,
             )
-            sock.sendall(payload, socket.MSG_NOSIGNAL)
+            sock.sendall(payload, _SEND_FLAGS)
         except OSError:
             self._lost()
         try:
@@ -151,7 +154,7 @@ class SealSpawner:
         """Stop the spawner (it kills what it started that still runs) and reap it."""
         ended = self._hang_up()
         if ended is not None:
-            self._forget(f"trialrun stopped the seal spawner (pid {ended[0].pid})")
+            self._forget(f"trialrun stopped the agent spawner (pid {ended[0].pid})")
 
     def _ensure(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
         if self._socket is not None and self._loop is loop:
@@ -169,7 +172,7 @@ class SealSpawner:
             )
         except OSError as exc:
             ours.close()
-            problem = f"could not start the seal spawner: {exc}"
+            problem = f"could not start the agent spawner: {exc}"
             raise SpawnFailed("fork", exc.errno or 0, problem) from None
         finally:
             theirs.close()
@@ -221,7 +224,7 @@ class SealSpawner:
             return
         process, code = ended
         how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        self._forget(f"the seal spawner (pid {process.pid}) {how}")
+        self._forget(f"the agent spawner (pid {process.pid}) {how}")
 
     def _hang_up(self) -> tuple[subprocess.Popen[bytes], int] | None:
         """Close our end and reap the spawner (killed if it outstays the wait); None if none
@@ -274,3 +277,18 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+_SHARED: AgentSpawner | None = None
+
+
+def shared() -> AgentSpawner:
+    """The spawner of agents started outside a run (``trialrun incident replay``, a direct
+    ``run_agent``): one per process, stopped as the interpreter exits."""
+    global _SHARED
+    if _SHARED is None:
+        import atexit
+
+        _SHARED = AgentSpawner()
+        atexit.register(_SHARED.close)
+    return _SHARED

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from hashlib import sha256
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, get_args
 
@@ -30,7 +29,7 @@ from trialrun.base.jsonnumbers import refuse_constant
 from trialrun.base.redact import redact_text
 from trialrun.base.signedjson import DuplicateKeyError
 from trialrun.receipt.envelope import SIGNATURE_KEY, ZERO_HASH, signature_problem
-from trialrun.receipt.linehash import EventHasher, sorted_compact
+from trialrun.receipt.linehash import EventHasher
 
 __all__ = [
     "REASONS",
@@ -237,10 +236,7 @@ def _verify_stream(
         del event["hash"]
         event_signature = event.pop("signature", _ABSENT)
         try:
-            if hasher.plain_numbers and raw.isascii() and b"\\u" not in raw:
-                matches = sha256(sorted_compact(event).encode()).hexdigest() == stored_hash
-            else:
-                matches = hasher.matches(event, stored_hash, raw, text)
+            matches = hasher.matches(event, stored_hash, raw, text)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             failure = _fail(
                 count, "invalid_event", f"Event at seq {count}: cannot be hashed: {exc}"

@@ -3,8 +3,8 @@
 ``network_seal(suite, mode)`` is decided once per run: record and live mode, and
 ``network: open``, are not sealed; replay is, with the kernel layers ``conversation.seal.probe``
 finds. Each case then seals its agent with ``for_case(ports)``: the ports of the case's own
-services (any loopback address) plus the suite's ``network: {allow: [...]}``; every sealed
-agent of the run is started by the run's one spawner (``conversation.spawner``), which
+services (any loopback address) plus the suite's ``network: {allow: [...]}``. Every agent of
+the run, sealed or not, is started by the run's one spawner (``conversation.spawner``), which
 ``RunSeal.close`` stops when the run ends. After the case,
 ``judge_seal`` fails it as ``network_sealed`` naming what the agent tried, or, where only
 Landlock holds (the refusal is the agent's to see, not ours), adds a hint to a failure whose
@@ -25,7 +25,7 @@ from trialrun.config import Suite
 from trialrun.config.models import Mode, NetworkAllow
 from trialrun.config.spec import split_host_port
 from trialrun.conversation.seal import AgentSeal, SealLayers, SealPolicy, probe
-from trialrun.conversation.spawner import SealSpawner
+from trialrun.conversation.spawner import AgentSpawner
 
 __all__ = ["SEALED_HINT", "RunSeal", "judge_seal", "network_seal"]
 
@@ -52,8 +52,8 @@ class RunSeal:
     policy: SealPolicy = field(default_factory=SealPolicy)
     problems: tuple[str, ...] = ()
     """``allow:`` entries that let nothing through (a host that does not resolve)."""
-    spawner: SealSpawner = field(default_factory=SealSpawner, compare=False, repr=False)
-    """Starts every sealed agent of the run; started with the first one, stopped by ``close``."""
+    spawner: AgentSpawner = field(default_factory=AgentSpawner, compare=False, repr=False)
+    """Starts every agent of the run; started with the first one, stopped by ``close``."""
 
     @property
     def applied(self) -> bool:
@@ -62,7 +62,7 @@ class RunSeal:
     def for_case(self, service_ports: Iterable[int]) -> AgentSeal | None:
         if not self.applied:
             return None
-        return AgentSeal(self.policy.with_loopback(service_ports), self.layers, self.spawner)
+        return AgentSeal(self.policy.with_loopback(service_ports), self.layers)
 
     def close(self) -> None:
         """At the end of the run: stop the spawner (once every agent was reaped)."""

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from trialrun.config import Case, Suite
     from trialrun.config.models import Normalization
 
-STATUSES = ("identical", "volatile-only", "changed", "added", "removed")
 COUNTS = ("kept", "replaced", "added", "dropped")
 EXCERPT_CHARS = 120
 
@@ -153,14 +152,6 @@ def counts_of(recordings: Sequence[JsonObject]) -> dict[str, int]:
         else:
             counts["dropped"] += 1
     return counts
-
-
-def sum_counts(blocks: Sequence[JsonObject]) -> dict[str, int]:
-    total = dict.fromkeys(COUNTS, 0)
-    for block in blocks:
-        for name in COUNTS:
-            total[name] += int(block["counts"].get(name, 0))
-    return total
 
 
 def changed_recordings(blocks: Sequence[JsonObject]) -> list[str]:

@@ -372,6 +372,7 @@ def _spawn_of(
         env=options.env,
         extra_env=extra_env or None,
         channel=suite.config.agent_channel,
+        spawner=None if options.seal is None else options.seal.spawner,
         seal=seal,
     )
 

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     import ssl
 
     from trialrun.gateway import Gateway, Price
-    from trialrun.httprec.front import HttpRecorder
 
 __all__ = ["CaseServices", "RunServices"]
 
@@ -113,10 +112,6 @@ class RunServices:
     def run_http(self) -> RunHttp:
         """The run's HTTP recorder side (no recorder in live mode, or before ``start``)."""
         return self._run_http
-
-    @property
-    def http_recorder(self) -> HttpRecorder | None:
-        return self._run_http.recorder
 
     @property
     def upstream_tls(self) -> ssl.SSLContext | None:
