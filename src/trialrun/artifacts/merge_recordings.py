@@ -14,8 +14,9 @@ the whole suite:
 * ``recordings-diff.json``: every shard's case entries in case id order, the totals added up,
   the merged run's id.
 
-A file is written only when every shard wrote one: a merged list of unused recordings missing
-a shard's cases would let prune remove what those cases use.
+``unused-recordings.json`` is written only when every shard wrote one: a merged list missing a
+shard's cases would let prune remove what those cases use. ``recordings-diff.json`` combines
+the shards that wrote one (a review leaves nothing to remove).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def read_reviews(run_dirs: Sequence[Path]) -> dict[str, list[Any]]:
 def write_merged_recordings(
     run_dirs: Sequence[Path], out_dir: Path, case_ids: Sequence[str], run_id: str
 ) -> None:
-    """Write the merged ``unused-recordings.json`` and ``recordings-diff.json`` into ``out_dir``
-    (each when every shard has one)."""
+    """Write the merged ``unused-recordings.json`` (when every shard has one) and
+    ``recordings-diff.json`` (when any has) into ``out_dir``."""
     order = {case_id: at for at, case_id in enumerate(case_ids)}
     unused = {run_dir: _read(run_dir / UNUSED_FILE) for run_dir in run_dirs}
     complete = {run_dir: doc for run_dir, doc in unused.items() if doc is not None}
