@@ -14,6 +14,10 @@ sealed one also gets the seal's layers there), which reaps it and reports its ex
 the agent itself, not the end of its pipes (a grandchild may hold stdout open long after). A
 start cancelled while spawning (a Ctrl-C) waits for the spawn and kills the agent's whole group.
 
+``start_agent`` may run well before the case's ``task_start`` (pre-starting): the agent loads
+its imports meanwhile. The session that claims a ``StartedAgent`` stops it; one no session
+claims is stopped by ``StartedAgent.discard``.
+
 Two channels carry the protocol. ``stdio`` (RunLedger's): messages on the agent's stdin and
 stdout. ``fd``: one end of a Unix socket pair is inherited by the agent and named in
 ``TRIALRUN_FD``; the protocol runs there, stdin is ``/dev/null`` and stdout joins stderr in the
@@ -27,7 +31,9 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,9 +63,12 @@ __all__ = [
     "Channel",
     "ChannelLostError",
     "MessageTooLargeError",
+    "Spawn",
+    "StartedAgent",
     "StderrRing",
     "UnterminatedLine",
     "resolve_command",
+    "start_agent",
 ]
 
 Channel = Literal["stdio", "fd"]
@@ -315,6 +324,68 @@ class AgentProcess:
     async def _settle_stderr(self) -> None:
         if not self._tail.tail_closed.done():
             await asyncio.wait((self._tail.tail_closed,), timeout=_STDERR_SETTLE_S)
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    """How to start the agent: its command, where, with what environment, over which channel.
+
+    ``env`` is the agent's whole environment (None: inherit ours) and ``extra_env`` is laid on
+    top of it; ``cwd`` None: ours.
+    """
+
+    argv: list[str]
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    extra_env: Mapping[str, str] | None = None
+    channel: Channel = "stdio"
+    spawner: AgentSpawner | None = None
+    """The run's spawner (None: the process's ``spawner.shared()``)."""
+    seal: AgentSeal | None = None
+    """Replay's network seal for this agent's process tree (None: not sealed)."""
+
+
+@dataclass(slots=True)
+class StartedAgent:
+    """An agent process started ahead of its ``task_start``, or why it could not start."""
+
+    process: AgentProcess | None
+    start_error: str | None
+    spawned_at: float
+    """``time.monotonic()`` just before the spawn."""
+    claimed: bool = False
+    """A session took it: that session stops it. Otherwise ``discard`` must."""
+
+    async def discard(self) -> None:
+        """Stop an agent no case will use (interrupted run, failed setup): its whole group dies."""
+        if self.process is None or self.claimed:
+            return
+        self.claimed = True
+        try:
+            await self.process.kill_and_reap()
+        finally:
+            self.process.close()
+
+
+async def start_agent(spawn: Spawn, max_message_bytes: int) -> StartedAgent:
+    """Start the agent of ``spawn``; never raises for an agent that cannot start."""
+    spawned_at = time.monotonic()
+    env = spawn.env
+    if spawn.extra_env:
+        env = {**(os.environ if env is None else env), **spawn.extra_env}
+    try:
+        process = await AgentProcess.start(
+            spawn.argv,
+            cwd=spawn.cwd,
+            env=env,
+            max_message_bytes=max_message_bytes,
+            channel=spawn.channel,
+            spawner=spawn.spawner,
+            seal=spawn.seal,
+        )
+    except AgentStartError as exc:
+        return StartedAgent(None, str(exc), spawned_at)
+    return StartedAgent(process, None, spawned_at)
 
 
 def resolve_command(argv: Sequence[str], path: str | None) -> list[str]:

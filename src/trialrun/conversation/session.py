@@ -41,7 +41,7 @@ from trialrun.base.results import (
 )
 from trialrun.conversation import protocol, wording
 from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
-from trialrun.conversation.process import AgentProcess
+from trialrun.conversation.process import AgentProcess, Spawn, StartedAgent, start_agent
 from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
@@ -54,7 +54,6 @@ from trialrun.conversation.protocol import (
     ToolReportMsg,
     UsageMsg,
 )
-from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
