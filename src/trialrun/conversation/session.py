@@ -275,17 +275,7 @@ class _Session:
         """Record the call and refuse a tool the suite does not allow; its start on the case's
         clock (the timeline in report.html places each call from there)."""
         start_ms = (time.monotonic() - self._started) * 1000
-        # What _event writes, spelled out: two events per call, thousands of calls per case.
-        self._run.events.append(
-            {
-                "type": "tool_call",
-                "case_id": self._case_id,
-                "timestamp": time.time(),
-                "name": call.name,
-                "call_id": call.call_id,
-                "args": call.args,
-            }
-        )
+        self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
         if call.name not in self._allowed:
             allowed = ", ".join(sorted(self._allowed)) or "<none>"
             self._refuse(
@@ -324,16 +314,12 @@ class _Session:
                 start_ms,
             )
         )
-        self._run.events.append(
-            {
-                "type": "tool_result",
-                "case_id": self._case_id,
-                "timestamp": time.time(),
-                "call_id": call.call_id,
-                "ok": outcome.ok,
-                "result": outcome.result,
-                "error": outcome.error,
-            }
+        self._event(
+            "tool_result",
+            call_id=call.call_id,
+            ok=outcome.ok,
+            result=outcome.result,
+            error=outcome.error,
         )
         return protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
 
@@ -463,7 +449,7 @@ class _Session:
         if self._draining:
             self._fail(
                 "agent_crashed",
-                f"{_exit_of(agent)} before sending final_output "
+                f"{wording.exit_of(agent)} before sending final_output "
                 f"(a process it started still holds its {wording.source(agent)} open)",
                 "error",
             )
@@ -489,7 +475,7 @@ class _Session:
         """The agent's messages ended; ``how`` ("closed its ...") says what it left undone."""
         self._decide()
         if await agent.wait_exited(_EXIT_DRAIN_S):
-            problem = f"{_exit_of(agent)} before sending final_output"
+            problem = f"{wording.exit_of(agent)} before sending final_output"
             if how is not None:
                 problem += f"; it {how}"
         else:
@@ -550,7 +536,3 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
-
-
-def _exit_of(agent: AgentProcess) -> str:
-    return wording.exit_description(agent.returncode, agent.killed_because)
