@@ -263,7 +263,7 @@ def test_agents_that_exit_together_are_each_reported() -> None:
         ]
         try:
             for proc in procs:  # all of them at once: nothing is awaited in between
-                assert proc.send_nowait({"type": "go"})
+                assert proc.write_nowait(b'{"type":"go"}\n')
             assert all([await proc.wait_exited(30) for proc in procs])
             return [proc.returncode for proc in procs]
         finally:

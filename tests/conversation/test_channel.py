@@ -12,8 +12,8 @@ import pytest
 from builders import run_trialrun
 from paths import AGENTS_DIR
 from trialrun.base.results import AgentRun
+from trialrun.conversation.process import Spawn
 from trialrun.conversation.session import Limits, run_agent
-from trialrun.conversation.spawn import Spawn
 from trialrun.tools.base import ToolBackend
 from trialrun.tools.cassette import Cassette, ReplayBackend
 from trialrun.tools.live import LiveBackend

@@ -76,7 +76,8 @@ class LineReader(asyncio.Protocol):
         if len(self.buffer) > 2 * self.limit and not self._full:
             # Whatever the session reads next fails as too large; no need to hold more of it.
             self._full = True
-            self._pause()
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.pause_reading()
         self._wake()
 
     def eof_received(self) -> bool:
@@ -117,41 +118,24 @@ class LineReader(asyncio.Protocol):
                 self._waiter = None
 
     def take_line(self) -> bytes | None:
-        """The next whole line if the buffer holds one (consumed), else None."""
-        end = self.find_line()
-        if end < 0:
-            return None
-        line = bytes(self.buffer[:end])
-        self.consume(end + 1)
-        return line
-
-    def find_line(self) -> int:
-        """Where the next line's newline is, or -1. Raises ``MessageTooLargeError``."""
+        """The next whole line if the buffer holds one (consumed), else None. Raises
+        ``MessageTooLargeError``."""
         end = self.buffer.find(b"\n", self._scanned)
         if end < 0:
             self._scanned = len(self.buffer)
             if self._scanned > self.limit:
                 raise MessageTooLargeError(self.limit)
-        elif end > self.limit:
+            return None
+        if end > self.limit:
             raise MessageTooLargeError(self.limit)
-        return end
-
-    def consume(self, size: int) -> None:
-        del self.buffer[:size]
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
         self._scanned = 0
         if self._full and len(self.buffer) <= self.limit:
             self._full = False
-            self._resume()
-
-    def _pause(self) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.pause_reading()
-
-    def _resume(self) -> None:
-        if self._full or self.eof:
-            return
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+            if not self.eof and self._transport is not None and not self._transport.is_closing():
+                self._transport.resume_reading()
+        return line
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

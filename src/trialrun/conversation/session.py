@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from trialrun.base.results import (
     HANDOFF_PREFIX,
@@ -41,7 +41,7 @@ from trialrun.base.results import (
 )
 from trialrun.conversation import protocol, wording
 from trialrun.conversation.lines import ChannelLostError, MessageTooLargeError, UnterminatedLine
-from trialrun.conversation.process import AgentProcess
+from trialrun.conversation.process import AgentProcess, Spawn, StartedAgent, start_agent
 from trialrun.conversation.protocol import (
     AgentMessage,
     FinalOutputMsg,
@@ -54,7 +54,6 @@ from trialrun.conversation.protocol import (
     ToolReportMsg,
     UsageMsg,
 )
-from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, CassetteMismatch, ProtocolError
 from trialrun.tools.base import LocalTool, ToolBackend, ToolOutcome
@@ -63,8 +62,6 @@ from trialrun.tools.live import MissingToolError
 _EXIT_DRAIN_S = 0.5
 """After the agent exited: how long its last stdout lines may take to arrive, and how long to
 wait for its exit status once its stdout closed."""
-
-_T = TypeVar("_T")
 
 _REFUSALS = (CassetteMismatch, MissingToolError, CassetteError)
 """What a tool backend raises for a call it cannot answer: the call fails the case."""
@@ -123,7 +120,7 @@ class _Session:
         tools: ToolBackend,
         allowed_tools: Collection[str],
         limits: Limits,
-        rerecord: str | None = None,
+        rerecord: str | None,
     ) -> None:
         self._case_id = case_id
         self._rerecord = rerecord
@@ -161,7 +158,8 @@ class _Session:
         try:
             delivered = await self._converse(agent, task_input)
         except BaseException:
-            await self._stop(agent, agent.terminate(0.0), kill_first=True)
+            agent.kill_now()
+            await self._stop(agent, agent.terminate(0.0))
             raise
         if not delivered:
             await self._stop(agent, agent.terminate(grace_s))
@@ -176,13 +174,10 @@ class _Session:
         agent: AgentProcess,
         stopping: Awaitable[None],
         *,
-        kill_first: bool = False,
         after_output: bool = False,
     ) -> None:
         """Stop the agent's group, then record how it ended. No process of the case survives."""
         try:
-            if kill_first:
-                agent.kill_now()
             await stopping
         except BaseException:
             # Cancelled (Ctrl-C) or a backend bug mid-teardown: kill without grace.
@@ -213,15 +208,12 @@ class _Session:
                     self._run.output = message.output
                     self._event("final_output", output=message.output)
                     return True
-                await self._handle(agent, message)
+                if isinstance(message, ToolCallMsg):
+                    await self._tool_call(agent, message)
+                else:
+                    self._note(message)
         except _CaseOver:
             return False
-
-    async def _handle(self, agent: AgentProcess, message: AgentMessage) -> None:
-        if isinstance(message, ToolCallMsg):
-            await self._tool_call(agent, message)
-        else:
-            self._note(message)
 
     def _note(self, message: AgentMessage) -> None:
         """Handle any message but a tool call or the final output: nothing to wait for."""
@@ -283,17 +275,7 @@ class _Session:
         """Record the call and refuse a tool the suite does not allow; its start on the case's
         clock (the timeline in report.html places each call from there)."""
         start_ms = (time.monotonic() - self._started) * 1000
-        # What _event writes, spelled out: two events per call, thousands of calls per case.
-        self._run.events.append(
-            {
-                "type": "tool_call",
-                "case_id": self._case_id,
-                "timestamp": time.time(),
-                "name": call.name,
-                "call_id": call.call_id,
-                "args": call.args,
-            }
-        )
+        self._event("tool_call", name=call.name, call_id=call.call_id, args=call.args)
         if call.name not in self._allowed:
             allowed = ", ".join(sorted(self._allowed)) or "<none>"
             self._refuse(
@@ -332,16 +314,12 @@ class _Session:
                 start_ms,
             )
         )
-        self._run.events.append(
-            {
-                "type": "tool_result",
-                "case_id": self._case_id,
-                "timestamp": time.time(),
-                "call_id": call.call_id,
-                "ok": outcome.ok,
-                "result": outcome.result,
-                "error": outcome.error,
-            }
+        self._event(
+            "tool_result",
+            call_id=call.call_id,
+            ok=outcome.ok,
+            result=outcome.result,
+            error=outcome.error,
         )
         return protocol.tool_result(call.call_id, outcome.ok, outcome.result, outcome.error)
 
@@ -350,7 +328,7 @@ class _Session:
             return await self._tools.call(call.name, call.args, local)
         try:
             # asyncio.timeout, unlike wait_for on Python 3.11, starts no task per call.
-            async with asyncio.timeout_at(self._loop_deadline()):
+            async with asyncio.timeout(self._deadline - time.monotonic()):
                 return await self._tools.call(call.name, call.args, local)
         except TimeoutError:
             if time.monotonic() < self._deadline:
@@ -366,7 +344,7 @@ class _Session:
             if isinstance(message, ToolReportMsg) and message.call_id == call.call_id:
                 return ToolOutcome(message.ok, message.result, message.error)
             if isinstance(message, LogMsg | UsageMsg | TaskErrorMsg | HandoffMsg):
-                await self._handle(agent, message)
+                self._note(message)
                 continue
             found = (
                 f"a tool_report for call {message.call_id!r}"
@@ -397,21 +375,11 @@ class _Session:
         self._fail(kind, message, status)
 
     async def _send(self, agent: AgentProcess, message: Mapping[str, Any], what: str) -> None:
-        line = self._encoded(message, what)
-        sent = agent.write_nowait(line)
-        if sent is None:  # the agent's inbox is full: it has idle_ms to read it
-            sent = await self._bounded(agent.drain(), wording.to_read(agent, what))
-        # False (the agent closed its stdin) fails nothing yet: its last lines may still be
-        # on the way, and the next read reports how it exited (or that it went deaf).
-        if not sent:
-            self._unsent = what
-
-    def _encoded(self, message: Mapping[str, Any], what: str) -> bytes:
-        """``message`` as a protocol line, now the last thing sent; fails the case if it cannot be
-        (a case input or a tool result that is not JSON data)."""
+        """Send ``message``, now the last thing sent; fails the case if it cannot be encoded (a
+        case input or a tool result that is not JSON data)."""
         self._last_sent = what
         try:
-            return protocol.encode(message)
+            line = protocol.encode(message)
         except (TypeError, ValueError) as exc:
             if message["type"] == "task_start":
                 self._fail(
@@ -421,17 +389,21 @@ class _Session:
                 )
             self._fail(
                 "tool_error",
-                f"Cannot send {self._last_sent}: the tool result is not JSON data ({exc})",
+                f"Cannot send {what}: the tool result is not JSON data ({exc})",
                 "error",
             )
-
-    async def _bounded(self, work: Awaitable[_T], activity: str) -> _T:
-        timeout, is_wall = self._budget()
-        try:
-            async with asyncio.timeout(timeout):
-                return await work
-        except TimeoutError:
-            self._overdue(is_wall, activity)
+        sent = agent.write_nowait(line)
+        if sent is None:  # the agent's inbox is full: it has idle_ms to read it
+            timeout, is_wall = self._budget()
+            try:
+                async with asyncio.timeout(timeout):
+                    sent = await agent.drain()
+            except TimeoutError:
+                self._overdue(is_wall, wording.to_read(agent, what))
+        # False (the agent closed its stdin) fails nothing yet: its last lines may still be
+        # on the way, and the next read reports how it exited (or that it went deaf).
+        if not sent:
+            self._unsent = what
 
     async def _next_message(self, agent: AgentProcess) -> AgentMessage:
         while True:
@@ -460,13 +432,11 @@ class _Session:
             if message is not None:
                 return message
 
-    def _ending(self) -> bool:
-        """The agent exited or stopped reading: wait only for what it left in the pipe."""
-        return self._draining or self._unsent is not None
-
     async def _next_line(self, agent: AgentProcess) -> bytes | None:
         """The next stdout line, racing the deadlines and the agent's own exit."""
-        timeout, is_wall = (_EXIT_DRAIN_S, False) if self._ending() else self._budget()
+        # The agent exited or stopped reading: wait only for what it left in the pipe.
+        ending = self._draining or self._unsent is not None
+        timeout, is_wall = (_EXIT_DRAIN_S, False) if ending else self._budget()
         try:
             async with asyncio.timeout(timeout) as self._reading:
                 return await agent.read_line()
@@ -479,7 +449,7 @@ class _Session:
         if self._draining:
             self._fail(
                 "agent_crashed",
-                f"{_exit_of(agent)} before sending final_output "
+                f"{wording.exit_of(agent)} before sending final_output "
                 f"(a process it started still holds its {wording.source(agent)} open)",
                 "error",
             )
@@ -505,18 +475,12 @@ class _Session:
         """The agent's messages ended; ``how`` ("closed its ...") says what it left undone."""
         self._decide()
         if await agent.wait_exited(_EXIT_DRAIN_S):
-            problem = f"{_exit_of(agent)} before sending final_output"
+            problem = f"{wording.exit_of(agent)} before sending final_output"
             if how is not None:
                 problem += f"; it {how}"
         else:
             problem = wording.still_running(how or f"closed its {wording.source(agent)}")
         self._fail("agent_crashed", problem, "error")
-
-    def _loop_deadline(self) -> float:
-        """The wall deadline on the event loop's clock (asyncio.timeout_at needs that clock)."""
-        assert self._deadline is not None
-        remaining = self._deadline - time.monotonic()
-        return asyncio.get_running_loop().time() + remaining
 
     def _budget(self) -> tuple[float, bool]:
         """Seconds the next wait may take, and whether the wall deadline is the one that ends it."""
@@ -572,7 +536,3 @@ class _Session:
         self._run.events.append(
             {"type": event_type, "case_id": self._case_id, "timestamp": time.time(), **fields}
         )
-
-
-def _exit_of(agent: AgentProcess) -> str:
-    return wording.exit_description(agent.returncode, agent.killed_because)

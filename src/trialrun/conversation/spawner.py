@@ -31,7 +31,7 @@ from typing import Any
 from trialrun.base import leftovers
 from trialrun.errors import TrialrunError
 
-__all__ = ["SPAWNER", "AgentSpawner", "SpawnFailed", "SpawnedAgent", "shared"]
+__all__ = ["SPAWNER", "AgentSpawner", "SpawnFailed", "SpawnedAgent", "shared", "signal_name"]
 
 SPAWNER = Path(__file__).with_name("seal_spawner.py")
 _HEADER_FORMAT = "=II"
@@ -223,7 +223,7 @@ class AgentSpawner:
         if ended is None:
             return
         process, code = ended
-        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
         self._forget(f"the agent spawner (pid {process.pid}) {how}")
 
     def _hang_up(self) -> tuple[subprocess.Popen[bytes], int] | None:
@@ -272,7 +272,8 @@ def _kill_group(pid: int) -> None:
     leftovers.note_ended(pid)
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal 99`` for a number that names none."""
     try:
         return signal.Signals(number).name
     except ValueError:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import signal
-
 from trialrun.base.quoting import shortened
 from trialrun.conversation.process import AgentProcess
 from trialrun.conversation.protocol import ToolCallMsg
+from trialrun.conversation.spawner import signal_name
 from trialrun.errors import ProtocolError
 
 __all__ = [
     "answer_of",
-    "exit_description",
+    "exit_of",
     "inbox",
     "mid_message",
     "shown",
@@ -62,16 +61,14 @@ def inbox(agent: AgentProcess) -> str:
     return "stdin" if agent.channel == "stdio" else "channel"
 
 
-def exit_description(returncode: int | None, killed_because: str | None = None) -> str:
-    """``killed_because``: why trialrun killed it, when the case did not ask for it."""
+def exit_of(agent: AgentProcess) -> str:
+    """How the agent exited, and why trialrun killed it when the case did not ask for it."""
+    returncode = agent.returncode
     if returncode is None:
         return "Agent exited"
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        if killed_because is not None:
-            return f"Agent was killed by {name} because {killed_because}"
+        name = signal_name(-returncode)
+        if agent.killed_because is not None:
+            return f"Agent was killed by {name} because {agent.killed_because}"
         return f"Agent was killed by {name}"
     return f"Agent exited with code {returncode}"

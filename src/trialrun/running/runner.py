@@ -31,8 +31,8 @@ from trialrun.checks.verdict import judge_case
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.config.paths import display_path
+from trialrun.conversation.process import Spawn, StartedAgent, start_agent
 from trialrun.conversation.session import Limits, run_agent
-from trialrun.conversation.spawn import Spawn, StartedAgent, start_agent
 from trialrun.conversation.teardowns import Teardowns
 from trialrun.errors import CassetteError, TrialrunError
 from trialrun.running.case_commands import name_update_command, rerecord_command, update_command
