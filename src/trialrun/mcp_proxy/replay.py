@@ -334,7 +334,7 @@ class ReplaySession:
         """``nearest recording: line 7; first difference at args.q: recorded ..., requested
         ...``: where the call first differs from its nearest recording, both sides shown around
         that place (redacted; a secret that differs is named by its place only)."""
-        from trialrun.httprec.difference import describe, first_difference
+        from trialrun.httprec.difference import describe, describe_redacted
 
         queue = self._calls.get(record.key)
         used = not (queue and any(left is record for left in queue))
@@ -345,15 +345,7 @@ class ReplaySession:
         if record.input_responses is not None or input_responses is not None:
             recorded["input_responses"] = record.input_responses
             requested["input_responses"] = input_responses
-        found = first_difference(recorded, requested)
-        shown = first_difference(redact(recorded), redact(requested))
-        if found is not None and (shown is None or shown[0] != found[0]):
-            state = " (already used)" if used else ""
-            return (
-                f"nearest recording: line {record.line}{state}; first difference at {found[0]} "
-                "(a redacted value)"
-            )
-        return describe(record.line, shown, used=used)
+        return describe_redacted(record.line, recorded, requested, used=used)
 
     def _nearest(self, tool: str, args_json: str) -> list[tuple[CallRecord, float]]:
         """The most similar recorded calls (same tool first), one per distinct call."""
