@@ -169,26 +169,18 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         not_run = clean(run.not_run_text()) or "every case it was given had finished"
         lines.append(f"INTERRUPTED: {not_run}; the counts cover the finished cases only")
     lines += [f"warning: {clean(str(w))}" for w in (summary.get("run") or {}).get("warnings") or []]
-    unused = format_unused(run.cases)
-    if unused:
-        lines += ["", *unused]
-    stale = format_stale(run.cases)
-    if stale:
-        lines += ["", *stale]
-    kept = format_kept(run.cases)
-    if kept:
-        lines += ["", *kept]
-    recorded = format_recordings(run.cases)
-    if recorded:
-        lines += ["", *recorded]
-    if regression is not None:
-        lines += ["", *format_regression(regression)]
-    tolerated = format_tolerated(run.cases)
-    if tolerated:
-        lines += ["", *tolerated]
-    failure_block = format_failures(run.cases, gate_failures(regression))
-    if failure_block:
-        lines += ["", *failure_block]
+    blocks = (
+        format_unused(run.cases),
+        format_stale(run.cases),
+        format_kept(run.cases),
+        format_recordings(run.cases),
+        [] if regression is None else format_regression(regression),
+        format_tolerated(run.cases),
+        format_failures(run.cases, gate_failures(regression)),
+    )
+    for block in blocks:
+        if block:  # each block after a blank line; an empty one leaves no trace
+            lines += ["", *block]
     return "\n".join(lines)
 
 
