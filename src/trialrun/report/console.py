@@ -297,11 +297,7 @@ def format_regression(regression: dict[str, Any]) -> list[str]:
         [
             str(check.get("id")),
             _CHECK_STATUS.get(str(check.get("status")), "?"),
-            " ".join(
-                part
-                for part in (_details(check), gate_hint(check, regression.get("baseline_path")))
-                if part
-            ),
+            with_gate_hint(_details(check), check, regression.get("baseline_path")),
         ]
         for check in regression.get("checks") or []
     ]
@@ -424,21 +420,23 @@ CHECK_RATES = "pass_rate_regressions"
 """The baseline gate of cases run with ``--repeat`` (``artifacts.rate_gate``)."""
 
 
-def gate_hint(check: dict[str, Any], baseline_path: object) -> str:
-    """What to do about a gate that was set but skipped because the baseline lacks its metric.
+def with_gate_hint(text: str, check: dict[str, Any], baseline_path: object) -> str:
+    """``text``, then what to do about a gate that was set but skipped because the baseline
+    lacks its metric.
 
     Baselines promoted before a gate existed, or by another tool, may not carry the metric; a
-    fresh promote from a current run brings it in. Empty for every other check.
+    fresh promote from a current run brings it in. ``text`` alone for every other check.
     """
     if check.get("status") != "skipped" or check.get("threshold") is None:
-        return ""
+        return text
     if check.get("baseline") is not None:
-        return ""
+        return text
     target = clean_name(str(baseline_path)) if baseline_path else "BASELINE"
-    return (
+    hint = (
         "Re-promote the baseline to bring the metric in: "
         f"trialrun baseline promote --from RUN_DIR --to {target}"
     )
+    return f"{text} {hint}" if text else hint
 
 
 def _details(check: dict[str, Any]) -> str:
