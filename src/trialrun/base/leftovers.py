@@ -209,7 +209,7 @@ def _remove_own() -> None:
         os.unlink(made.path / _LEDGER)
         os.rmdir(made.path)
     except OSError:
-        _remove_tree(made.path)
+        remove_tree(made.path)
 
 
 def _owner_pid(name: str) -> int | None:
@@ -351,7 +351,7 @@ def _clear(path: Path, *, kill: bool) -> None:
         _kill_leftovers(groups, processes)
     for raw in paths:
         _remove_file(os.fsdecode(raw))
-    _remove_tree(path)
+    remove_tree(path)
 
 
 def _kill_leftovers(groups: dict[int, int], processes: dict[int, int]) -> None:
@@ -387,7 +387,8 @@ def _remove_file(name: str) -> None:
             os.unlink(name)
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` and everything under it, as far as it can be deleted."""
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)

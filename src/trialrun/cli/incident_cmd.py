@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 # The loaders report a missing or unreadable file in the house format, naming it.
 _FILE = PathParam(path_type=Path, dir_okay=False)
+_DIRECTORY = PathParam(path_type=Path, file_okay=False)
+_OUT_DIR = click.option("--out", required=True, type=_DIRECTORY, help="Output directory.")
 
 
 @click.group(
@@ -27,12 +29,7 @@ def incident() -> None:
 
 @incident.command("import")
 @click.argument("export", type=_FILE)
-@click.option(
-    "--out",
-    required=True,
-    type=PathParam(path_type=Path, file_okay=False),
-    help="Output directory.",
-)
+@_OUT_DIR
 @click.option(
     "--redact-path",
     "redact_paths",
@@ -76,12 +73,7 @@ def import_(export: Path, out: Path, redact_paths: tuple[str, ...], force: bool)
 
 @incident.command("inspect")
 @click.argument("incident_file", metavar="INCIDENT", type=_FILE)
-@click.option(
-    "--out",
-    required=True,
-    type=PathParam(path_type=Path, file_okay=False),
-    help="Output directory.",
-)
+@_OUT_DIR
 @click.option("--rules", "rules_file", type=_FILE, help="YAML list of business rules.")
 def inspect_(incident_file: Path, out: Path, rules_file: Path | None) -> int:
     """Write HTML, JSON, trace and JUnit views of INCIDENT, judged by the business rules."""

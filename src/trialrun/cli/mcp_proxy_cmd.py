@@ -121,12 +121,10 @@ def mcp_proxy(
         raise click.UsageError("--http needs --cassette-dir DIR (one cassette per run)")
     if cassette is not None or events is not None:
         raise click.UsageError("--cassette and --events are for stdio; use --cassette-dir")
-    from trialrun.mcp_proxy.http import serve_http
+    from trialrun.mcp_proxy.http import McpHttpProxy, serve_http
 
     warn_if_exposed(host, "trialrun mcp-proxy", token or None)
-    return serve_http(
-        host=host,
-        port=port,
+    proxy = McpHttpProxy(
         mode=mode,
         cassette_dir=cassette_dir,
         server_command=server_command,
@@ -135,3 +133,4 @@ def mcp_proxy(
         token=token or None,
         keep_unused=keep_unused,
     )
+    return serve_http(host, port, proxy)

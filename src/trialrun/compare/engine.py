@@ -166,19 +166,33 @@ def run_compare(options: CompareOptions, observer: CompareObserver | None = None
             provenance=provenance,
         )
         receipt["content_digest"] = digest
-        write_json(run_dir.receipt, receipt)
-        from trialrun.compare.report_html import write_compare_report  # loads the report views
-
-        write_compare_report(run_dir, receipt, outcome)
-        passed = outcome.verdict == "PASS" and not outcome.broken_setup
-        log.close(
-            end_members(interrupted=interrupted, verified=passed, samples=outcome.samples)
-            | {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
-            | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
-            | {"interrupted": interrupted}
-            | {"broken_setup": [health.command for health in outcome.broken_setup]}
-        )
+        finish_compare_run(run_dir, log, receipt, outcome, interrupted=interrupted)
     return CompareResult(outcome, receipt, run_dir, interrupted)
+
+
+def finish_compare_run(
+    run_dir: RunDir,
+    log: ReceiptWriter,
+    receipt: dict[str, Any],
+    outcome: CompareOutcome,
+    *,
+    interrupted: bool | None,
+) -> None:
+    """Write the receipt and the HTML report, then ``run_end``: a compare and a merge end alike
+    (``interrupted`` None: a merge, whose ``run_end`` has no ``interrupted`` member)."""
+    write_json(run_dir.receipt, receipt)
+    from trialrun.compare.report_html import write_compare_report  # loads the report views
+
+    write_compare_report(run_dir, receipt, outcome)
+    passed = outcome.verdict == "PASS" and not outcome.broken_setup
+    stopped = {} if interrupted is None else {"interrupted": interrupted}
+    log.close(
+        end_members(interrupted=bool(interrupted), verified=passed, samples=outcome.samples)
+        | {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
+        | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
+        | stopped
+        | {"broken_setup": [health.command for health in outcome.broken_setup]}
+    )
 
 
 def run_compare_shard(

@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from trialrun import __version__
-from trialrun.base.fsutil import write_json
 from trialrun.compare.arms import SESSION_RUN_NAME
-from trialrun.compare.engine import CompareResult
+from trialrun.compare.engine import CompareResult, finish_compare_run
 from trialrun.compare.outcome import CompareOutcome, build_outcome
 from trialrun.compare.receipt_doc import ReceiptIdentity, assemble_receipt, compare_provenance
 from trialrun.compare.records import Hole, trigger_outcome
-from trialrun.compare.runlog_members import end_members, start_members
+from trialrun.compare.runlog_members import start_members
 from trialrun.compare.shards import (
     ShardDoc,
     UnitId,
@@ -113,17 +112,7 @@ def merge_shards(paths: Sequence[Path]) -> tuple[CompareResult, MergedSubject]:
         receipt = assemble_receipt(
             outcome, identity=identity, run_id=run_dir.run_id, provenance=provenance
         )
-        write_json(run_dir.receipt, receipt)
-        from trialrun.compare.report_html import write_compare_report  # loads the report views
-
-        write_compare_report(run_dir, receipt, outcome)
-        passed = outcome.verdict == "PASS" and not outcome.broken_setup
-        log.close(
-            end_members(interrupted=False, verified=passed, samples=outcome.samples)
-            | {"verdict": outcome.verdict, "execution_status": outcome.execution_status}
-            | {"expected_rows": outcome.expected_rows, "scored_rows": outcome.scored_rows}
-            | {"broken_setup": [health.command for health in outcome.broken_setup]}
-        )
+        finish_compare_run(run_dir, log, receipt, outcome, interrupted=None)
     subject_id = plan.get("skill_id")
     subject = MergedSubject(
         name=str(plan["skill_name"]),

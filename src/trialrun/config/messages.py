@@ -173,18 +173,15 @@ def _message(detail: Detail, loc: tuple[PathElement, ...], name: str | None = No
         if isinstance(value, str) and (match := closest(value, allowed)) is not None:
             hint = f" (did you mean '{match}'?)"
         return f"'{name}' must be one of {', '.join(allowed)}; found {describe_value(value)}{hint}"
-    if kind == "string_too_short":
-        minimum = ctx.get("min_length", 1)
-        if minimum == 1:
-            return f"'{name}' must not be empty"
-        return f"'{name}' must be at least {minimum} characters, found {describe_value(value)}"
     if kind == "string_pattern_mismatch":
         return f"'{name}' must match {ctx.get('pattern')}, found {describe_value(value)}"
-    if kind == "too_short":
+    if kind in ("string_too_short", "too_short"):
         minimum = ctx.get("min_length", 1)
         if minimum == 1:
             return f"'{name}' must not be empty"
-        return f"'{name}' must have at least {minimum} items, found {ctx.get('actual_length')}"
+        if kind == "too_short":
+            return f"'{name}' must have at least {minimum} items, found {ctx.get('actual_length')}"
+        return f"'{name}' must be at least {minimum} characters, found {describe_value(value)}"
     return f"'{name}': {kind}"  # a new kind of issue that no message words yet
 
 

@@ -9,7 +9,6 @@ unreachable upstream and a provider error are all answered and reported as outco
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from trialrun.errors import ConfigError
 from trialrun.gateway.cassette import Recording
 from trialrun.gateway.provider import Provider, Route, error_message, parse_json
 from trialrun.gateway.runs import RunState
-from trialrun.gateway.usage import Usage
+from trialrun.gateway.usage import Usage, json_or_none
 from trialrun.gateway.wire import Handler, send_error, send_whole
 from trialrun.httprec.difference import describe, first_difference
 from trialrun.httprec.relay import relay
@@ -192,10 +191,7 @@ def error_of(status: int, body: str, provider: Provider | None = None) -> str | 
     """A failed call's error text, with the provider's own message when its body has one."""
     if status < 400:
         return None
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        data = None
+    data = json_or_none(body)
     message = error_message(data) if provider is None else provider.error_message(data)
     text = f"HTTP {status}" + (f": {message}" if message else "")
     return redact_text(text)[:300]

@@ -67,10 +67,10 @@ class Usage:
 def extract_usage(provider: str, path: str, content_type: str, body: str) -> Usage:
     """The usage a response body reports (a JSON body or an SSE stream)."""
     if path in _NOT_USAGE_PATHS:
-        return Usage(model=_model_of(_json_or_none(body)))
+        return Usage(model=_model_of(json_or_none(body)))
     if content_type.split(";")[0].strip().lower() == "text/event-stream":
         return _from_stream(provider, body)
-    data = _json_or_none(body)
+    data = json_or_none(body)
     if not isinstance(data, dict):
         return Usage()
     raw = data.get("usage")
@@ -101,7 +101,7 @@ def _from_stream(provider: str, body: str) -> Usage:
     merged: dict[str, Any] = {}
     model: str | None = None
     for _, data in iter_sse_data(body):
-        payload = _json_or_none(data)
+        payload = json_or_none(data)
         if not isinstance(payload, dict):
             continue  # "[DONE]" and keep-alive comments
         # A chunk (chat), a lifecycle event's response (responses) or message_start's message.
@@ -142,7 +142,8 @@ def _from_raw(provider: str, raw: Mapping[str, Any], model: str | None) -> Usage
     return Usage(model, tokens_in, tokens_out, cached)
 
 
-def _json_or_none(text: str) -> Any:
+def json_or_none(text: str) -> Any:
+    """``text`` as JSON, or None when it is not JSON: a body read only for what it may hold."""
     try:
         return json.loads(text)
     except (ValueError, RecursionError):

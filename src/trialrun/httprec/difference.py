@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from trialrun.base import canonjson
-from trialrun.base.redact import redact_text
+from trialrun.base.redact import redact, redact_text
 from trialrun.base.words import counted, inflected
 
 _PREVIEW = 80
@@ -53,6 +53,22 @@ def describe(
         f"{label}: line {line}{state}; first difference at {where}: "
         f"recorded {shown_old}, requested {shown_new}"
     )
+
+
+def describe_redacted(
+    line: int, recorded: Any, requested: Any, *, used: bool, where: str = ""
+) -> str:
+    """``describe`` of the first place two JSON values differ, shown from their redacted forms:
+    a secret that differs is named by its place, never shown."""
+    found = first_difference(recorded, requested, where)
+    shown = first_difference(redact(recorded), redact(requested), where)
+    if found is not None and (shown is None or shown[0] != found[0]):
+        state = " (already used)" if used else ""
+        return (
+            f"nearest recording: line {line}{state}; first difference at {found[0]} "
+            "(a redacted value)"
+        )
+    return describe(line, shown, used=used)
 
 
 def first_difference(recorded: Any, requested: Any, where: str = "") -> Difference | None:

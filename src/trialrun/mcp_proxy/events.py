@@ -30,36 +30,6 @@ from trialrun.errors import TrialrunError
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 
 
-def log_tool_call(
-    events: EventLog | None,
-    tool: str,
-    args: Any,
-    ok: bool,
-    result: Any,
-    error: str | None,
-    *,
-    started: float,
-    duration_ms: float,
-    recording: int | None = None,
-    replayed: bool | None = None,
-) -> None:
-    """One ``tools/call`` in ``events``, the same for a recorded and a replayed call; nothing
-    when the proxy keeps no event log. ``replayed`` None: as the log says (update mode's log
-    holds both kinds)."""
-    if events is not None:
-        events.tool_call(
-            tool=tool,
-            args=args,
-            ok=ok,
-            result=result,
-            error=error,
-            timestamp=started,
-            duration_ms=duration_ms,
-            recording=recording,
-            replayed=replayed,
-        )
-
-
 def failure_path(events: Path) -> Path:
     """``FILE.failure`` beside the events file ``FILE``: why the server did not start."""
     return events.with_name(events.name + ".failure")
@@ -127,6 +97,9 @@ class EventLog:
         recording: int | None = None,
         replayed: bool | None = None,
     ) -> None:
+        """One ``tools/call``, the same for a recorded and a replayed call; nothing when the
+        proxy keeps no event log. ``replayed`` None: as the log says (update mode's log holds
+        both kinds)."""
         if self._fd is None:
             return
         event = redact(

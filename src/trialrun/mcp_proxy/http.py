@@ -166,35 +166,15 @@ class McpHttpProxy:
             events.close()
 
 
-def serve_http(
-    *,
-    host: str,
-    port: int,
-    mode: str,
-    cassette_dir: Path,
-    server_command: Sequence[str],
-    name: str,
-    events_dir: Path | None = None,
-    token: str | None = None,
-    keep_unused: bool = False,
-) -> int:
-    """Serve until SIGTERM/SIGINT; the base URL (never the token) is the first line on stdout.
-    Returns 0.
+def serve_http(host: str, port: int, proxy: McpHttpProxy) -> int:
+    """Serve ``proxy`` until SIGTERM/SIGINT; the base URL (never the token) is the first line
+    on stdout. Returns 0.
 
     In record and update modes the server command is checked before anything is served
     (``UpstreamError``).
     """
-    if mode in ("record", "update"):
-        check_command(server_command)
-    proxy = McpHttpProxy(
-        mode=mode,
-        cassette_dir=cassette_dir,
-        server_command=server_command,
-        name=name,
-        events_dir=events_dir,
-        token=token,
-        keep_unused=keep_unused,
-    )
+    if proxy.mode in ("record", "update"):
+        check_command(proxy.server_command)
     try:
         server = make_server(host, port, proxy)
     except OSError as exc:

@@ -31,7 +31,7 @@ from trialrun.mcp_proxy.cassette import (
     cassette_lines,
     exchange_params,
 )
-from trialrun.mcp_proxy.events import EventLog, call_outcome, log_tool_call
+from trialrun.mcp_proxy.events import EventLog, call_outcome
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 
 RECORDED_METHODS = IDEMPOTENT_METHODS | CONSUMED_METHODS | {"tools/call"}
@@ -146,16 +146,16 @@ class Recorder:
             return None  # the server rejected a malformed call; replay rejects it the same way
         ok, error = call_outcome(result, rpc_error)
         duration_ms = round((time.perf_counter() - pending.started_clock) * 1000, 3)
-        log_tool_call(
-            self.events,
-            tool,
-            args,
-            ok,
-            result,
-            error,
-            started=pending.started,
-            duration_ms=duration_ms,
-        )
+        if self.events is not None:
+            self.events.tool_call(
+                tool=tool,
+                args=args,
+                ok=ok,
+                result=result,
+                error=error,
+                timestamp=pending.started,
+                duration_ms=duration_ms,
+            )
         meta = pending.params.get("_meta")
         audit = {
             k: v

@@ -43,7 +43,7 @@ from trialrun.mcp_proxy.cassette import (
     exchange_key,
     exchange_params,
 )
-from trialrun.mcp_proxy.events import EventLog, log_tool_call
+from trialrun.mcp_proxy.events import EventLog
 from trialrun.mcp_proxy.jsonrpc import JsonObject
 
 MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -153,16 +153,16 @@ class ReplaySession:
         if record is None:
             reply = self._call_mismatch(request_id, tool, args, input_responses)
             error = reply["error"]["message"]
-            log_tool_call(
-                self.events,
-                tool,
-                args,
-                False,
-                None,
-                error,
-                started=started,
-                duration_ms=_ms_since(started_clock),
-            )
+            if self.events is not None:
+                self.events.tool_call(
+                    tool=tool,
+                    args=args,
+                    ok=False,
+                    result=None,
+                    error=error,
+                    timestamp=started,
+                    duration_ms=_ms_since(started_clock),
+                )
             return [reply]
         return self._answered(message, record, started, started_clock)
 
@@ -193,18 +193,18 @@ class ReplaySession:
         out.append(self._reply(message, record.result, record.rpc_error))
         params = jsonrpc.params_of(message)
         args = params.get("arguments")
-        log_tool_call(
-            self.events,
-            record.tool,
-            {} if args is None else args,
-            record.ok,
-            record.result,
-            record.error,
-            started=started,
-            duration_ms=_ms_since(started_clock),
-            recording=record.line,
-            replayed=True,
-        )
+        if self.events is not None:
+            self.events.tool_call(
+                tool=record.tool,
+                args={} if args is None else args,
+                ok=record.ok,
+                result=record.result,
+                error=record.error,
+                timestamp=started,
+                duration_ms=_ms_since(started_clock),
+                recording=record.line,
+                replayed=True,
+            )
         return out
 
     def unused_calls(self) -> list[CallRecord]:
@@ -334,7 +334,7 @@ class ReplaySession:
         """``nearest recording: line 7; first difference at args.q: recorded ..., requested
         ...``: where the call first differs from its nearest recording, both sides shown around
         that place (redacted; a secret that differs is named by its place only)."""
-        from trialrun.httprec.difference import describe, first_difference
+        from trialrun.httprec.difference import describe, describe_redacted
 
         queue = self._calls.get(record.key)
         used = not (queue and any(left is record for left in queue))
@@ -345,15 +345,7 @@ class ReplaySession:
         if record.input_responses is not None or input_responses is not None:
             recorded["input_responses"] = record.input_responses
             requested["input_responses"] = input_responses
-        found = first_difference(recorded, requested)
-        shown = first_difference(redact(recorded), redact(requested))
-        if found is not None and (shown is None or shown[0] != found[0]):
-            state = " (already used)" if used else ""
-            return (
-                f"nearest recording: line {record.line}{state}; first difference at {found[0]} "
-                "(a redacted value)"
-            )
-        return describe(record.line, shown, used=used)
+        return describe_redacted(record.line, recorded, requested, used=used)
 
     def _nearest(self, tool: str, args_json: str) -> list[tuple[CallRecord, float]]:
         """The most similar recorded calls (same tool first), one per distinct call."""

@@ -169,26 +169,18 @@ def format_run(run: RunResult, summary: dict[str, Any], regression: dict[str, An
         not_run = clean(run.not_run_text()) or "every case it was given had finished"
         lines.append(f"INTERRUPTED: {not_run}; the counts cover the finished cases only")
     lines += [f"warning: {clean(str(w))}" for w in (summary.get("run") or {}).get("warnings") or []]
-    unused = format_unused(run.cases)
-    if unused:
-        lines += ["", *unused]
-    stale = format_stale(run.cases)
-    if stale:
-        lines += ["", *stale]
-    kept = format_kept(run.cases)
-    if kept:
-        lines += ["", *kept]
-    recorded = format_recordings(run.cases)
-    if recorded:
-        lines += ["", *recorded]
-    if regression is not None:
-        lines += ["", *format_regression(regression)]
-    tolerated = format_tolerated(run.cases)
-    if tolerated:
-        lines += ["", *tolerated]
-    failure_block = format_failures(run.cases, gate_failures(regression))
-    if failure_block:
-        lines += ["", *failure_block]
+    blocks = (
+        format_unused(run.cases),
+        format_stale(run.cases),
+        format_kept(run.cases),
+        format_recordings(run.cases),
+        [] if regression is None else format_regression(regression),
+        format_tolerated(run.cases),
+        format_failures(run.cases, gate_failures(regression)),
+    )
+    for block in blocks:
+        if block:  # each block after a blank line; an empty one leaves no trace
+            lines += ["", *block]
     return "\n".join(lines)
 
 
@@ -305,11 +297,7 @@ def format_regression(regression: dict[str, Any]) -> list[str]:
         [
             str(check.get("id")),
             _CHECK_STATUS.get(str(check.get("status")), "?"),
-            " ".join(
-                part
-                for part in (_details(check), gate_hint(check, regression.get("baseline_path")))
-                if part
-            ),
+            with_gate_hint(_details(check), check, regression.get("baseline_path")),
         ]
         for check in regression.get("checks") or []
     ]
@@ -432,21 +420,23 @@ CHECK_RATES = "pass_rate_regressions"
 """The baseline gate of cases run with ``--repeat`` (``artifacts.rate_gate``)."""
 
 
-def gate_hint(check: dict[str, Any], baseline_path: object) -> str:
-    """What to do about a gate that was set but skipped because the baseline lacks its metric.
+def with_gate_hint(text: str, check: dict[str, Any], baseline_path: object) -> str:
+    """``text``, then what to do about a gate that was set but skipped because the baseline
+    lacks its metric.
 
     Baselines promoted before a gate existed, or by another tool, may not carry the metric; a
-    fresh promote from a current run brings it in. Empty for every other check.
+    fresh promote from a current run brings it in. ``text`` alone for every other check.
     """
     if check.get("status") != "skipped" or check.get("threshold") is None:
-        return ""
+        return text
     if check.get("baseline") is not None:
-        return ""
+        return text
     target = clean_name(str(baseline_path)) if baseline_path else "BASELINE"
-    return (
+    hint = (
         "Re-promote the baseline to bring the metric in: "
         f"trialrun baseline promote --from RUN_DIR --to {target}"
     )
+    return f"{text} {hint}" if text else hint
 
 
 def _details(check: dict[str, Any]) -> str:

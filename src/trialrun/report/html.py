@@ -44,9 +44,9 @@ from trialrun.report.case_runs import runs_view
 from trialrun.report.console import (
     clean,
     failure_details,
-    gate_hint,
     gate_value,
     unused_tools_text,
+    with_gate_hint,
 )
 from trialrun.report.summary import stderr_tail_of
 from trialrun.report.timeline import timeline_view
@@ -339,13 +339,8 @@ def _regression_view(regression: dict[str, Any] | None) -> dict[str, Any] | None
                 "baseline": gate_value(gate, "baseline", check.get("baseline")),
                 "current": gate_value(gate, "current", check.get("current")),
                 "delta": gate_value(gate, delta_key, check.get(delta_key)),
-                "note": " ".join(
-                    part
-                    for part in (
-                        str(check.get("note") or ""),
-                        gate_hint(check, regression.get("baseline_path")),
-                    )
-                    if part
+                "note": with_gate_hint(
+                    str(check.get("note") or ""), check, regression.get("baseline_path")
                 ),
             }
         )

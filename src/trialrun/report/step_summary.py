@@ -27,9 +27,9 @@ from trialrun.base.words import counted
 from trialrun.report.console import (
     FailureDetail,
     failure_details,
-    gate_hint,
     gate_value,
     unused_tools_text,
+    with_gate_hint,
 )
 from trialrun.report.summary import exit_status
 
@@ -251,13 +251,8 @@ def _regression_section(regression: dict[str, Any] | None) -> list[str]:
                     _cell(gate_value(str(check.get("id")), "current", check.get("current"))),
                     _cell(gate_value(str(check.get("id")), "threshold", check.get("threshold"))),
                     _cell(
-                        " ".join(
-                            part
-                            for part in (
-                                str(check.get("note") or ""),
-                                gate_hint(check, regression.get("baseline_path")),
-                            )
-                            if part
+                        with_gate_hint(
+                            str(check.get("note") or ""), check, regression.get("baseline_path")
                         )
                     ),
                 ]

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from trialrun.base.accesskey import new_key
 from trialrun.base.fsutil import atomic_write_bytes
+from trialrun.base.leftovers import remove_tree
 from trialrun.base.results import AgentRun, RecordingPlace
 from trialrun.base.words import counted
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.running.recording_paths import http_cassette_path
-from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.scratch import scratch_dir
 from trialrun.running.tool_bodies import ToolBodies
 from trialrun.running.trace_merge import fail_mismatch
 

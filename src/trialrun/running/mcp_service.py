@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from trialrun.base.accesskey import new_key, with_key
 from trialrun.base.fsutil import atomic_write_bytes, atomic_write_text
+from trialrun.base.leftovers import remove_tree
 from trialrun.base.results import AgentRun, RecordingPlace, ToolCall, case_start_timestamp
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
 from trialrun.errors import CassetteError
 from trialrun.running.recording_paths import mcp_cassette_path
-from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.scratch import scratch_dir
 from trialrun.running.tool_bodies import ToolBodies
 from trialrun.running.trace_merge import MISMATCH, fail, fail_mismatch, order_by_time
 

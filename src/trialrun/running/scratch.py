@@ -12,9 +12,3 @@ def scratch_dir(prefix: str) -> Path:
     import tempfile  # with shutil under it, only for a suite whose services need a directory
 
     return Path(tempfile.mkdtemp(prefix=prefix, dir=leftovers.scratch_root()))
-
-
-def remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

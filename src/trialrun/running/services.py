@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from trialrun.base.leftovers import remove_tree
 from trialrun.base.results import AgentRun
 from trialrun.config import Case, Suite
 from trialrun.config.models import Mode
@@ -46,7 +47,7 @@ from trialrun.running.model_service import (
     CaseModel,
     start_gateway,
 )
-from trialrun.running.scratch import remove_tree, scratch_dir
+from trialrun.running.scratch import scratch_dir
 from trialrun.running.tool_bodies import ToolBodies
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ __all__ = ["MAX_NEAREST", "Cassette", "CassetteEntry", "ReplayBackend"]
 
 if TYPE_CHECKING:
     from trialrun.config.models import Normalization
-    from trialrun.httprec.difference import Difference
 
 MAX_NEAREST = 5
 # Scoring every recording of a huge cassette with difflib would make one miss take minutes; past
@@ -226,22 +225,13 @@ class Cassette:
     def _difference(self, at: int, tool: str, args: JsonObject) -> str:
         """The nearest recording's line and the first field where the call differs from it,
         both sides shown around that difference (redacted)."""
-        from trialrun.httprec.difference import describe, first_difference
+        from trialrun.httprec.difference import describe, describe_redacted
 
         entry = self._entry(at)
         used = bool(self._consumed[at])
         if entry.tool != tool:
             return describe(entry.line, ("tool", entry.tool, tool), used=used)
-        found = first_difference(entry.args, args, "args")
-        # Shown from the redacted sides: a secret differing is named by its place, never shown.
-        shown: Difference | None = first_difference(redact(entry.args), redact(args), "args")
-        if found is not None and (shown is None or shown[0] != found[0]):
-            state = " (already used)" if used else ""
-            return (
-                f"nearest recording: line {entry.line}{state}; first difference at {found[0]} "
-                "(a redacted value)"
-            )
-        return describe(entry.line, shown, used=used)
+        return describe_redacted(entry.line, entry.args, args, used=used, where="args")
 
     def _nearest(self, tool: str, args_json: str) -> list[tuple[NearestRecording, int]]:
         """The recordings most like a missed call, scored like RunLedger (difflib ratio), each

@@ -37,7 +37,7 @@ from urllib.parse import quote, unquote
 from trialrun.base.reported import as_count
 from trialrun.gateway.provider import COMMON_RECORDED_HEADERS, Provider, RouteError
 from trialrun.gateway.sigv4 import Credentials, region_of, sign
-from trialrun.gateway.usage import Usage, extract_usage
+from trialrun.gateway.usage import Usage, extract_usage, json_or_none
 from trialrun.httprec.upstream import Upstream
 
 OPERATIONS: tuple[str, ...] = (
@@ -162,7 +162,7 @@ class Bedrock(Provider):
             return Usage(model, counted_in, counted_out)
         if content_type.split(";")[0].strip().lower() == _EVENTSTREAM:
             return _stream_usage(model, body.encode("utf-8", "surrogateescape"))
-        data = _loads(body)
+        data = json_or_none(body)
         if isinstance(data, dict) and isinstance(data.get("usage"), dict):
             raw = data["usage"]
             if "inputTokens" in raw or "outputTokens" in raw:
@@ -190,7 +190,7 @@ def _converse_usage(model: str | None, raw: Mapping[str, Any]) -> Usage:
 def _stream_usage(model: str | None, data: bytes) -> Usage:
     usage = Usage(model)
     for payload in event_payloads(data):
-        event = _loads(payload.decode("utf-8", "replace"))
+        event = json_or_none(payload.decode("utf-8", "replace"))
         if not isinstance(event, dict):
             continue
         if isinstance(event.get("usage"), dict):  # converse-stream's metadata event
@@ -198,7 +198,9 @@ def _stream_usage(model: str | None, data: bytes) -> Usage:
         chunk = event.get("bytes")
         if isinstance(chunk, str):  # invoke-with-response-stream: the model's own chunk
             try:
-                inner = _loads(base64.b64decode(chunk, validate=True).decode("utf-8", "replace"))
+                inner = json_or_none(
+                    base64.b64decode(chunk, validate=True).decode("utf-8", "replace")
+                )
             except (binascii.Error, ValueError):
                 continue
             metrics = (
@@ -229,13 +231,6 @@ def event_payloads(data: bytes) -> Iterator[bytes]:
             return
         yield data[start:end]
         offset += total
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 PROVIDER = Bedrock()

@@ -27,7 +27,7 @@ from typing import Any
 
 from trialrun.base.reported import as_count
 from trialrun.gateway.provider import Provider
-from trialrun.gateway.usage import Usage, iter_sse_data
+from trialrun.gateway.usage import Usage, iter_sse_data, json_or_none
 
 METHODS: tuple[str, ...] = ("GET", "POST", "PATCH", "DELETE")
 _VERSIONED = re.compile(r"/(?:v1|v1beta|v1alpha|v1beta\d*|upload)/[^/]")
@@ -75,9 +75,9 @@ class Gemini(Provider):
         self, method: str, path: str, content_type: str, body: str, headers: Mapping[str, str]
     ) -> Usage:
         if content_type.split(";")[0].strip().lower() == "text/event-stream":
-            pieces: list[Any] = [_loads(data) for _, data in iter_sse_data(body)]
+            pieces: list[Any] = [json_or_none(data) for _, data in iter_sse_data(body)]
         else:
-            data = _loads(body)
+            data = json_or_none(body)
             pieces = data if isinstance(data, list) else [data]
         metadata: dict[str, Any] | None = None
         model: str | None = None
@@ -107,13 +107,6 @@ class Gemini(Provider):
         state = _STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
         body = {"error": {"code": status, "message": message, "status": state}}
         return json.dumps(body).encode("ascii")
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 PROVIDER = Gemini()

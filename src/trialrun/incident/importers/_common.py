@@ -51,15 +51,16 @@ def build_incident(
     input_value: Any,
     final_output: Any,
     calls: list[RawCall],
-    missing: list[str],
+    missing: list[str] | None = None,
 ) -> Incident:
-    """Order, number and check ``calls``; ``missing`` holds the gaps found outside calls."""
+    """Order, number and check ``calls``; ``missing`` holds the gaps found outside calls
+    (by default an input or a final output that is None: ``io_gaps``)."""
     # A call without a start time keeps its place after the timed call before it.
     ordered = sorted(
         enumerate(calls),
         key=lambda pair: (pair[1].started or _previous_start(calls, pair[0]), pair[0]),
     )
-    gaps = list(missing)
+    gaps = io_gaps(input_value, final_output) if missing is None else list(missing)
     normalized: list[IncidentCall] = []
     for index, (_, raw) in enumerate(ordered):
         if raw.args is None:

@@ -19,7 +19,6 @@ from trialrun.incident.importers._common import (
     decode_text,
     document_list,
     first_root,
-    io_gaps,
     parse_iso,
 )
 from trialrun.incident.importers.api import Importer
@@ -48,7 +47,6 @@ def to_incident(records: list[Any], source_file: str) -> Incident:
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=io_gaps(input_value, final_output),
     )
 
 

@@ -16,7 +16,6 @@ from trialrun.incident.importers._common import (
     build_incident,
     decode_text,
     document_list,
-    io_gaps,
     parse_iso,
 )
 from trialrun.incident.importers.api import Importer
@@ -65,7 +64,6 @@ def to_incident(records: list[Any], source_file: str) -> Incident:
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=io_gaps(input_value, final_output),
     )
 
 

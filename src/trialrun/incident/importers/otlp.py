@@ -25,7 +25,6 @@ from trialrun.incident.importers._common import (
     RawCall,
     build_incident,
     decode_text,
-    io_gaps,
     moment_from_epoch,
 )
 from trialrun.incident.importers.api import Importer
@@ -72,7 +71,6 @@ def to_incident(records: list[Any], source_file: str) -> Incident:
         input_value=input_value,
         final_output=final_output,
         calls=calls,
-        missing=io_gaps(input_value, final_output),
     )
 
 
