@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from paths import BEHAVING_AGENT
+from paths import AGENTS_DIR, BEHAVING_AGENT
 from trialrun.cli import run_cli
 from trialrun.gateway.cassette import Recording
 from trialrun.running.sharding import ShardSpec, shard_case_ids, shard_info
@@ -417,4 +417,27 @@ def chat_recording(model: str, content: str) -> Recording:
         status=200,
         content_type="application/json",
         body=json.dumps(body),
+    )
+
+
+def flaky_suite(
+    root: Path, cases: Mapping[str, Mapping[str, Any]], settings: str = "", name: str = "flaky"
+) -> Path:
+    """A replay suite of ``tests/agents/flaky_agent.py``, which counts its runs in a file and
+    fails (``fail_on``) or crashes (``crash_on``) on the run numbers ``cases[id]`` lists."""
+    return write_suite(
+        root,
+        name=name,
+        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
+        tools=["search_docs"],
+        cases={
+            case_id: {
+                "input": {"counter": str(root / f"{case_id}.count"), **given},
+                "cassette": "cassettes/empty.jsonl",
+            }
+            for case_id, given in cases.items()
+        },
+        cassettes={"empty.jsonl": ""},
+        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n"
+        + settings,
     )

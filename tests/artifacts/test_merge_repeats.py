@@ -9,14 +9,12 @@ own run counters) see the very same outcomes.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import call_cli, only_run_dir, write_suite
-from paths import AGENTS_DIR
+from builders import call_cli, flaky_suite, only_run_dir
 from trialrun.receipt.verify import verify_receipt
 from trialrun.running.sharding import ShardSpec, shard_case_ids
 
@@ -31,25 +29,6 @@ CASES: dict[str, dict[str, list[int]]] = {
 }
 KEPT = ("id", "status", "runs", "passes", "pass_rate", "pass_rate_interval", "pass_hat_k",
         "retries", "blocking", "failure_kind", "min_case_pass_rate")  # fmt: skip
-
-
-def make_suite(root: Path, settings: str = "") -> Path:
-    return write_suite(
-        root,
-        name="flaky",
-        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
-        tools=["search_docs"],
-        cases={
-            case_id: {
-                "input": {"counter": str(root / f"{case_id}.count"), **given},
-                "cassette": "cassettes/empty.jsonl",
-            }
-            for case_id, given in CASES.items()
-        },
-        cassettes={"empty.jsonl": ""},
-        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n"
-        + settings,
-    )
 
 
 def comparable(run_dir: Path) -> dict[str, Any]:
@@ -71,12 +50,12 @@ def comparable(run_dir: Path) -> dict[str, Any]:
 
 
 def whole_and_merged(tmp_path: Path, *options: str, settings: str = "") -> dict[str, Any]:
-    whole_suite = make_suite(tmp_path / "whole", settings)
+    whole_suite = flaky_suite(tmp_path / "whole", CASES, settings)
     code_whole, out, err = call_cli(
         ["run", str(whole_suite), "--out", str(tmp_path / "out_whole"), "-q", *options]
     )
     assert code_whole in (0, 1), out + err
-    sharded = make_suite(tmp_path / "sharded", settings)
+    sharded = flaky_suite(tmp_path / "sharded", CASES, settings)
     shards = []
     for index in (1, 2):
         out_dir = tmp_path / f"out_shard{index}"

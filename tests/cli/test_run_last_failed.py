@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from builders import call_cli, make_shard_suite, write_suite
-from paths import AGENTS_DIR
+from builders import call_cli, flaky_suite, make_shard_suite
 from trialrun.running.sharding import ShardSpec, shard_case_ids
 
 # make_shard_suite(…, 6): case_002 fails, case_004 crashes (error), the others pass.
@@ -116,22 +114,7 @@ def test_a_flaky_case_is_run_again_by_last_failed_and_first_by_failed_first(
     # "wobbly" fails its runs 1 and 4 and passes the others; "steady" always passes. With
     # --retries 1, run 1 fails and its retry passes: flaky.
     root = tmp_path / "flaky"
-    cases = {"steady": [], "wobbly": [1, 4]}
-    suite = write_suite(
-        root,
-        name="s",
-        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
-        tools=["search_docs"],
-        cases={
-            case_id: {
-                "input": {"counter": str(root / f"{case_id}.count"), "fail_on": fail_on},
-                "cassette": "cassettes/empty.jsonl",
-            }
-            for case_id, fail_on in cases.items()
-        },
-        cassettes={"empty.jsonl": ""},
-        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n",
-    )
+    suite = flaky_suite(root, {"steady": {}, "wobbly": {"fail_on": [1, 4]}}, name="s")
     out = tmp_path / "out"
     cache = suite / ".trialrun_cache/lastfailed/suite.yaml.json"
 

@@ -7,14 +7,13 @@ lists, so "fails about one time in three" is the list 2, 5, 8 and no test depend
 from __future__ import annotations
 
 import json
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import call_cli, only_run_dir, write_suite
+from builders import call_cli, flaky_suite, only_run_dir
 from paths import AGENTS_DIR
 from trialrun.base.proportions import wilson_interval
 from trialrun.cli import EXIT_FAILED, EXIT_INVALID, EXIT_OK
@@ -22,26 +21,6 @@ from trialrun.receipt.verify import verify_receipt
 
 AGENT = AGENTS_DIR / "flaky_agent.py"
 ONE_IN_THREE = [2, 5, 8]
-
-
-def flaky_suite(root: Path, cases: dict[str, dict[str, Any]], settings: str = "") -> Path:
-    """A replay suite of the flaky agent; ``cases[id]`` is added to each case's input."""
-    return write_suite(
-        root,
-        name="flaky",
-        agent=[sys.executable, AGENT],
-        tools=["search_docs"],
-        cases={
-            case_id: {
-                "input": {"counter": str(root / f"{case_id}.count"), **given},
-                "cassette": "cassettes/empty.jsonl",
-            }
-            for case_id, given in cases.items()
-        },
-        cassettes={"empty.jsonl": ""},
-        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n"
-        + settings,
-    )
 
 
 def run(root: Path, suite: Path, *options: str, out: str = "out") -> tuple[int, str, Path]:

@@ -13,8 +13,7 @@ import cryptography.x509  # noqa: F401  (see below)
 import pytest
 
 import trialrun.running.runner  # noqa: F401  (see below)
-from builders import write_suite
-from paths import AGENTS_DIR
+from builders import flaky_suite
 from trialrun.base.results import AgentRun, CaseResult, CheckFailure, Failure, ToolCall, Usage
 from trialrun.cli import run_cli
 from trialrun.pytest_plugin import case_result_from_dict
@@ -294,28 +293,12 @@ def test_an_expired_quarantine_excuses_nothing(pytester: pytest.Pytester, demo: 
     assert "quarantined until" not in result.stdout.str()
 
 
-def flaky_suite(root: Path, settings: str) -> Path:
-    """Two cases of the flaky agent: ``steady`` passes, ``wobbly`` fails its run 2."""
-    return write_suite(
-        root,
-        name="flaky",
-        agent=[sys.executable, AGENTS_DIR / "flaky_agent.py"],
-        tools=["search_docs"],
-        cases={
-            case_id: {
-                "input": {"counter": str(root / f"{case_id}.count"), "fail_on": fail_on},
-                "cassette": "cassettes/empty.jsonl",
-            }
-            for case_id, fail_on in (("steady", []), ("wobbly", [2]))
-        },
-        cassettes={"empty.jsonl": ""},
-        settings="assertions:\n  - type: required_fields\n    fields: [category, reply]\n"
-        + settings,
-    )
+# "steady" passes; "wobbly" fails its run 2.
+PLUGIN_CASES = {"steady": {}, "wobbly": {"fail_on": [2]}}
 
 
 def test_repeat_runs_each_case_k_times_across_xdist_workers(pytester: pytest.Pytester) -> None:
-    flaky_suite(pytester.path, "")
+    flaky_suite(pytester.path, PLUGIN_CASES)
     result = pytester.runpytest_subprocess(
         *plugin_args(), "--trialrun", "suite", "--trialrun-repeat", "3", "-n", "2"
     )
@@ -333,7 +316,7 @@ def test_repeat_runs_each_case_k_times_across_xdist_workers(pytester: pytest.Pyt
 def test_retries_let_a_flaky_case_pass_where_the_suite_allows_it(
     pytester: pytest.Pytester,
 ) -> None:
-    flaky_suite(pytester.path, "flaky: warn\n")
+    flaky_suite(pytester.path, PLUGIN_CASES, "flaky: warn\n")
     (pytester.path / "wobbly.count").write_text("run\n")  # its next run is run 2: a failure
     result = pytester.runpytest_subprocess(
         *plugin_args(), "--trialrun", "suite", "--trialrun-retries", "2"
@@ -346,7 +329,7 @@ def test_retries_let_a_flaky_case_pass_where_the_suite_allows_it(
 
 
 def test_repeat_and_retries_together_are_a_usage_error(pytester: pytest.Pytester) -> None:
-    flaky_suite(pytester.path, "")
+    flaky_suite(pytester.path, PLUGIN_CASES)
     result = pytester.runpytest_subprocess(
         *plugin_args(), "--trialrun", "suite", "--trialrun-repeat", "2", "--trialrun-retries", "1"
     )
